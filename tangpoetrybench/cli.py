@@ -1,0 +1,118 @@
+"""The `tangpoetrybench` / `tpb` command line (SPEC §8)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable
+
+from .errors import DataError
+from .qc import QCConfig
+from .release import DEFAULT_MAX_IMAGE_PIXELS
+
+
+def _number_or_off(cast: Callable[[str], float | int]) -> Callable[[str], float | int | None]:
+    def parse(text: str):
+        if text.lower() in ("off", "none"):
+            return None
+        try:
+            return cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number or 'off', got {text!r}") from None
+    return parse
+
+
+def _demo_release(args: argparse.Namespace) -> None:
+    from .demo import write_demo_release
+    from .poems import read_poems, sample_poems
+
+    poems = read_poems(args.poems_file) if args.poems_file else sample_poems()
+    out = write_demo_release(args.out, poems, n_poems=args.poems, seed=args.seed, size=args.size,
+                             overwrite=args.overwrite, progress=not args.quiet)
+    print(f"Wrote a synthetic raw release to {out} (seed {args.seed}). Next: tpb build {out} OUT")
+
+
+def _build(args: argparse.Namespace) -> None:
+    from .builder import build_dataset, push_dataset
+
+    qc = None if args.no_qc else QCConfig(
+        min_seconds=args.qc_min_seconds, straightline_min_ratings=args.qc_straightline_min,
+        phase1_min_answers=args.qc_phase1_min_answers, phase1_min_accuracy=args.qc_phase1_min_accuracy,
+        consistency=not args.qc_no_consistency,
+    )
+    summary = build_dataset(args.raw, args.out, qc=qc, overwrite=args.overwrite,
+                            max_image_pixels=args.max_image_pixels, progress=not args.quiet)
+    print(f"Built {summary.out} (fingerprint {summary.fingerprint})")
+    for cfg, by_split in summary.rows.items():
+        print(f"  {cfg:<17} " + "  ".join(f"{split} {n}" for split, n in by_split.items()))
+    qc_line = ", ".join(f"{k} {v}" for k, v in summary.qc["by_rule"].items())
+    print(f"  QC: kept {summary.qc['n_kept']} of {summary.qc['n_ratings']} ratings ({qc_line})")
+    if args.push:
+        print(f"Pushed to {push_dataset(summary.out, args.push, private=args.private)}")
+
+
+def _convert_poems(args: argparse.Namespace) -> None:
+    from .poems import convert_chinese_poetry, write_poems
+
+    poems = [p for src in args.sources for p in convert_chinese_poetry(src)]
+    write_poems(poems, args.out)
+    print(f"Wrote {len(poems)} poems to {args.out}")
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tpb", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__import__('tangpoetrybench').__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("demo-release", help="write a synthetic raw release (labelled synthetic)")
+    p.add_argument("out", type=Path)
+    p.add_argument("--poems", type=int, default=None, help="use the first N poems (default: all)")
+    p.add_argument("--poems-file", type=Path, default=None,
+                   help="a SPEC poems file (default: the poems bundled with the package)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--size", type=int, default=512, help="image side in pixels")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_demo_release)
+
+    p = sub.add_parser("build", help="validate, QC and aggregate a raw release into a dataset folder")
+    p.add_argument("raw", type=Path)
+    p.add_argument("out", type=Path)
+    p.add_argument("--no-qc", action="store_true", help="keep every rating")
+    defaults = QCConfig()
+    p.add_argument("--qc-min-seconds", type=_number_or_off(float), default=defaults.min_seconds,
+                   help="drop ratings faster than this (default %(default)s; 'off' disables)")
+    p.add_argument("--qc-straightline-min", type=_number_or_off(int), default=defaults.straightline_min_ratings,
+                   help="straight-lining: minimum ratings of a rater (default %(default)s; 'off')")
+    p.add_argument("--qc-phase1-min-answers", type=_number_or_off(int), default=defaults.phase1_min_answers,
+                   help="Phase-1 floor: minimum answers of a rater (default %(default)s; 'off')")
+    p.add_argument("--qc-phase1-min-accuracy", type=_number_or_off(float), default=defaults.phase1_min_accuracy,
+                   help="Phase-1 floor: minimum accuracy (default %(default)s; 'off')")
+    p.add_argument("--qc-no-consistency", action="store_true", help="turn off the consistency rule")
+    p.add_argument("--max-image-pixels", type=int, default=DEFAULT_MAX_IMAGE_PIXELS)
+    p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    p.add_argument("--push", metavar="ORG/NAME", help="upload the built folder to the Hub as a dataset repo")
+    p.add_argument("--private", action="store_true", help="with --push: create a private repo")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_build)
+
+    p = sub.add_parser("convert-poems", help="convert chinese-poetry JSONL (tang300, songci) to a SPEC poems file")
+    p.add_argument("sources", type=Path, nargs="+")
+    p.add_argument("out", type=Path)
+    p.set_defaults(func=_convert_poems)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (DataError, FileExistsError, FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
