@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Callable
@@ -60,6 +61,43 @@ def _convert_poems(args: argparse.Namespace) -> None:
     print(f"Wrote {len(poems)} poems to {args.out}")
 
 
+def _score(args: argparse.Namespace) -> None:
+    from .evaluators import load_evaluator
+    from .scoring import dataset_items, folder_items, score_to_jsonl
+
+    if bool(args.dataset) == bool(args.images):
+        raise ValueError("give --dataset DIR, or --images DIR with --poems FILE")
+    if args.images and not args.poems:
+        raise ValueError("--images needs --poems FILE")
+    source = (dataset_items(args.dataset, args.config, args.split) if args.dataset
+              else folder_items(args.images, args.poems))
+    extra = {k: v for k, v in (("device", args.device), ("max_pixels", args.max_pixels),
+                               ("max_new_tokens", args.max_new_tokens)) if v is not None}
+    evaluator = load_evaluator(args.evaluator, model=args.model, adapter=args.adapter, backend=args.backend, **extra)
+    if evaluator.random_weights and int(os.environ.get("RANK", "0")) == 0:
+        print(RANDOM_WEIGHTS_BANNER, file=sys.stderr)
+    summary = score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,
+                             progress=not args.quiet)
+    if not summary.main_process:
+        return
+    print(f"{summary.out}: {summary.scored} scored now ({summary.failed} failed), "
+          f"{summary.skipped} already there, {summary.total} in the source")
+    if evaluator.random_weights:
+        print("These results come from random weights: they test the pipeline and measure nothing.")
+
+
+def _tiny_models(args: argparse.Namespace) -> None:
+    from .tiny import build_tiny_models
+
+    for name, path in build_tiny_models(args.out, overwrite=args.overwrite).items():
+        print(f"{name:<13} {path}")
+    print("Random weights: use these to run the pipeline offline, never to measure anything.")
+
+
+RANDOM_WEIGHTS_BANNER = ("NOTE: this model has random weights (a tiny test model). The scores test the "
+                         "pipeline and mean nothing.")
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tpb", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__import__('tangpoetrybench').__version__}")
@@ -96,6 +134,30 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--private", action="store_true", help="with --push: create a private repo")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_build)
+
+    p = sub.add_parser("score", help="score images with PAE or a baseline, to resumable JSON Lines")
+    p.add_argument("--dataset", help="a built dataset folder or Hub id")
+    p.add_argument("--config", default="images", help="with --dataset (default %(default)s)")
+    p.add_argument("--split", default="test", help="with --dataset (default %(default)s)")
+    p.add_argument("--images", type=Path, help="a folder of <poem_id>.png or <generator>/<poem_id>.png")
+    p.add_argument("--poems", type=Path, help="with --images: a SPEC poems file")
+    p.add_argument("--evaluator", required=True, choices=["pae", "clipscore", "blipscore", "vqascore"])
+    p.add_argument("--model", help="Hub id or local folder (default: the evaluator's checkpoint)")
+    p.add_argument("--adapter", help="PAE's LoRA adapter: Hub id or local folder")
+    p.add_argument("--backend", default="transformers", choices=["transformers", "vllm"])
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--limit", type=int, help="score only the first N items of the source")
+    p.add_argument("--device", help="e.g. cpu, cuda, cuda:1 (default: cuda when available)")
+    p.add_argument("--max-pixels", type=int, help="shrink larger images to this many pixels (default 1024×1024)")
+    p.add_argument("--max-new-tokens", type=int, help="PAE's answer length limit (default 256)")
+    p.add_argument("--out", type=Path, required=True, help="results, JSON Lines; an existing file is resumed")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_score)
+
+    p = sub.add_parser("tiny-models", help="build tiny random-weight models for offline smoke runs")
+    p.add_argument("out", type=Path)
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=_tiny_models)
 
     p = sub.add_parser("convert-poems", help="convert chinese-poetry JSONL (tang300, songci) to a SPEC poems file")
     p.add_argument("sources", type=Path, nargs="+")

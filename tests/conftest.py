@@ -69,3 +69,11 @@ def load(folder: Path, config: str, cache: Path):
     import datasets
 
     return datasets.load_dataset(str(folder), config, cache_dir=str(cache))
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory) -> dict[str, Path]:
+    """Tiny random-weight models (Qwen3-VL, CLIP, Chinese-CLIP, BLIP), built once per test session."""
+    from tangpoetrybench.tiny import build_tiny_models
+
+    return build_tiny_models(tmp_path_factory.mktemp("tiny") / "models")

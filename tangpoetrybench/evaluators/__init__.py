@@ -1,0 +1,55 @@
+"""Evaluators behind one interface: PAE (transformers or vLLM) and the scalar baselines.
+
+    >>> from tangpoetrybench.evaluators import load_evaluator
+    >>> clip = load_evaluator("clipscore", model="OFA-Sys/chinese-clip-vit-base-patch16")
+    >>> results = clip(images=[img], poems=[{"title": "静夜思", "author": "李白", "text": "床前明月光，..."}])
+
+Models load once, when the evaluator is built; each call scores a batch.
+"""
+
+from __future__ import annotations
+
+from .base import EvalResult, Evaluator, ScoringItem
+
+EVALUATORS = ("pae", "clipscore", "blipscore", "vqascore")
+BACKENDS = ("transformers", "vllm")
+
+
+def load_evaluator(name: str, model: str | None = None, adapter: str | None = None, backend: str = "transformers",
+                   **kwargs) -> Evaluator:
+    """Build an evaluator by name. `model` and `adapter` are Hub ids or local folders; None means the default
+    checkpoint. Other keyword arguments (device, max_pixels, max_new_tokens, rubric) go to the evaluator."""
+    if name not in EVALUATORS:
+        raise ValueError(f"unknown evaluator {name!r} (known: {', '.join(EVALUATORS)})")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
+    if adapter and name != "pae":
+        raise ValueError(f"--adapter applies to pae only, not {name}")
+    if backend == "vllm" and name != "pae":
+        raise ValueError(f"the vllm backend serves pae only, not {name}")
+    model_kw = {"model": model} if model else {}
+    if name == "pae":
+        if backend == "vllm":
+            from .pae_vllm import PAEVLLM
+
+            kwargs.pop("device", None)
+            return PAEVLLM(adapter=adapter, **model_kw, **kwargs)
+        from .pae import PAE
+
+        return PAE(adapter=adapter, **model_kw, **kwargs)
+    scalar_kwargs = {k: v for k, v in kwargs.items() if k in ("device", "max_pixels")}
+    if name == "vqascore":
+        from .vqascore import VQAScore
+
+        return VQAScore(**model_kw, **scalar_kwargs)
+    scalar_kwargs.pop("max_pixels", None)
+    if name == "clipscore":
+        from .clipscore import CLIPScore
+
+        return CLIPScore(**model_kw, **scalar_kwargs)
+    from .blipscore import BLIPScore
+
+    return BLIPScore(**model_kw, **scalar_kwargs)
+
+
+__all__ = ["EVALUATORS", "EvalResult", "Evaluator", "ScoringItem", "load_evaluator"]

@@ -1,0 +1,55 @@
+"""CLIPScore (Hessel et al. 2021): 2.5 · max(cos(image, text), 0), with CLIP or Chinese-CLIP.
+
+It reads the poem's text (its lines joined by spaces), truncated to the text encoder's length (77 tokens
+for CLIP). The default is the paper's CLIP ViT-B/32, which tokenizes Chinese poorly; pass
+`model="OFA-Sys/chinese-clip-vit-base-patch16"` for Chinese-CLIP. Any CLIP-like checkpoint whose
+`AutoModel` has `get_image_features` / `get_text_features` works.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from .base import EvalResult, Evaluator, ScoringItem
+from .loading import has_random_weights, pick_device
+
+DEFAULT_CLIP = "openai/clip-vit-base-patch32"
+CLIPSCORE_WEIGHT = 2.5
+
+
+def poem_text(item: ScoringItem) -> str:
+    return " ".join(item.poem.lines)
+
+
+def text_length(model) -> int:
+    config = getattr(model.config, "text_config", model.config)
+    return int(getattr(config, "max_position_embeddings", 77))
+
+
+class CLIPScore(Evaluator):
+    name = "clipscore"
+
+    def __init__(self, model: str = DEFAULT_CLIP, device: str | None = None):
+        from transformers import AutoModel, AutoProcessor
+
+        super().__init__()
+        self.device = pick_device(device)
+        self.processor = AutoProcessor.from_pretrained(model)
+        self.model = AutoModel.from_pretrained(model).to(self.device).eval()
+        self.model_name = model
+        self.random_weights = has_random_weights(self.model)
+
+    def _score(self, items: Sequence[ScoringItem]) -> list[EvalResult]:
+        inputs = self.processor(text=[poem_text(it) for it in items], images=[it.image.convert("RGB") for it in items],
+                                return_tensors="pt", padding=True, truncation=True,
+                                max_length=text_length(self.model)).to(self.device)
+        with torch.inference_mode():
+            image = self.model.get_image_features(pixel_values=inputs["pixel_values"]).pooler_output
+            text = self.model.get_text_features(
+                **{k: v for k, v in inputs.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+            ).pooler_output
+        cos = torch.nn.functional.cosine_similarity(image.float(), text.float(), dim=-1)
+        scores = (CLIPSCORE_WEIGHT * cos.clamp(min=0)).tolist()
+        return [self.result(it, {}, s, None, "ok", None) for it, s in zip(items, scores)]

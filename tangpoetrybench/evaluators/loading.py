@@ -1,0 +1,73 @@
+"""Loading models once: device and dtype, the pixel budget, the Qwen3-VL backend shared by PAE and VQAScore.
+
+Every `model` argument is a Hub id or a local folder (`save_pretrained` layout, safetensors); nothing
+runs remote code. Tiny test models carry `tpb_random_weights: true` in their config, and every result
+made with them says so.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from PIL import Image
+
+DEFAULT_MAX_PIXELS = 1024 * 1024
+RANDOM_WEIGHTS_FLAG = "tpb_random_weights"
+
+
+def pick_device(device: str | None = None) -> torch.device:
+    if device:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def pick_dtype(device: torch.device) -> torch.dtype:
+    """bf16 on a GPU, fp32 on the CPU (bf16 matmuls on CPU are slow and less exact)."""
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def has_random_weights(model: Any) -> bool:
+    config = getattr(model, "config", None)
+    return bool(getattr(config, RANDOM_WEIGHTS_FLAG, False))
+
+
+def fit_pixels(image: Image.Image, max_pixels: int) -> Image.Image:
+    """Shrink (never enlarge) an image so that width × height ≤ max_pixels, keeping its aspect ratio."""
+    image = image.convert("RGB")
+    w, h = image.size
+    if w * h <= max_pixels:
+        return image
+    scale = math.sqrt(max_pixels / (w * h))
+    return image.resize((max(1, int(w * scale)), max(1, int(h * scale))), Image.Resampling.BICUBIC)
+
+
+def load_qwen_vl(model: str, adapter: str | None = None, device: str | None = None):
+    """(processor, model, device) for a Qwen3-VL checkpoint, with an optional LoRA adapter merged in.
+
+    The processor pads on the left so that a batch can be generated together."""
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    dev = pick_device(device)
+    processor = AutoProcessor.from_pretrained(model)
+    processor.tokenizer.padding_side = "left"
+    net = AutoModelForImageTextToText.from_pretrained(model, dtype=pick_dtype(dev))
+    if adapter:
+        from peft import PeftModel
+
+        net = PeftModel.from_pretrained(net, adapter).merge_and_unload()
+    return processor, net.to(dev).eval(), dev
+
+
+def chat_inputs(processor, conversations: list[list[dict]], device: torch.device) -> dict:
+    """Tokenised, left-padded model inputs for a batch of chat conversations (with their images)."""
+    inputs = processor.apply_chat_template(
+        conversations, tokenize=True, add_generation_prompt=True, return_dict=True, return_tensors="pt",
+        processor_kwargs={"padding": True},
+    )
+    return inputs.to(device)
+
+
+def model_label(model: str, adapter: str | None = None) -> str:
+    return f"{model}+{adapter}" if adapter else model

@@ -1,0 +1,53 @@
+"""PAE, the rubric-conditioned evaluator, on the transformers backend.
+
+A Qwen3-VL base model (default `Qwen/Qwen3-VL-8B-Instruct`, the paper's zero-shot "open baseline") plus
+an optional LoRA adapter (PAE), loaded once. Each batch is left-padded and decoded greedily, so the same
+checkpoint, rubric and input give the same answer; the answer goes through `parse_answer`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from ..parsing import parse_answer
+from ..prompt import build_messages
+from ..rubric import Rubric
+from .base import EvalResult, Evaluator, ScoringItem, mean_or_none
+from .loading import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels, has_random_weights, load_qwen_vl, model_label
+
+DEFAULT_MODEL = "Qwen/Qwen3-VL-8B-Instruct"
+DEFAULT_MAX_NEW_TOKENS = 256  # the ten-key answer is about 120 Qwen tokens
+
+
+class PAE(Evaluator):
+    name = "pae"
+
+    def __init__(self, model: str = DEFAULT_MODEL, adapter: str | None = None, device: str | None = None,
+                 max_pixels: int = DEFAULT_MAX_PIXELS, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+                 rubric: Rubric | str | None = None):
+        super().__init__(rubric)
+        self.processor, self.model, self.device = load_qwen_vl(model, adapter, device)
+        self.model_name = model_label(model, adapter)
+        self.random_weights = has_random_weights(self.model)
+        self.max_pixels = max_pixels
+        self.max_new_tokens = max_new_tokens
+
+    def generate(self, conversations: list[list[dict]]) -> list[str]:
+        inputs = chat_inputs(self.processor, conversations, self.device)
+        with torch.inference_mode():
+            out = self.model.generate(**inputs, max_new_tokens=self.max_new_tokens, do_sample=False,
+                                      pad_token_id=self.processor.tokenizer.pad_token_id)
+        return self.processor.batch_decode(out[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+
+    def _score(self, items: Sequence[ScoringItem]) -> list[EvalResult]:
+        rubrics = [self.rubric_for(it.poem) for it in items]
+        answers = self.generate([build_messages(it.poem, r, fit_pixels(it.image, self.max_pixels))
+                                 for it, r in zip(items, rubrics)])
+        results = []
+        for it, rubric, answer in zip(items, rubrics, answers):
+            parsed = parse_answer(answer, rubric)
+            results.append(self.result(it, parsed.scores, mean_or_none(parsed.scores.values()), answer,
+                                       parsed.status, parsed.error))
+        return results

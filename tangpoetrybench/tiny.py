@@ -1,0 +1,176 @@
+"""Tiny random-weight models, built offline from configs, for tests and smoke runs (`tpb tiny-models OUT`).
+
+    OUT/qwen3-vl       Qwen3-VL (PAE, VQAScore): 2 text layers of width 64, a 2-block vision tower
+    OUT/clip           CLIP (CLIPScore)
+    OUT/chinese-clip   Chinese-CLIP (CLIPScore)
+    OUT/blip           BLIP image-text matching (BLIPScore)
+
+Each is a `save_pretrained` folder (safetensors) with its processor, loadable by path with the same code
+as the real checkpoints. Tokenizers are trained here on the bundled poems and the rubric prompt. The
+configs carry `tpb_random_weights: true`, so every result made with them is marked as a plumbing check:
+their scores mean nothing.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import torch
+
+from .evaluators.loading import RANDOM_WEIGHTS_FLAG
+from .evaluators.vqascore import question
+from .files import atomic_folder
+from .poems import sample_poems
+from .prompt import system_prompt, user_prompt
+from .rubric import rubric_for_tradition
+
+MODELS = ("qwen3-vl", "clip", "chinese-clip", "blip")
+QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+                "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]
+SEED = 0
+
+
+def _corpus() -> list[str]:
+    poems = sample_poems()
+    texts = [system_prompt(rubric_for_tradition(t)) for t in ("tang", "song_ci")]
+    texts += [user_prompt(p) + question(p) for p in poems]
+    texts += ['{"safety": 1, "technical_quality": 0.5, "scene_consistency": null, "overall_impression": 0.75} Yes No']
+    return texts * 2
+
+
+def _bpe(vocab_size: int, special: list[str]):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(_corpus(), trainer)
+    return tok
+
+
+def _mark(config) -> None:
+    setattr(config, RANDOM_WEIGHTS_FLAG, True)
+
+
+def build_qwen3_vl(out: Path) -> None:
+    from transformers import (PreTrainedTokenizerFast, Qwen2VLImageProcessor, Qwen3VLConfig,
+                              Qwen3VLForConditionalGeneration, Qwen3VLProcessor, Qwen3VLVideoProcessor)
+
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=_bpe(2048, QWEN_SPECIAL), eos_token="<|im_end|>",
+                                        pad_token="<|endoftext|>")
+    ids = dict(zip(QWEN_SPECIAL, tokenizer.convert_tokens_to_ids(QWEN_SPECIAL)))
+    template = (resources.files("tangpoetrybench") / "templates" / "qwen3_vl_chat_template.jinja").read_text(encoding="utf-8")
+    processor = Qwen3VLProcessor(
+        image_processor=Qwen2VLImageProcessor(patch_size=16, merge_size=2, temporal_patch_size=2),
+        tokenizer=tokenizer, video_processor=Qwen3VLVideoProcessor(), chat_template=template,
+    )
+    config = Qwen3VLConfig(
+        text_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, head_dim=16, vocab_size=len(tokenizer), max_position_embeddings=16384,
+                         rope_scaling={"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True},
+                         eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"]),
+        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=16,
+                           spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=64,
+                           num_position_embeddings=64, deepstack_visual_indexes=[0, 1]),
+        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"],
+    )
+    _mark(config)
+    torch.manual_seed(SEED)
+    model = Qwen3VLForConditionalGeneration(config).eval()
+    model.generation_config.eos_token_id = ids["<|im_end|>"]
+    model.generation_config.pad_token_id = ids["<|endoftext|>"]
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+
+
+def build_clip(out: Path) -> None:
+    from tokenizers import processors
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor, PreTrainedTokenizerFast
+
+    special = ["<|startoftext|>", "<|endoftext|>"]
+    tok = _bpe(512, special)
+    tok.post_processor = processors.TemplateProcessing(single=f"{special[0]} $A {special[1]}",
+                                                       special_tokens=[(special[0], 0), (special[1], 1)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=special[0], eos_token=special[1],
+                                        pad_token=special[1], model_max_length=77)
+    processor = CLIPProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": 32},
+                                                                 crop_size={"height": 32, "width": 32}), tokenizer=tokenizer)
+    config = CLIPConfig(
+        text_config=dict(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, max_position_embeddings=77, bos_token_id=0, eos_token_id=1, pad_token_id=1),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=32, patch_size=8),
+        projection_dim=16,
+    )
+    _mark(config)
+    torch.manual_seed(SEED)
+    CLIPModel(config).eval().save_pretrained(out)
+    processor.save_pretrained(out)
+
+
+def _bert_tokenizer(folder: Path):
+    from transformers import BertTokenizer
+
+    chars = sorted({c for text in _corpus() for c in text if "\u4e00" <= c <= "\u9fff"})
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars + list("abcdefghijklmnopqrstuvwxyz0123456789，。")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    return BertTokenizer(vocab=str(folder / "vocab.txt"))
+
+
+def build_chinese_clip(out: Path) -> None:
+    from transformers import ChineseCLIPConfig, ChineseCLIPImageProcessor, ChineseCLIPModel, ChineseCLIPProcessor
+
+    tokenizer = _bert_tokenizer(out)
+    processor = ChineseCLIPProcessor(image_processor=ChineseCLIPImageProcessor(
+        size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}), tokenizer=tokenizer)
+    config = ChineseCLIPConfig(
+        text_config=dict(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, max_position_embeddings=128),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=32, patch_size=8),
+        projection_dim=16,
+    )
+    _mark(config)
+    torch.manual_seed(SEED)
+    ChineseCLIPModel(config).eval().save_pretrained(out)
+    processor.save_pretrained(out)
+
+
+def build_blip(out: Path) -> None:
+    from transformers import BlipConfig, BlipForImageTextRetrieval, BlipImageProcessor, BlipProcessor
+
+    tokenizer = _bert_tokenizer(out)
+    processor = BlipProcessor(image_processor=BlipImageProcessor(size={"height": 32, "width": 32}), tokenizer=tokenizer)
+    ids = tokenizer.convert_tokens_to_ids(["[PAD]", "[CLS]", "[SEP]"])
+    config = BlipConfig(
+        text_config=dict(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, encoder_hidden_size=32, max_position_embeddings=128,
+                         pad_token_id=ids[0], bos_token_id=ids[1], sep_token_id=ids[2], eos_token_id=ids[2]),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=32, patch_size=8),
+        projection_dim=16,
+    )
+    _mark(config)
+    torch.manual_seed(SEED)
+    BlipForImageTextRetrieval(config).eval().save_pretrained(out)
+    processor.save_pretrained(out)
+
+
+BUILDERS = {"qwen3-vl": build_qwen3_vl, "clip": build_clip, "chinese-clip": build_chinese_clip, "blip": build_blip}
+
+
+def build_tiny_models(out: Path | str, overwrite: bool = False) -> dict[str, Path]:
+    """Build every tiny model under `out` (atomically); returns name → folder. An existing complete set is reused."""
+    out = Path(out)
+    if out.is_dir() and not overwrite and all((out / name / "config.json").is_file() for name in MODELS):
+        return {name: out / name for name in MODELS}
+    with atomic_folder(out) as tmp:
+        for name, build in BUILDERS.items():
+            build(tmp / name)
+    return {name: out / name for name in MODELS}

@@ -1,0 +1,122 @@
+"""Every evaluator end to end on tiny random-weight models over the demo dataset (plumbing, not quality)."""
+
+import json
+
+import pytest
+import torch
+from PIL import Image
+
+from tangpoetrybench.evaluators import load_evaluator
+from tangpoetrybench.evaluators.base import ScoringItem
+from tangpoetrybench.evaluators.loading import fit_pixels
+from tangpoetrybench.evaluators.pae_vllm import engine_kwargs, sampling_kwargs, vllm_messages
+from tangpoetrybench.poems import sample_poems
+from tangpoetrybench.prompt import build_messages
+from tangpoetrybench.rubric import load_rubric
+from tangpoetrybench.scoring import dataset_items, score_to_jsonl
+
+FIELDS = {"image_id", "evaluator", "scores", "quality", "raw_output", "parse_status", "error", "seconds", "model",
+          "random_weights"}
+CASES = [("pae", "qwen3-vl", None), ("vqascore", "qwen3-vl", (0, 1)), ("clipscore", "clip", (0, 2.5)),
+         ("clipscore", "chinese-clip", (0, 2.5)), ("blipscore", "blip", (0, 1))]
+
+
+@pytest.mark.parametrize("name,model,bounds", CASES)
+def test_end_to_end_over_the_demo_dataset(name, model, bounds, tiny_models, demo_built, tmp_path):
+    evaluator = load_evaluator(name, model=str(tiny_models[model]))
+    assert evaluator.random_weights
+    out = tmp_path / "scores.jsonl"
+    summary = score_to_jsonl(evaluator, dataset_items(demo_built, "images", "test"), out, batch_size=5, progress=False)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    ids = [it.image_id for it in dataset_items(demo_built, "images", "test")]
+    assert [r["image_id"] for r in records] == ids and summary.scored == len(ids) == 12
+    for r in records:
+        assert set(r) == FIELDS and r["evaluator"] == name and r["random_weights"] is True
+        assert r["model"] == str(tiny_models[model])
+        if name == "pae":
+            assert r["parse_status"] in ("ok", "repaired", "failed") and isinstance(r["raw_output"], str)
+            assert set(r["scores"]) == set(load_rubric("tang").keys)
+            if r["parse_status"] == "failed":
+                assert all(v is None for v in r["scores"].values()) and r["quality"] is None and r["error"]
+        else:
+            assert r["scores"] == {} and r["parse_status"] == "ok" and bounds[0] <= r["quality"] <= bounds[1]
+
+
+def test_batching_does_not_change_scalar_scores(tiny_models):
+    clip = load_evaluator("clipscore", model=str(tiny_models["chinese-clip"]))
+    poems = sample_poems()[:4]
+    images = [Image.new("RGB", (64, 48), (40 * i, 100, 200 - 30 * i)) for i in range(4)]
+    one = [r.quality for r in clip(images, poems, batch_size=1)]
+    four = [r.quality for r in clip(images, poems, batch_size=4)]
+    assert one == pytest.approx(four, abs=1e-5)
+    assert len(set(round(q, 6) for q in one)) > 1  # the images and poems differ, and so do the scores
+
+
+def test_pae_with_an_adapter(tiny_models, tmp_path):
+    """A LoRA adapter (peft, safetensors) is loaded and merged: answers change against the bare base model."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForImageTextToText
+
+    base = AutoModelForImageTextToText.from_pretrained(tiny_models["qwen3-vl"])
+    torch.manual_seed(1)
+    lora = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                           exclude_modules=r".*\.visual\..*", init_lora_weights=False))
+    lora.save_pretrained(tmp_path / "adapter")
+    assert (tmp_path / "adapter" / "adapter_model.safetensors").is_file()
+    poems, images = sample_poems()[:2], [Image.new("RGB", (64, 64), "white")] * 2
+    bare = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), max_new_tokens=16)
+    adapted = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), adapter=str(tmp_path / "adapter"),
+                             max_new_tokens=16)
+    assert adapted.model_name.endswith("+" + str(tmp_path / "adapter"))
+    assert [r.raw_output for r in bare(images, poems)] != [r.raw_output for r in adapted(images, poems)]
+    assert [r.raw_output for r in adapted(images, poems)] == [r.raw_output for r in adapted(images, poems)]
+
+
+def test_unreadable_image_is_a_failed_result_not_a_crash(tiny_models):
+    clip = load_evaluator("clipscore", model=str(tiny_models["clip"]))
+    poem = sample_poems()[0]
+    items = [ScoringItem("bad", None, poem, "unreadable image: truncated"), ScoringItem("good", Image.new("RGB", (8, 8)), poem)]
+    bad, good = clip.score(items)
+    assert bad.parse_status == "failed" and bad.error == "unreadable image: truncated" and bad.quality is None
+    assert good.parse_status == "ok" and good.quality is not None
+
+
+def test_fit_pixels():
+    assert fit_pixels(Image.new("RGB", (4000, 2000)), 1024 * 1024).size == (1448, 724)
+    assert fit_pixels(Image.new("L", (100, 50)), 1024 * 1024).size == (100, 50)
+    assert fit_pixels(Image.new("L", (100, 50)), 1024).mode == "RGB"
+
+
+def test_load_evaluator_errors():
+    with pytest.raises(ValueError, match="unknown evaluator"):
+        load_evaluator("fid")
+    with pytest.raises(ValueError, match="applies to pae only"):
+        load_evaluator("clipscore", adapter="x")
+    with pytest.raises(ValueError, match="serves pae only"):
+        load_evaluator("vqascore", backend="vllm")
+
+
+def test_vllm_requests_are_the_prompt_builders():
+    rubric, poem = load_rubric("tang"), sample_poems()[1]
+    image = Image.new("RGB", (2048, 2048))
+    messages = vllm_messages(ScoringItem("x", image, poem), rubric, max_pixels=1024 * 1024)
+    reference = build_messages(poem, rubric, image)
+    assert messages[0] == reference[0]
+    assert messages[1]["content"][0]["type"] == "image_pil" and messages[1]["content"][0]["image_pil"].size == (1024, 1024)
+    assert messages[1]["content"][1] == reference[1]["content"][1]
+    params = sampling_kwargs(rubric, 200)
+    assert params["temperature"] == 0.0 and params["max_tokens"] == 200
+    assert params["structured_outputs"]["json"]["required"] == list(rubric.keys)
+    assert engine_kwargs("m", None, 8)["enable_prefix_caching"] is True and "enable_lora" not in engine_kwargs("m", None, 8)
+    assert engine_kwargs("m", "a", 8)["enable_lora"] is True
+
+
+def test_vllm_backend_says_what_it_needs():
+    pytest.importorskip("torch")
+    try:
+        import vllm  # noqa: F401
+        pytest.skip("vLLM is installed here; the GPU run is done on the lent machine")
+    except ImportError:
+        pass
+    with pytest.raises(ImportError, match=r"tangpoetrybench\[vllm\]"):
+        load_evaluator("pae", backend="vllm", model="m")
