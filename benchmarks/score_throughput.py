@@ -1,0 +1,159 @@
+"""PAE scoring throughput (images/s) by batch size, with prefill and decode timed apart.
+
+    python benchmarks/score_throughput.py                  # GPU: full-size Qwen3-VL-8B, random bf16 weights
+    python benchmarks/score_throughput.py --smoke          # CPU: the tiny test model, so CI keeps this working
+
+The full-size model is the Qwen3-VL-8B-Instruct architecture (config below, public values) with random bf16
+weights created on the GPU: no download. It is timed on exactly what `tpb score` runs: the real rubric
+prompt from the prompt builder, one image per request (1024×1024 by default), left-padded batches and greedy
+decoding, here forced to a fixed answer length so every batch size decodes the same number of tokens.
+Text is tokenized with the tiny test tokenizer unless `--tokenizer` points at a local Qwen3-VL processor;
+the script prints the prompt length it used. Random weights time the computation; they measure no quality.
+Target (issue 3) on one H200: ≥ 8 images/s and ≥ 5× the images/s of batch size 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+from tangpoetrybench import __version__
+from tangpoetrybench.evaluators.loading import chat_inputs
+from tangpoetrybench.poems import sample_poems
+from tangpoetrybench.prompt import build_messages
+from tangpoetrybench.rubric import load_rubric
+from tangpoetrybench.tiny import build_tiny_models
+
+QWEN3_VL_8B = dict(
+    text_config=dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
+                     num_key_value_heads=8, head_dim=128, vocab_size=151936, rope_theta=5_000_000,
+                     max_position_embeddings=262144, tie_word_embeddings=False,
+                     rope_scaling={"rope_type": "default", "mrope_section": [24, 20, 20], "mrope_interleaved": True}),
+    vision_config=dict(depth=27, hidden_size=1152, intermediate_size=4304, num_heads=16, patch_size=16,
+                       spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=4096, num_position_embeddings=2304,
+                       deepstack_visual_indexes=[8, 16, 24], hidden_act="gelu_pytorch_tanh"),
+    tie_word_embeddings=False,
+)
+
+
+@dataclass
+class Row:
+    batch_size: int
+    prompt_tokens: int  # per request, padded
+    process_s: float  # chat template + image processor (CPU)
+    prefill_s: float
+    decode_s: float
+    total_s: float
+    images_per_s: float
+    speedup: float = 1.0
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--smoke", action="store_true", help="tiny model on the CPU (plumbing only)")
+    p.add_argument("--batch-sizes", default=None, help="comma-separated (default 1,2,4,8,16,32,64; smoke 1,2,4)")
+    p.add_argument("--answer-tokens", type=int, default=None, help="fixed answer length (default 120; smoke 8)")
+    p.add_argument("--image-size", type=int, default=None, help="square image side (default 1024; smoke 256)")
+    p.add_argument("--tokenizer", help="a local Qwen3-VL processor folder for realistic text lengths")
+    p.add_argument("--repeats", type=int, default=2, help="timed runs per batch size (after one warm-up)")
+    p.add_argument("--out", type=Path, help="write the figures as JSON here")
+    return p.parse_args()
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def build_model(smoke: bool, processor, tiny_path: Path, device: torch.device):
+    from transformers import AutoModelForImageTextToText, Qwen3VLConfig, Qwen3VLForConditionalGeneration
+
+    if smoke:
+        return AutoModelForImageTextToText.from_pretrained(tiny_path).to(device).eval()
+    tok = processor.tokenizer
+    ids = tok.convert_tokens_to_ids(["<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>"])
+    config = Qwen3VLConfig(**QWEN3_VL_8B, image_token_id=ids[0], video_token_id=ids[1], vision_start_token_id=ids[2],
+                           vision_end_token_id=ids[3])
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = Qwen3VLForConditionalGeneration._from_config(config, dtype=torch.bfloat16)
+    return model.eval()
+
+
+def images(n: int, size: int) -> list[Image.Image]:
+    rng = np.random.default_rng(0)
+    return [Image.fromarray(rng.integers(0, 255, (size, size, 3), dtype=np.uint8)) for _ in range(n)]
+
+
+def time_batch(model, processor, conversations, device, answer_tokens: int) -> tuple[float, float, float, int]:
+    start = time.perf_counter()
+    inputs = chat_inputs(processor, conversations, device)
+    sync(device)
+    t_process = time.perf_counter() - start
+    with torch.inference_mode():
+        start = time.perf_counter()
+        model(**inputs, logits_to_keep=1)
+        sync(device)
+        t_prefill = time.perf_counter() - start
+        start = time.perf_counter()
+        model.generate(**inputs, max_new_tokens=answer_tokens, min_new_tokens=answer_tokens, do_sample=False,
+                       pad_token_id=processor.tokenizer.pad_token_id)
+        sync(device)
+        t_generate = time.perf_counter() - start
+    return t_process, t_prefill, t_generate, int(inputs["input_ids"].shape[1])
+
+
+def main() -> None:
+    args = parse_args()
+    device = torch.device("cpu" if args.smoke or not torch.cuda.is_available() else "cuda")
+    if not args.smoke and device.type != "cuda":
+        raise SystemExit("the full-size benchmark needs a GPU; use --smoke on a CPU")
+    batch_sizes = [int(b) for b in (args.batch_sizes or ("1,2,4" if args.smoke else "1,2,4,8,16,32,64")).split(",")]
+    answer_tokens = args.answer_tokens or (8 if args.smoke else 120)
+    size = args.image_size or (256 if args.smoke else 1024)
+
+    from transformers import AutoProcessor
+
+    tiny = build_tiny_models(Path(tempfile.gettempdir()) / f"tpb-tiny-models-{__version__}")["qwen3-vl"]
+    processor = AutoProcessor.from_pretrained(args.tokenizer or tiny)
+    processor.tokenizer.padding_side = "left"
+    model = build_model(args.smoke, processor, tiny, device)
+    rubric, poems = load_rubric("tang"), [p for p in sample_poems() if p.tradition == "tang"]
+    pictures = images(max(batch_sizes), size)
+    conversations = [build_messages(poems[i % len(poems)], rubric, pictures[i]) for i in range(max(batch_sizes))]
+
+    rows: list[Row] = []
+    for b in batch_sizes:
+        time_batch(model, processor, conversations[:b], device, answer_tokens)  # warm-up
+        runs = [time_batch(model, processor, conversations[:b], device, answer_tokens) for _ in range(args.repeats)]
+        process, prefill, generate = (min(r[i] for r in runs) for i in range(3))
+        total = process + generate
+        rows.append(Row(b, runs[0][3], round(process, 3), round(prefill, 3), round(generate - prefill, 3),
+                        round(total, 3), round(b / total, 2)))
+        print(f"batch {b:>3}: {rows[-1].images_per_s:8.2f} images/s", flush=True)
+    for row in rows:
+        row.speedup = round(row.images_per_s / rows[0].images_per_s, 2)
+
+    name = torch.cuda.get_device_name() if device.type == "cuda" else "CPU"
+    print(f"\nQwen3-VL {'tiny (random)' if args.smoke else '8B architecture, random bf16 weights'} on {name}, "
+          f"{size}×{size} images, {answer_tokens} answer tokens, {time.strftime('%Y-%m-%d')}")
+    print("| batch | prompt tokens | process s | prefill s | decode s | total s | images/s | × batch 1 |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r.batch_size} | {r.prompt_tokens} | {r.process_s} | {r.prefill_s} | {r.decode_s} | {r.total_s} "
+              f"| {r.images_per_s} | {r.speedup} |")
+    if args.out:
+        args.out.write_text(json.dumps({"device": name, "smoke": args.smoke, "image_size": size,
+                                        "answer_tokens": answer_tokens, "rows": [asdict(r) for r in rows]}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+"""The benchmark scripts keep working (their --smoke modes; figures from them are not asserted)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_score_throughput_smoke(tmp_path):
+    out = tmp_path / "figures.json"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "score_throughput.py"), "--smoke",
+                           "--batch-sizes", "1,2", "--repeats", "1", "--out", str(out)],
+                          capture_output=True, text=True, check=True)
+    assert "| batch | prompt tokens | process s | prefill s | decode s | total s | images/s | × batch 1 |" in done.stdout
+    assert '"smoke": true' in out.read_text()
