@@ -86,6 +86,19 @@ def _score(args: argparse.Namespace) -> None:
         print("These results come from random weights: they test the pipeline and measure nothing.")
 
 
+def _agree(args: argparse.Namespace) -> None:
+    import json
+
+    from .evaluation import agree, format_table
+
+    result = agree(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap, seed=args.seed)
+    print(format_table(result))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        print(f"\nWrote {args.out}")
+
+
 def _tiny_models(args: argparse.Namespace) -> None:
     from .tiny import build_tiny_models
 
@@ -153,6 +166,15 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="results, JSON Lines; an existing file is resumed")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_score)
+
+    p = sub.add_parser("agree", help="agreement of scores with the human ratings, with intervals and noise floor")
+    p.add_argument("--dataset", required=True, help="a built dataset folder or Hub id")
+    p.add_argument("--scores", type=Path, required=True, help="results of one evaluator (tpb score)")
+    p.add_argument("--split", default="test")
+    p.add_argument("--bootstrap", type=int, default=10_000, help="resamples over poems (0: no intervals)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, help="write every figure as JSON here")
+    p.set_defaults(func=_agree)
 
     p = sub.add_parser("tiny-models", help="build tiny random-weight models for offline smoke runs")
     p.add_argument("out", type=Path)

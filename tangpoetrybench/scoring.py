@@ -22,6 +22,7 @@ from typing import Callable, Iterable, Iterator
 from PIL import Image
 from tqdm.auto import tqdm
 
+from .dataset_io import dataset_rows
 from .evaluators.base import Evaluator, ScoringItem
 from .poems import Poem, read_poems
 from .release import IMAGE_EXTENSIONS
@@ -57,12 +58,10 @@ class ScoreSummary:
 def dataset_items(dataset: str | Path, config: str = "images", split: str = "test") -> Iterator[SourceItem]:
     """Items of a built dataset, streamed (no cache copy; nothing decoded until needed). A wrong folder,
     config or split fails here, before any model is loaded."""
-    import datasets
-
-    ds = datasets.load_dataset(str(dataset), config, split=split, streaming=True).decode(False)
+    rows_ = dataset_rows(dataset, config, split, decode=False)
 
     def rows() -> Iterator[SourceItem]:
-        for row in ds:
+        for row in rows_:
             poem = Poem(poem_id=row["poem_id"], title=row["title"], author=row["author"], text=row["poem"],
                         tradition=row["tradition"])
             image = row["image"]

@@ -1,0 +1,20 @@
+"""Reading a built dataset (a folder or a Hub id) row by row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+
+def dataset_rows(dataset: str | Path, config: str, split: str, columns: list[str] | None = None,
+                 decode: bool = True) -> Iterator[dict]:
+    """Rows streamed from the Parquet files: no cache copy, so a folder rebuilt in place is read afresh.
+
+    decode=False leaves images as {"bytes", "path"} for the caller to decode when (and if) it needs them.
+    A wrong folder, config or split fails here, not at the first row."""
+    import datasets
+
+    ds = datasets.load_dataset(str(dataset), config, split=split, streaming=True)
+    if columns:
+        ds = ds.select_columns(columns)
+    return iter(ds if decode else ds.decode(False))

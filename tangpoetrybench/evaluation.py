@@ -1,0 +1,128 @@
+"""`tpb agree`: an evaluator's scores (JSON Lines from `tpb score`) against a built dataset's human scores,
+with intervals and the human noise floor of the same split, as JSON and as a table for the terminal."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement
+from .dataset_io import dataset_rows
+from .noise import RatingTable, noise_floor
+from .rubric import rubric_for_tradition
+
+
+def read_scores(path: Path | str) -> tuple[str, dict[str, dict]]:
+    """(evaluator, records by image_id) of a results file made by one evaluator."""
+    records: dict[str, dict] = {}
+    evaluators = set()
+    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+        evaluators.add(record.get("evaluator", "?"))
+        records[record["image_id"]] = record
+    if len(evaluators) > 1:
+        raise ValueError(f"{path}: results of several evaluators ({', '.join(sorted(evaluators))}); use one file each")
+    if not records:
+        raise ValueError(f"{path}: no results")
+    return evaluators.pop(), records
+
+
+def agreement_data(dataset: str | Path, records: dict[str, dict], split: str, config: str = "images") -> AgreementData:
+    rubric = rubric_for_tradition("tang")
+    keys = list(rubric.keys)
+    rows = list(dataset_rows(dataset, config, split, ["image_id", "poem_id", "quality", *keys]))
+    human = np.array([[np.nan if r[k] is None else r[k] for k in keys] for r in rows], dtype=float).reshape(len(rows), len(keys))
+    pred = np.full_like(human, np.nan)
+    pred_quality = np.full(len(rows), np.nan)
+    for i, row in enumerate(rows):
+        record = records.get(row["image_id"])
+        if record is None:
+            continue
+        scores = record.get("scores") or {}
+        pred[i] = [np.nan if scores.get(k) is None else scores[k] for k in keys]
+        pred_quality[i] = np.nan if record.get("quality") is None else record["quality"]
+    return AgreementData(
+        image_ids=[r["image_id"] for r in rows], poem_ids=[r["poem_id"] for r in rows], keys=rubric.keys,
+        anchors=np.array([rubric.anchor_step(k) for k in keys]), human=human, pred=pred,
+        human_quality=np.array([np.nan if r["quality"] is None else r["quality"] for r in rows], dtype=float),
+        pred_quality=pred_quality, scalar=not any(r.get("scores") for r in records.values()),
+    )
+
+
+def rating_table(dataset: str | Path, split: str, image_config: str = "images") -> RatingTable:
+    """The kept ratings of a split's images, for the noise floor."""
+    rubric = rubric_for_tradition("tang")
+    keys = list(rubric.keys)
+    rows = [r for r in dataset_rows(dataset, "ratings", split, ["image_id", "image_config", "poem_id", "rater_id", *keys])
+            if r["image_config"] == image_config]
+    scores = np.array([[np.nan if r[k] is None else r[k] for k in keys] for r in rows], dtype=float).reshape(len(rows), len(keys))
+    return RatingTable([r["image_id"] for r in rows], [r["poem_id"] for r in rows], [r["rater_id"] for r in rows],
+                       rubric.keys, np.array([rubric.anchor_step(k) for k in keys]), scores)
+
+
+def agree(dataset: str | Path, scores: Path | str, split: str = "test", n_bootstrap: int = DEFAULT_BOOTSTRAP,
+          seed: int = 0) -> dict:
+    evaluator, records = read_scores(scores)
+    data = agreement_data(dataset, records, split)
+    first = next(iter(records.values()))
+    result = {
+        "evaluator": evaluator, "model": first.get("model", ""), "dataset": str(dataset), "split": split,
+        "scores": str(scores), "random_weights": any(r.get("random_weights") for r in records.values()),
+        "parse_status": {s: sum(records.get(i, {}).get("parse_status") == s for i in data.image_ids)
+                         for s in ("ok", "repaired", "failed")},
+        "missing": sum(i not in records for i in data.image_ids),
+        "agreement": agreement(data, n_bootstrap=n_bootstrap, seed=seed),
+    }
+    result["noise_floor"] = noise_floor(rating_table(dataset, split))
+    return result
+
+
+def _fmt(value, ci=None) -> str:
+    text = "—" if value is None else f"{value:.3f}"
+    return text + (f"  [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+def format_table(result: dict) -> str:
+    a, nf = result["agreement"], result["noise_floor"]
+    lines = []
+    if result["random_weights"]:
+        lines.append("NOTE: these scores come from random weights. They test the pipeline; they measure nothing.")
+    lines += [
+        f"Agreement of {result['evaluator']} ({result['model']}) with human scores — {result['split']} split, "
+        f"{a['n_images']} images, {a['n_poems']} poems",
+        f"parse: {result['parse_status']['ok']} ok, {result['parse_status']['repaired']} repaired, "
+        f"{result['parse_status']['failed']} failed; {result['missing']} images without a result",
+        f"95% intervals: bootstrap over poems, {a['bootstrap']['resamples']} resamples, seed {a['bootstrap']['seed']}",
+        "",
+        f"{'statistic':<22}{'value  [95% CI]':<32}human noise floor",
+    ]
+    dims = nf["per_dimension"]
+
+    def mean_of(stat: str) -> float | None:
+        values = [d[stat] for d in dims.values() if d[stat] is not None]
+        return sum(values) / len(values) if values else None
+
+    floor = {"mae": mean_of("loo_deviation"), "within_one_anchor": mean_of("within_one_level"),
+             "kendall_tau": nf["rater_vs_rest_tau"]}
+    for stat in ("coverage", "mae", "within_0.05", "within_one_anchor", "kendall_tau", "spearman"):
+        if stat in a:
+            label = f"kendall_tau ({a['kendall_tau_poems']} poems)" if stat == "kendall_tau" else stat
+            lines.append(f"{label:<22}{_fmt(a[stat], a.get(f'{stat}_ci')):<32}{_fmt(floor.get(stat)) if stat in floor else ''}")
+    if "per_dimension" in a:
+        lines += ["", f"{'dimension':<22}{'pairs':>6}  {'MAE  [95% CI]':<28}{'≤0.05  [95% CI]':<28}"
+                      f"{'human LOO dev':>14}{'human ±1 level':>15}{'human α':>9}"]
+        for key, d in a["per_dimension"].items():
+            h = dims[key]
+            lines.append(f"{key:<22}{d['n_pairs']:>6}  {_fmt(d['mae'], d.get('mae_ci')):<28}"
+                         f"{_fmt(d['within_0.05'], d.get('within_0.05_ci')):<28}{_fmt(h['loo_deviation']):>14}"
+                         f"{_fmt(h['within_one_level']):>15}{_fmt(h['krippendorff_alpha']):>9}")
+    lines.append(f"\nnoise floor: {nf['n_multi_rated_images']} multi-rated images of {nf['n_images']} rated; "
+                 f"rater-vs-rest τ over {nf['rater_vs_rest_tau_cases']} (poem, rater) cases")
+    return "\n".join(lines)

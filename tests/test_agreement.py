@@ -1,0 +1,175 @@
+"""SPEC §7 agreement statistics on hand-computed cases, the bootstrap, and the `evaluate` module."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import evaluate
+import numpy as np
+import pytest
+from scipy import stats
+
+from tangpoetrybench.agreement import AgreementData, _weighted_spearman, agreement
+from tangpoetrybench.rubric import load_rubric
+
+RUBRIC = load_rubric("tang")
+METRIC_DIR = Path(__file__).resolve().parents[1] / "metric" / "pae"
+N = None
+
+
+def row(*values):
+    assert len(values) == 10
+    return list(values)
+
+
+def test_hand_computed_case():
+    # poem A: three images; poem B: two images whose human quality ties (τ undefined there)
+    refs = [row(1, 1, 1, 1, N, 1, 1, 1, 1, 1),           # quality 1
+            row(1, .5, .67, 1, .67, 1, .5, .67, .67, .75),  # quality 0.748...
+            row(.5, .5, .33, 0, 0, .5, .5, .33, N, .25),    # quality 0.323...
+            row(1, 1, 1, 1, 1, 1, 1, 1, 1, 1),
+            row(1, 1, 1, 1, 1, 1, 1, 1, 1, 1)]
+    preds = [row(1, 1, 1, 1, .5, 1, 1, 1, 1, 1),          # scene predicted where the human said n/a: not a pair
+             row(1, .5, .67, 1, .67, 1, .5, .67, .67, .75),
+             row(.5, .5, .33, 0, 0, .5, .5, .33, .33, .25),
+             row(.9, 1, 1, 1, 1, 1, 1, 1, 1, 1),
+             None]                                        # no prediction at all
+    data = AgreementData.from_lists(preds, refs, ["A", "A", "A", "B", "B"], RUBRIC)
+    r = agreement(data, n_bootstrap=0)
+    assert r["n_pairs"] == 9 + 10 + 9 + 10 + 10 == 48
+    assert r["coverage"] == pytest.approx(38 / 48)
+    assert r["mae"] == pytest.approx(0.1 / 38)
+    assert r["within_0.05"] == pytest.approx(37 / 38)
+    assert r["within_one_anchor"] == 1.0
+    assert r["kendall_tau_poems"] == 1 and r["kendall_tau"] == pytest.approx(1.0)  # B: one image predicted
+    h = [np.nanmean([np.nan if v is None else v for v in x]) for x in refs[:4]]
+    p = [np.nanmean([np.nan if v is None else v for v in x]) for x in preds[:4]]
+    assert r["spearman"] == pytest.approx(stats.spearmanr(p, h).statistic)
+    dims = r["per_dimension"]
+    assert dims["safety"]["mae"] == pytest.approx(0.1 / 4) and dims["safety"]["within_0.05"] == 0.75
+    assert dims["scene_consistency"]["n_pairs"] == 4 and dims["scene_consistency"]["coverage"] == 0.75
+    assert dims["emotional_resonance"]["n_pairs"] == 4
+
+
+def test_ties_and_undefined_tau():
+    refs = [row(*[1] * 10), row(*[1] * 10), row(*[.5] * 10), row(*[0] * 10)]
+    preds = [row(*[.5] * 10), row(*[.5] * 10), [.2] * 10, [.2] * 10]  # poem A: human all tied; B: predictions tied
+    r = agreement(AgreementData.from_lists(preds, refs, ["A", "A", "B", "B"], RUBRIC), n_bootstrap=0)
+    assert r["kendall_tau"] is None and r["kendall_tau_poems"] == 0
+    refs.append(row(*[.75] * 10))
+    preds.append(row(*[.9] * 10))
+    r = agreement(AgreementData.from_lists(preds, refs, ["A", "A", "B", "B", "B"], RUBRIC), n_bootstrap=0)
+    # B: human .5, 0, .75 vs pred .2, .2, .9 -> tau-b with one tie on the predicted side
+    assert r["kendall_tau"] == pytest.approx(stats.kendalltau([.2, .2, .9], [.5, 0, .75], variant="b").statistic)
+    assert r["kendall_tau_poems"] == 1
+
+
+def test_scalar_metric_gets_ranking_statistics_only():
+    refs = [row(*[1] * 10), row(*[.5] * 10), row(*[0] * 10), row(*[.25] * 10)]
+    data = AgreementData.from_lists([0.9, 0.4, 0.5, None], refs, ["A", "A", "A", "B"], RUBRIC)
+    r = agreement(data, n_bootstrap=0)
+    assert data.scalar and "mae" not in r and "per_dimension" not in r
+    assert r["kendall_tau"] == pytest.approx(stats.kendalltau([.9, .4, .5], [1, .5, 0], variant="b").statistic)
+
+
+def synthetic(n_poems, seed=3):
+    """Synthetic human and predicted scores (labelled as such: no real evaluator produced these)."""
+    rng = np.random.default_rng(seed)
+    refs, preds, poems = [], [], []
+    for p in range(n_poems):
+        for _ in range(4):
+            h = rng.choice([0, .33, .5, .67, 1], size=10)
+            refs.append([None if rng.random() < .05 else float(v) for v in h])
+            preds.append([float(np.clip(v + rng.normal(0, .15), 0, 1)) for v in h])
+            poems.append(f"p{p:03d}")
+    return preds, refs, poems
+
+
+def test_interval_holds_the_estimate_and_narrows_with_more_poems():
+    widths = []
+    for n in (10, 40, 160):
+        r = agreement(AgreementData.from_lists(*synthetic(n), RUBRIC), n_bootstrap=2000)
+        for stat in ("coverage", "mae", "within_0.05", "within_one_anchor", "kendall_tau", "spearman"):
+            low, high = r[f"{stat}_ci"]
+            assert low <= r[stat] + 1e-12 and r[stat] <= high + 1e-12, stat
+        widths.append(r["mae_ci"][1] - r["mae_ci"][0])
+    assert widths[0] > widths[1] > widths[2]
+
+
+def test_bootstrap_is_seeded():
+    data = AgreementData.from_lists(*synthetic(20), RUBRIC)
+    assert agreement(data, n_bootstrap=500, seed=0) == agreement(data, n_bootstrap=500, seed=0)
+    assert agreement(data, n_bootstrap=500, seed=0)["mae_ci"] != agreement(data, n_bootstrap=500, seed=1)["mae_ci"]
+
+
+def test_weighted_spearman_equals_spearman_of_the_repeated_sample():
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 5, 30).astype(float), rng.normal(size=30)  # ties in x
+    w = rng.integers(0, 4, size=(3, 30)).astype(float)
+    got = _weighted_spearman(x, y, w)
+    for b in range(3):
+        reps = w[b].astype(int)
+        assert got[b] == pytest.approx(stats.spearmanr(np.repeat(x, reps), np.repeat(y, reps)).statistic)
+
+
+def test_length_mismatch_is_a_clear_error():
+    with pytest.raises(ValueError, match="same length"):
+        AgreementData.from_lists([[1] * 10], [[1] * 10, [1] * 10], ["a", "b"], RUBRIC)
+    with pytest.raises(ValueError, match=r"references\[0\]: expected 10 scores, got 3"):
+        AgreementData.from_lists([[1] * 10], [[1, 1, 1]], ["a"], RUBRIC)
+
+
+@pytest.mark.parametrize("path", [METRIC_DIR, METRIC_DIR / "pae.py"])
+def test_evaluate_load_from_folder_and_file(path):
+    metric = evaluate.load(str(path))
+    preds, refs, poems = synthetic(12)
+    got = metric.compute(predictions=preds, references=refs, poem_ids=poems, n_bootstrap=300)
+    want = agreement(AgreementData.from_lists(preds, refs, poems, RUBRIC), n_bootstrap=300)
+    assert got == want
+
+
+def test_evaluate_equals_tpb_agree(demo_built, tmp_path):
+    """Synthetic predictions (human scores plus noise) for the demo's test split, through both front ends."""
+    from tangpoetrybench.dataset_io import dataset_rows
+
+    keys = list(RUBRIC.keys)
+    rows = list(dataset_rows(demo_built, "images", "test", ["image_id", "poem_id", *keys]))
+    rng = np.random.default_rng(7)
+    records, preds = [], []
+    for i, r in enumerate(rows):
+        scores = {k: None if r[k] is None else float(np.clip(r[k] + rng.normal(0, .1), 0, 1)) for k in keys}
+        if i == 3:
+            scores = {k: None for k in keys}  # a failed parse
+        present = [v for v in scores.values() if v is not None]
+        records.append({"image_id": r["image_id"], "evaluator": "synthetic-noise", "scores": scores,
+                        "quality": sum(present) / len(present) if present else None, "parse_status": "ok"})
+        preds.append([scores[k] for k in keys])
+    scores_file = tmp_path / "synthetic.jsonl"
+    scores_file.write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "agree.json"
+    done = subprocess.run([sys.executable, "-m", "tangpoetrybench.cli", "agree", "--dataset", str(demo_built),
+                           "--scores", str(scores_file), "--bootstrap", "1000", "--out", str(out)],
+                          capture_output=True, text=True, check=True)
+    assert "Agreement of synthetic-noise" in done.stdout and "within_one_anchor" in done.stdout
+    cli = json.loads(out.read_text())["agreement"]
+    refs = [[r[k] for k in keys] for r in rows]
+    via_evaluate = evaluate.load(str(METRIC_DIR)).compute(predictions=preds, references=refs,
+                                                          poem_ids=[r["poem_id"] for r in rows], n_bootstrap=1000)
+    assert json.loads(json.dumps(via_evaluate)) == cli
+    assert cli["coverage"] < 1  # the failed parse counts against coverage
+
+
+def test_metric_app_over_gradio_client():
+    gradio_client = pytest.importorskip("gradio_client")
+    sys.path.insert(0, str(METRIC_DIR))
+    try:
+        import app
+    finally:
+        sys.path.remove(str(METRIC_DIR))
+    _, url, _ = app.demo.launch(server_name="127.0.0.1", prevent_thread_lock=True, quiet=True)
+    try:
+        table, details = gradio_client.Client(url, verbose=False).predict(*app.EXAMPLE, 200, api_name="/compute")
+        assert "| mae | 0.135 |" in table and details["kendall_tau"] == 1.0
+    finally:
+        app.demo.close()

@@ -1,0 +1,121 @@
+"""The human noise floor, on a hand-computed case and on real multi-rater ratings of other T2I benchmarks
+(GenAI-Bench, DSG TIFA160), each checked against an independent computation written here."""
+
+import csv
+import json
+from collections import defaultdict
+from itertools import combinations, permutations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from conftest import SHARED
+from tangpoetrybench.external_ratings import read_dsg, read_genai_bench
+from tangpoetrybench.noise import RatingTable, noise_floor
+
+RATINGS = SHARED / "data" / "ratings"
+needs_ratings = pytest.mark.skipif(not RATINGS.is_dir(), reason="../shared/data/ratings is absent")
+
+
+def test_hand_computed():
+    # image u1: raters a, b, c on one dimension (anchor 0.25); image u2: a single rating (not multi-rated)
+    table = RatingTable(["u1", "u1", "u1", "u2"], ["p", "p", "p", "p"], ["a", "b", "c", "a"], ("d",),
+                        np.array([0.25]), np.array([[1.0], [0.75], [0.25], [0.5]]))
+    d = noise_floor(table)["per_dimension"]["d"]
+    # leave one out: |1 - .5|, |.75 - .625|, |.25 - .875|
+    assert d["loo_deviation"] == pytest.approx((0.5 + 0.125 + 0.625) / 3)
+    # pairs: (1, .75) within one level; (1, .25) and (.75, .25) not
+    assert d["n_pairs"] == 3 and d["within_one_level"] == pytest.approx(1 / 3)
+    assert d["n_images"] == 1 and d["krippendorff_alpha"] == pytest.approx(alpha_interval([[1.0, 0.75, 0.25]]))
+
+
+def test_excluded_scores_are_left_out():
+    table = RatingTable(["u1", "u1", "u2", "u2"], ["p"] * 4, ["a", "b", "a", "b"], ("d",), np.array([0.5]),
+                        np.array([[1.0], [np.nan], [0.5], [1.0]]))
+    d = noise_floor(table)["per_dimension"]["d"]
+    assert d["n_images"] == 1 and d["n_pairs"] == 1 and d["within_one_level"] == 1.0 and d["loo_deviation"] == 0.5
+
+
+# --- independent computations ---------------------------------------------------------------------------
+
+def groups(units, values):
+    out = defaultdict(list)
+    for u, v in zip(units, values):
+        out[u].append(v)
+    return [vs for vs in out.values() if len(vs) >= 2]
+
+
+def loo(groups_):
+    devs = [abs(vs[i] - np.mean(vs[:i] + vs[i + 1:])) for vs in groups_ for i in range(len(vs))]
+    return float(np.mean(devs))
+
+
+def within_one(groups_, step):
+    pairs = [abs(a - b) <= step + 0.01 + 1e-9 for vs in groups_ for a, b in combinations(vs, 2)]
+    return sum(pairs) / len(pairs)
+
+
+def alpha_interval(groups_):
+    """Krippendorff's α (interval) from its definition: 1 − D_o / D_e over pairable values."""
+    n = sum(len(vs) for vs in groups_)
+    d_o = sum(sum((a - b) ** 2 for a, b in permutations(vs, 2)) / (len(vs) - 1) for vs in groups_) / n
+    allv = np.array([v for vs in groups_ for v in vs])
+    d_e = (np.sum((allv[:, None] - allv[None, :]) ** 2)) / (n * (n - 1))
+    return 1 - d_o / d_e
+
+
+def tau_rater_vs_rest(rows):
+    """rows: (prompt, image, rater, value). Per prompt and rater: τ-b of the rater's values vs others' mean."""
+    per_image = defaultdict(dict)
+    for prompt, image, rater, v in rows:
+        per_image[(prompt, image)][rater] = v
+    series = defaultdict(lambda: ([], []))
+    for (prompt, _), by_rater in per_image.items():
+        for rater, v in by_rater.items():
+            others = [w for r, w in by_rater.items() if r != rater]
+            if others:
+                series[(prompt, rater)][0].append(v)
+                series[(prompt, rater)][1].append(sum(others) / len(others))
+    taus = []
+    for x, y in series.values():
+        if len(x) >= 2 and len(set(x)) > 1 and len(set(y)) > 1:
+            taus.append(stats.kendalltau(x, y).statistic)  # scipy's default variant is τ-b
+    return float(np.mean(taus)), len(taus)
+
+
+def check(table, rows):
+    units = [f"{p}|{i}" for p, i, _, _ in rows]
+    values = [(v - 1) / 4 for *_, v in rows]
+    g = groups(units, values)
+    got = noise_floor(table)
+    d = got["per_dimension"]["alignment"]
+    assert d["n_images"] == len(g)
+    assert d["loo_deviation"] == pytest.approx(loo(g))
+    assert d["within_one_level"] == pytest.approx(within_one(g, 0.25))
+    assert d["krippendorff_alpha"] == pytest.approx(alpha_interval(g), abs=1e-9)
+    tau, n = tau_rater_vs_rest([(p, i, r, (v - 1) / 4) for p, i, r, v in rows])
+    assert got["rater_vs_rest_tau"] == pytest.approx(tau) and got["rater_vs_rest_tau_cases"] == n
+    return d, got
+
+
+@needs_ratings
+def test_genai_bench():
+    data = json.loads((RATINGS / "genai_bench_image_human_ratings.json").read_text())
+    rows = [(pid, model, f"r{k}", float(r)) for pid, e in data.items() for model, rs in e["models"].items()
+            for k, r in enumerate(rs)]
+    d, got = check(read_genai_bench(RATINGS / "genai_bench_image_human_ratings.json"), rows)
+    assert got["n_ratings"] == 9486 and got["n_multi_rated_images"] == 3162
+    # the figures quoted in the docs
+    assert (round(d["loo_deviation"], 3), round(d["within_one_level"], 3), round(d["krippendorff_alpha"], 3)) == (0.155, 0.892, 0.622)
+    assert round(got["rater_vs_rest_tau"], 3) == 0.684 and got["rater_vs_rest_tau_cases"] == 1398
+
+
+@needs_ratings
+def test_dsg_tifa160():
+    with open(RATINGS / "dsg_tifa160_likert_anns.csv", encoding="utf-8") as f:
+        rows = [(r["item_id"], r["t2i_model"], r["worker_id"], float(r["answer"])) for r in csv.DictReader(f)]
+    d, got = check(read_dsg(RATINGS / "dsg_tifa160_likert_anns.csv"), rows)
+    assert got["n_ratings"] == 3995 and got["n_multi_rated_images"] == 800
+    assert (round(d["loo_deviation"], 3), round(d["within_one_level"], 3), round(d["krippendorff_alpha"], 3)) == (0.117, 0.933, 0.684)
+    assert round(got["rater_vs_rest_tau"], 3) == 0.558 and got["rater_vs_rest_tau_cases"] == 716
