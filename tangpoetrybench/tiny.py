@@ -29,6 +29,10 @@ MODELS = ("qwen3-vl", "clip", "chinese-clip", "blip")
 QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                 "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]
 SEED = 0
+# Two-layer towers of width 32 on 32×32 images, shared by the tiny CLIP, Chinese-CLIP and BLIP.
+TEXT_TOWER = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2)
+VISION_TOWER = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                    image_size=32, patch_size=8)
 
 
 def _corpus() -> list[str]:
@@ -51,8 +55,12 @@ def _bpe(vocab_size: int, special: list[str]):
     return tok
 
 
-def _mark(config) -> None:
+def _save(model_class, config, processor, out: Path) -> None:
+    """Seeded random weights, marked as such in the config, saved with the processor."""
     setattr(config, RANDOM_WEIGHTS_FLAG, True)
+    torch.manual_seed(SEED)
+    model_class(config).eval().save_pretrained(out)
+    processor.save_pretrained(out)
 
 
 def build_qwen3_vl(out: Path) -> None:
@@ -79,13 +87,7 @@ def build_qwen3_vl(out: Path) -> None:
         vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
         eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"],
     )
-    _mark(config)
-    torch.manual_seed(SEED)
-    model = Qwen3VLForConditionalGeneration(config).eval()
-    model.generation_config.eos_token_id = ids["<|im_end|>"]
-    model.generation_config.pad_token_id = ids["<|endoftext|>"]
-    model.save_pretrained(out)
-    processor.save_pretrained(out)
+    _save(Qwen3VLForConditionalGeneration, config, processor, out)
 
 
 def build_clip(out: Path) -> None:
@@ -101,16 +103,11 @@ def build_clip(out: Path) -> None:
     processor = CLIPProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": 32},
                                                                  crop_size={"height": 32, "width": 32}), tokenizer=tokenizer)
     config = CLIPConfig(
-        text_config=dict(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, max_position_embeddings=77, bos_token_id=0, eos_token_id=1, pad_token_id=1),
-        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                           image_size=32, patch_size=8),
-        projection_dim=16,
+        text_config=dict(TEXT_TOWER, vocab_size=len(tokenizer), max_position_embeddings=77, bos_token_id=0,
+                         eos_token_id=1, pad_token_id=1),
+        vision_config=VISION_TOWER, projection_dim=16,
     )
-    _mark(config)
-    torch.manual_seed(SEED)
-    CLIPModel(config).eval().save_pretrained(out)
-    processor.save_pretrained(out)
+    _save(CLIPModel, config, processor, out)
 
 
 def _bert_tokenizer(folder: Path):
@@ -130,16 +127,10 @@ def build_chinese_clip(out: Path) -> None:
     processor = ChineseCLIPProcessor(image_processor=ChineseCLIPImageProcessor(
         size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}), tokenizer=tokenizer)
     config = ChineseCLIPConfig(
-        text_config=dict(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, max_position_embeddings=128),
-        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                           image_size=32, patch_size=8),
-        projection_dim=16,
+        text_config=dict(TEXT_TOWER, vocab_size=len(tokenizer), max_position_embeddings=128),
+        vision_config=VISION_TOWER, projection_dim=16,
     )
-    _mark(config)
-    torch.manual_seed(SEED)
-    ChineseCLIPModel(config).eval().save_pretrained(out)
-    processor.save_pretrained(out)
+    _save(ChineseCLIPModel, config, processor, out)
 
 
 def build_blip(out: Path) -> None:
@@ -149,17 +140,11 @@ def build_blip(out: Path) -> None:
     processor = BlipProcessor(image_processor=BlipImageProcessor(size={"height": 32, "width": 32}), tokenizer=tokenizer)
     ids = tokenizer.convert_tokens_to_ids(["[PAD]", "[CLS]", "[SEP]"])
     config = BlipConfig(
-        text_config=dict(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, encoder_hidden_size=32, max_position_embeddings=128,
+        text_config=dict(TEXT_TOWER, vocab_size=len(tokenizer), encoder_hidden_size=32, max_position_embeddings=128,
                          pad_token_id=ids[0], bos_token_id=ids[1], sep_token_id=ids[2], eos_token_id=ids[2]),
-        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                           image_size=32, patch_size=8),
-        projection_dim=16,
+        vision_config=VISION_TOWER, projection_dim=16,
     )
-    _mark(config)
-    torch.manual_seed(SEED)
-    BlipForImageTextRetrieval(config).eval().save_pretrained(out)
-    processor.save_pretrained(out)
+    _save(BlipForImageTextRetrieval, config, processor, out)
 
 
 BUILDERS = {"qwen3-vl": build_qwen3_vl, "clip": build_clip, "chinese-clip": build_chinese_clip, "blip": build_blip}

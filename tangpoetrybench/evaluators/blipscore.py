@@ -10,31 +10,22 @@ from typing import Sequence
 
 import torch
 
-from .base import EvalResult, Evaluator, ScoringItem
-from .clipscore import poem_text, text_length
-from .loading import has_random_weights, pick_device
+from .base import EvalResult, ScoringItem
+from .clipscore import ImageTextMetric
 
 DEFAULT_BLIP = "Salesforce/blip-itm-base-coco"
 
 
-class BLIPScore(Evaluator):
+class BLIPScore(ImageTextMetric):
     name = "blipscore"
 
     def __init__(self, model: str = DEFAULT_BLIP, device: str | None = None):
-        from transformers import AutoProcessor, BlipForImageTextRetrieval
+        from transformers import BlipForImageTextRetrieval
 
-        super().__init__()
-        self.device = pick_device(device)
-        self.processor = AutoProcessor.from_pretrained(model)
-        self.model = BlipForImageTextRetrieval.from_pretrained(model).to(self.device).eval()
-        self.model_name = model
-        self.random_weights = has_random_weights(self.model)
+        super().__init__(BlipForImageTextRetrieval, model, device)
 
     def _score(self, items: Sequence[ScoringItem]) -> list[EvalResult]:
-        inputs = self.processor(images=[it.image.convert("RGB") for it in items], text=[poem_text(it) for it in items],
-                                return_tensors="pt", padding=True, truncation=True,
-                                max_length=text_length(self.model)).to(self.device)
         with torch.inference_mode():
-            itm = self.model(**inputs, use_itm_head=True).itm_score
+            itm = self.model(**self.inputs(items), use_itm_head=True).itm_score
         scores = itm.float().softmax(dim=-1)[:, 1].tolist()
         return [self.result(it, {}, s, None, "ok", None) for it, s in zip(items, scores)]

@@ -13,7 +13,7 @@ from typing import Sequence
 import torch
 
 from .base import EvalResult, Evaluator, ScoringItem
-from .loading import has_random_weights, pick_device
+from .loading import has_random_weights, load_with_processor
 
 DEFAULT_CLIP = "openai/clip-vit-base-patch32"
 CLIPSCORE_WEIGHT = 2.5
@@ -23,28 +23,33 @@ def poem_text(item: ScoringItem) -> str:
     return " ".join(item.poem.lines)
 
 
-def text_length(model) -> int:
-    config = getattr(model.config, "text_config", model.config)
-    return int(getattr(config, "max_position_embeddings", 77))
+class ImageTextMetric(Evaluator):
+    """A scalar metric over (image, poem text) pairs with a processor and a model loaded once."""
 
-
-class CLIPScore(Evaluator):
-    name = "clipscore"
-
-    def __init__(self, model: str = DEFAULT_CLIP, device: str | None = None):
-        from transformers import AutoModel, AutoProcessor
-
+    def __init__(self, model_class, model: str, device: str | None = None):
         super().__init__()
-        self.device = pick_device(device)
-        self.processor = AutoProcessor.from_pretrained(model)
-        self.model = AutoModel.from_pretrained(model).to(self.device).eval()
+        self.processor, self.model, self.device = load_with_processor(model_class, model, device)
         self.model_name = model
         self.random_weights = has_random_weights(self.model)
 
+    def inputs(self, items: Sequence[ScoringItem]):
+        """Images and poem texts, the texts truncated to the text encoder's length."""
+        config = getattr(self.model.config, "text_config", self.model.config)
+        return self.processor(images=[it.image.convert("RGB") for it in items], text=[poem_text(it) for it in items],
+                              return_tensors="pt", padding=True, truncation=True,
+                              max_length=int(getattr(config, "max_position_embeddings", 77))).to(self.device)
+
+
+class CLIPScore(ImageTextMetric):
+    name = "clipscore"
+
+    def __init__(self, model: str = DEFAULT_CLIP, device: str | None = None):
+        from transformers import AutoModel
+
+        super().__init__(AutoModel, model, device)
+
     def _score(self, items: Sequence[ScoringItem]) -> list[EvalResult]:
-        inputs = self.processor(text=[poem_text(it) for it in items], images=[it.image.convert("RGB") for it in items],
-                                return_tensors="pt", padding=True, truncation=True,
-                                max_length=text_length(self.model)).to(self.device)
+        inputs = self.inputs(items)
         with torch.inference_mode():
             image = self.model.get_image_features(pixel_values=inputs["pixel_values"]).pooler_output
             text = self.model.get_text_features(

@@ -43,6 +43,14 @@ def fit_pixels(image: Image.Image, max_pixels: int) -> Image.Image:
     return image.resize((max(1, int(w * scale)), max(1, int(h * scale))), Image.Resampling.BICUBIC)
 
 
+def load_with_processor(model_class, model: str, device: str | None = None):
+    """(processor, model, device) for a Hub id or folder, the model in eval mode on the device."""
+    from transformers import AutoProcessor
+
+    dev = pick_device(device)
+    return AutoProcessor.from_pretrained(model), model_class.from_pretrained(model).to(dev).eval(), dev
+
+
 def load_qwen_vl(model: str, adapter: str | None = None, device: str | None = None):
     """(processor, model, device) for a Qwen3-VL checkpoint, with an optional LoRA adapter merged in.
 
