@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,24 +24,11 @@ import numpy as np
 import torch
 from PIL import Image
 
-from tangpoetrybench import __version__
 from tangpoetrybench.evaluators.loading import chat_inputs
 from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.prompt import build_messages
 from tangpoetrybench.rubric import load_rubric
-from tangpoetrybench.tiny import build_tiny_models
-
-QWEN3_VL_8B = dict(
-    text_config=dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
-                     num_key_value_heads=8, head_dim=128, vocab_size=151936, rope_theta=5_000_000,
-                     max_position_embeddings=262144, tie_word_embeddings=False,
-                     rope_scaling={"rope_type": "default", "mrope_section": [24, 20, 20], "mrope_interleaved": True}),
-    vision_config=dict(depth=27, hidden_size=1152, intermediate_size=4304, num_heads=16, patch_size=16,
-                       spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=4096, num_position_embeddings=2304,
-                       deepstack_visual_indexes=[8, 16, 24], hidden_act="gelu_pytorch_tanh"),
-    tie_word_embeddings=False,
-)
-
+from _models import build_model, tiny_processor
 
 @dataclass
 class Row:
@@ -71,21 +57,6 @@ def parse_args():
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize()
-
-
-def build_model(smoke: bool, processor, tiny_path: Path, device: torch.device):
-    from transformers import AutoModelForImageTextToText, Qwen3VLConfig, Qwen3VLForConditionalGeneration
-
-    if smoke:
-        return AutoModelForImageTextToText.from_pretrained(tiny_path).to(device).eval()
-    tok = processor.tokenizer
-    ids = tok.convert_tokens_to_ids(["<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>"])
-    config = Qwen3VLConfig(**QWEN3_VL_8B, image_token_id=ids[0], video_token_id=ids[1], vision_start_token_id=ids[2],
-                           vision_end_token_id=ids[3])
-    torch.manual_seed(0)
-    with torch.device(device):
-        model = Qwen3VLForConditionalGeneration._from_config(config, dtype=torch.bfloat16)
-    return model.eval()
 
 
 def images(n: int, size: int) -> list[Image.Image]:
@@ -120,11 +91,7 @@ def main() -> None:
     answer_tokens = args.answer_tokens or (8 if args.smoke else 120)
     size = args.image_size or (256 if args.smoke else 1024)
 
-    from transformers import AutoProcessor
-
-    tiny = build_tiny_models(Path(tempfile.gettempdir()) / f"tpb-tiny-models-{__version__}")["qwen3-vl"]
-    processor = AutoProcessor.from_pretrained(args.tokenizer or tiny)
-    processor.tokenizer.padding_side = "left"
+    processor, tiny = tiny_processor(args.tokenizer)
     model = build_model(args.smoke, processor, tiny, device)
     rubric, poems = load_rubric("tang"), [p for p in sample_poems() if p.tradition == "tang"]
     pictures = images(max(batch_sizes), size)

@@ -99,6 +99,19 @@ def _agree(args: argparse.Namespace) -> None:
         print(f"\nWrote {args.out}")
 
 
+def _model_card(args: argparse.Namespace) -> None:
+    import json
+
+    from .model_card import render_model_card
+
+    agree = json.loads(args.agree.read_text(encoding="utf-8"))
+    card = render_model_card(agree, base_model=args.base_model, adapter_ref=args.adapter, model_name=args.name,
+                             dataset=args.dataset, license=args.license, recipe=args.recipe)
+    out = args.out or Path(args.adapter) / "README.md"
+    out.write_text(card, encoding="utf-8")
+    print(f"Wrote {out}")
+
+
 def _tiny_models(args: argparse.Namespace) -> None:
     from .tiny import build_tiny_models
 
@@ -175,6 +188,17 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, help="write every figure as JSON here")
     p.set_defaults(func=_agree)
+
+    p = sub.add_parser("model-card", help="write a trained adapter's model card from tpb agree results")
+    p.add_argument("--agree", type=Path, required=True, help="the JSON of tpb agree --out on the test split")
+    p.add_argument("--adapter", required=True, help="the adapter folder (the card goes to its README.md) or Hub id")
+    p.add_argument("--base-model", default="Qwen/Qwen3-VL-8B-Instruct")
+    p.add_argument("--name", default="PAE")
+    p.add_argument("--dataset", help="the dataset's Hub id (default: as in the agree results)")
+    p.add_argument("--license", default="apache-2.0")
+    p.add_argument("--recipe", help="a line on this run's settings")
+    p.add_argument("--out", type=Path, help="default: ADAPTER/README.md")
+    p.set_defaults(func=_model_card)
 
     p = sub.add_parser("tiny-models", help="build tiny random-weight models for offline smoke runs")
     p.add_argument("out", type=Path)

@@ -34,6 +34,17 @@ class PAE(Evaluator):
         self.max_pixels = max_pixels
         self.max_new_tokens = max_new_tokens
 
+    @classmethod
+    def from_loaded(cls, model, processor, model_name: str = "in-memory", max_pixels: int = DEFAULT_MAX_PIXELS,
+                    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, rubric: Rubric | str | None = None) -> "PAE":
+        """PAE around a model already in memory (e.g. the one being trained), without loading anything."""
+        self = cls.__new__(cls)
+        Evaluator.__init__(self, rubric)
+        self.processor, self.model, self.device = processor, model, next(model.parameters()).device
+        self.model_name, self.random_weights = model_name, has_random_weights(model)
+        self.max_pixels, self.max_new_tokens = max_pixels, max_new_tokens
+        return self
+
     def generate(self, conversations: list[list[dict]]) -> list[str]:
         inputs = chat_inputs(self.processor, conversations, self.device)
         with torch.inference_mode():

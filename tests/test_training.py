@@ -1,0 +1,164 @@
+"""Training PAE on the CPU: rows, rewards, recipes, and SFT then GRPO through `accelerate launch --cpu`
+with the tiny model and the demo dataset (plumbing, not quality)."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAINING = ROOT / "training"
+sys.path.insert(0, str(TRAINING))
+
+import rewards  # noqa: E402
+from common import VISION, assert_vision_frozen  # noqa: E402
+from data import grpo_row, has_target, load_images, sft_row, to_sft  # noqa: E402
+
+from tangpoetrybench.parsing import parse_answer  # noqa: E402
+from tangpoetrybench.prompt import build_messages  # noqa: E402
+from tangpoetrybench.rubric import load_rubric  # noqa: E402
+
+RUBRIC = load_rubric("tang")
+LAUNCH = ["accelerate", "launch", "--cpu", "--num_processes", "1", "--num_machines", "1", "--mixed_precision", "no",
+          "--dynamo_backend", "no"]
+TARGET = [1.0, 0.5, 0.67, 1.0, None, 1.0, 0.5, 0.67, 0.33, 0.75]
+
+
+def answer(**overrides):
+    scores = dict(zip(RUBRIC.keys, TARGET)) | overrides
+    return [{"role": "assistant", "content": json.dumps(scores)}]
+
+
+def test_accuracy_reward_hand_cases():
+    exact = answer()
+    off = answer(safety=0.5, overall_impression=0.25)     # errors 0.5 + 0.5 over 9 rated dimensions
+    missing = answer(core_imagery=None)                    # a rated dimension left null: error 1
+    extra = answer(scene_consistency=0.9)                  # a dimension the human did not rate: ignored
+    got = rewards.accuracy_reward([exact, off, missing, extra, [{"role": "assistant", "content": "no idea"}]],
+                                  targets=[TARGET] * 5, tradition=["tang"] * 5)
+    assert got == pytest.approx([1.0, 1 - 1.0 / 9, 1 - 1.0 / 9, 1.0, 0.0])
+
+
+def test_format_reward_hand_cases():
+    fenced = [{"role": "assistant", "content": "```json\n" + answer()[0]["content"] + "\n```"}]
+    nine = answer()
+    nine[0]["content"] = json.dumps({k: v for k, v in zip(RUBRIC.keys[:9], TARGET)})
+    got = rewards.format_reward([answer(), fenced, nine, "plain text", answer(beauty=1)], tradition=["tang"] * 5)
+    assert got == [1.0, 0.0, 0.0, 0.0, 0.0]
+    assert rewards.REWARD_WEIGHTS == (1.0, 0.2)
+
+
+def test_rows(demo_built):
+    ds = load_images(str(demo_built))
+    row = ds["train"][0]
+    sft = sft_row(row)
+    assert sft["prompt"] == build_messages(_poem(row), RUBRIC) and sft["images"] == [row["image"]]
+    target = sft["completion"][0]["content"][0]["text"]
+    assert parse_answer(target, RUBRIC).status == "ok"
+    assert parse_answer(target, RUBRIC).scores == {k: None if row[k] is None else round(row[k], 2) for k in RUBRIC.keys}
+    g = grpo_row(row)
+    assert g["prompt"] == sft["prompt"] and g["targets"] == [row[k] for k in RUBRIC.keys]
+    assert all(has_target(r) for r in ds["train"])
+    assert set(to_sft(ds["validation"]).column_names) == {"prompt", "completion", "images"}
+
+
+def _poem(row):
+    from data import poem_of
+
+    return poem_of(row)
+
+
+def test_every_recipe_parses_into_trl_configs():
+    import grpo
+    import sft
+    from trl import TrlParser
+
+    recipes = sorted((TRAINING / "recipes").glob("*.yaml"))
+    assert len(recipes) == 6
+    for recipe in recipes:
+        module = grpo if "grpo" in recipe.name else sft
+        config = module.PAEGRPOConfig if module is grpo else module.PAESFTConfig
+        parser = TrlParser((module.ScriptArguments, config, module.ModelConfig))
+        script, args, model = parser.parse_args_and_config(["--config", str(recipe), "--dataset_name", "x",
+                                                            "--output_dir", "/tmp/unused"])
+        assert (model.lora_r, model.lora_alpha, model.lora_dropout) == (16, 32, 0.05), recipe.name
+        assert args.bf16 == torch.cuda.is_available(), recipe.name  # plain fp32 without a GPU
+        if module is grpo:
+            assert (args.num_generations, args.temperature, args.reward_weights) == (4, 0.7, [1.0, 0.2])
+        else:
+            assert args.learning_rate == 5e-6 and args.metric_for_best_model == "eval_loss"
+
+
+def test_vision_check_catches_a_lora_on_the_vision_tower(tiny_models):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForImageTextToText
+
+    model = AutoModelForImageTextToText.from_pretrained(tiny_models["qwen3-vl"])
+    everywhere = get_peft_model(model, LoraConfig(r=2, target_modules="all-linear"))
+    with pytest.raises(AssertionError, match="outside the language model"):
+        assert_vision_frozen(everywhere)
+    model = AutoModelForImageTextToText.from_pretrained(tiny_models["qwen3-vl"])
+    right = get_peft_model(model, LoraConfig(r=2, target_modules="all-linear", exclude_modules=VISION))
+    assert assert_vision_frozen(right)
+
+
+@pytest.mark.skipif(shutil.which("accelerate") is None, reason="accelerate is not installed")
+def test_sft_then_grpo_then_score(tiny_models, demo_built, tmp_path):
+    base = str(tiny_models["qwen3-vl"])
+    sft_out, grpo_out = tmp_path / "sft", tmp_path / "grpo"
+    common = ["--model_name_or_path", base, "--dataset_name", str(demo_built), "--max_steps", "2"]
+    subprocess.run(LAUNCH + [str(TRAINING / "sft.py"), *common, "--output_dir", str(sft_out), "--eval_strategy",
+                             "steps", "--eval_steps", "1", "--save_strategy", "steps", "--save_steps", "1"],
+                   check=True, capture_output=True)
+    assert (sft_out / "adapter_model.safetensors").is_file()
+    subprocess.run(LAUNCH + [str(TRAINING / "grpo.py"), *common, "--adapter_path", str(sft_out), "--output_dir",
+                             str(grpo_out), "--num_generations", "2", "--per_device_train_batch_size", "2",
+                             "--max_completion_length", "16", "--select_every", "1"], check=True, capture_output=True)
+    adapter = load_file(grpo_out / "adapter_model.safetensors")
+    assert adapter and all("lora_" in k and ".visual." not in k for k in adapter)
+    selection = json.loads((grpo_out / "selection.json").read_text())
+    assert [h["step"] for h in selection["history"]] == [1, 2]
+
+    from transformers import AutoModelForImageTextToText
+
+    from tangpoetrybench.evaluators import load_evaluator
+    from tangpoetrybench.scoring import dataset_items, score_to_jsonl
+
+    pae = load_evaluator("pae", model=base, adapter=str(grpo_out), max_new_tokens=16)
+    before = AutoModelForImageTextToText.from_pretrained(base).state_dict()
+    after = pae.model.state_dict()
+    visual = [k for k in before if ".visual." in k]
+    assert visual and all(torch.equal(before[k], after[k]) for k in visual)  # vision weights bit-identical
+    summary = score_to_jsonl(pae, dataset_items(demo_built, "images", "test"), tmp_path / "s.jsonl", progress=False)
+    assert summary.scored == 12
+
+    agree_json = tmp_path / "agree.json"
+    subprocess.run([sys.executable, "-m", "tangpoetrybench.cli", "agree", "--dataset", str(demo_built), "--scores",
+                    str(tmp_path / "s.jsonl"), "--bootstrap", "100", "--out", str(agree_json)], check=True,
+                   capture_output=True)
+    subprocess.run([sys.executable, "-m", "tangpoetrybench.cli", "model-card", "--agree", str(agree_json),
+                    "--adapter", str(grpo_out), "--base-model", base], check=True, capture_output=True)
+    card = (grpo_out / "README.md").read_text(encoding="utf-8")
+    assert "**Random weights.**" in card and "model-index" not in card and "library_name: peft" in card
+    assert "The paper's numbers, for reference (not measured here)" in card
+
+
+def test_model_card_indexes_real_results():
+    from tangpoetrybench.model_card import render_model_card
+
+    agree = {"dataset": "org/TangPoetryBench", "split": "test", "random_weights": False,
+             "parse_status": {"ok": 250, "repaired": 5, "failed": 1},
+             "agreement": {"n_images": 256, "n_poems": 64, "bootstrap": {"resamples": 10000},
+                           "coverage": 0.99, "coverage_ci": [0.98, 1.0], "mae": 0.13, "mae_ci": [0.12, 0.14],
+                           "within_0.05": 0.6, "within_one_anchor": 0.9, "kendall_tau": 0.4, "spearman": 0.5,
+                           "per_dimension": {}},
+             "noise_floor": {"per_dimension": {"safety": {"loo_deviation": 0.1, "within_one_level": 0.9}},
+                             "rater_vs_rest_tau": 0.5}}
+    card = render_model_card(agree, base_model="Qwen/Qwen3-VL-8B-Instruct", adapter_ref="org/pae")
+    assert "model-index:" in card and "value: 0.13" in card and "type: mae" in card
+    assert "| mae | 0.130 | [0.120, 0.140] | 0.100 |" in card

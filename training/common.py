@@ -1,0 +1,41 @@
+"""What sft.py and grpo.py share: the paper's LoRA (language model only), loading, and the frozen-vision check."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+from peft import LoraConfig
+from transformers import AutoModelForImageTextToText, AutoProcessor
+
+CUDA = torch.cuda.is_available()
+# The vision encoder and the aligner (Qwen3-VL: model.visual.*, merger included; InternVL: vision_tower and
+# multi_modal_projector) stay frozen: LoRA goes on the language model's linear layers only.
+VISION = r".*\.(visual|vision_tower|vision_model|multi_modal_projector)\..*"
+
+
+def lora_config(model_args) -> LoraConfig:
+    return LoraConfig(
+        r=model_args.lora_r, lora_alpha=model_args.lora_alpha, lora_dropout=model_args.lora_dropout,
+        target_modules=model_args.lora_target_modules or "all-linear", exclude_modules=VISION,
+        task_type="CAUSAL_LM",
+    )
+
+
+def load_model(model_args):
+    """Model and processor from a Hub id or folder: bf16 on a GPU, fp32 on the CPU, never remote code."""
+    processor = AutoProcessor.from_pretrained(model_args.model_name_or_path)
+    model = AutoModelForImageTextToText.from_pretrained(
+        model_args.model_name_or_path, dtype=torch.bfloat16 if CUDA else torch.float32,
+        attn_implementation=model_args.attn_implementation,
+    )
+    return model, processor
+
+
+def assert_vision_frozen(model) -> list[str]:
+    """Fail unless every trainable parameter is a LoRA weight outside the vision encoder and aligner."""
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    wrong = [n for n in trainable if "lora_" not in n or re.match(VISION, "." + n)]
+    assert trainable, "no trainable parameters"
+    assert not wrong, f"trainable parameters outside the language model's LoRA: {wrong[:5]}"
+    return trainable

@@ -1,0 +1,51 @@
+"""GRPO rewards (paper, Appendix G): score accuracy, weighted 1.0, and answer format, weighted 0.2.
+
+TRL calls each with the batch's `completions` (conversational: a list of messages per completion) and
+every dataset column as a keyword argument; here `targets` (the human scores in rubric order, None where
+not applicable) and `tradition` (which rubric)."""
+
+from __future__ import annotations
+
+import json
+
+from tangpoetrybench.parsing import parse_answer
+from tangpoetrybench.rubric import rubric_for_tradition
+
+REWARD_WEIGHTS = (1.0, 0.2)  # accuracy, format
+
+
+def completion_text(completion) -> str:
+    if isinstance(completion, str):
+        return completion
+    return "".join(m["content"] if isinstance(m["content"], str) else
+                   "".join(part.get("text", "") for part in m["content"]) for m in completion)
+
+
+def accuracy_reward(completions, targets, tradition=None, **kwargs) -> list[float]:
+    """1 − mean |predicted − human| over the dimensions a human rated; a dimension the answer leaves null or
+    unusable counts as the largest error (1); an answer that does not parse gets 0."""
+    rewards = []
+    for i, (completion, target) in enumerate(zip(completions, targets)):
+        rubric = rubric_for_tradition(tradition[i] if tradition else "tang")
+        parsed = parse_answer(completion_text(completion), rubric)
+        rated = [(k, t) for k, t in zip(rubric.keys, target) if t is not None]
+        if parsed.status == "failed" or not rated:
+            rewards.append(0.0)
+            continue
+        errors = [1.0 if parsed.scores[k] is None else abs(parsed.scores[k] - t) for k, t in rated]
+        rewards.append(1.0 - sum(errors) / len(errors))
+    return rewards
+
+
+def format_reward(completions, tradition=None, **kwargs) -> list[float]:
+    """1 when the whole answer is one JSON object with exactly the rubric's keys, else 0."""
+    rewards = []
+    for i, completion in enumerate(completions):
+        keys = set(rubric_for_tradition(tradition[i] if tradition else "tang").keys)
+        try:
+            answer = json.loads(completion_text(completion).strip())
+        except ValueError:
+            rewards.append(0.0)
+            continue
+        rewards.append(1.0 if isinstance(answer, dict) and set(answer) == keys else 0.0)
+    return rewards

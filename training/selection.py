@@ -1,0 +1,60 @@
+"""Checkpoint selection for GRPO: validation per-poem Kendall τ, computed with the package's PAE evaluator
+and agreement statistics on the model being trained; the best adapter is kept in the output folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from transformers import TrainerCallback
+
+from tangpoetrybench.agreement import AgreementData, agreement
+from tangpoetrybench.evaluators.pae import PAE
+from tangpoetrybench.rubric import rubric_for_tradition
+
+from data import poem_of
+
+
+class TauSelection(TrainerCallback):
+    """Every `every` steps and at the last step: score the validation rows greedily, compute per-poem τ
+    of quality against the human quality, and save the adapter when τ improves (`selection.json` says when)."""
+
+    def __init__(self, rows, processor, every: int, batch_size: int = 8, max_new_tokens: int = 256):
+        self.rows, self.processor, self.every = rows, processor, max(1, every)
+        self.batch_size, self.max_new_tokens = batch_size, max_new_tokens
+        self.best: float | None = None
+        self.history: list[dict] = []
+
+    def validation_tau(self, model) -> float | None:
+        rubric = rubric_for_tradition("tang")
+        side = self.processor.tokenizer.padding_side
+        self.processor.tokenizer.padding_side = "left"
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                pae = PAE.from_loaded(model, self.processor, max_new_tokens=self.max_new_tokens, rubric=rubric)
+                results = pae([r["image"] for r in self.rows], [poem_of(r) for r in self.rows], batch_size=self.batch_size)
+        finally:
+            self.processor.tokenizer.padding_side = side
+            model.train(was_training)
+        data = AgreementData.from_lists([[res.scores[k] for k in rubric.keys] for res in results],
+                                        [[r[k] for k in rubric.keys] for r in self.rows],
+                                        [r["poem_id"] for r in self.rows], rubric)
+        return agreement(data, n_bootstrap=0)["kendall_tau"]
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if state.global_step % self.every and state.global_step != state.max_steps:
+            return
+        tau = self.validation_tau(model)
+        improved = tau is not None and (self.best is None or tau > self.best)
+        self.history.append({"step": state.global_step, "validation_tau": tau, "kept": improved})
+        if improved:
+            self.best = tau
+        if state.is_world_process_zero:
+            if improved:
+                model.save_pretrained(args.output_dir)
+            Path(args.output_dir).mkdir(parents=True, exist_ok=True)
+            (Path(args.output_dir) / "selection.json").write_text(json.dumps(
+                {"metric": "validation per-poem kendall_tau", "best": self.best, "history": self.history}, indent=1))
