@@ -83,7 +83,8 @@ def test_every_recipe_parses_into_trl_configs():
     for recipe in recipes:
         module = grpo if "grpo" in recipe.name else sft
         config = module.PAEGRPOConfig if module is grpo else module.PAESFTConfig
-        parser = TrlParser((module.ScriptArguments, config, module.ModelConfig))
+        script_args = module.GRPOScriptArguments if module is grpo else module.ScriptArguments
+        parser = TrlParser((script_args, config, module.ModelConfig))
         script, args, model = parser.parse_args_and_config(["--config", str(recipe), "--dataset_name", "x",
                                                             "--output_dir", "/tmp/unused"])
         assert (model.lora_r, model.lora_alpha, model.lora_dropout) == (16, 32, 0.05), recipe.name

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 import torch
+import trl
 from peft import LoraConfig
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -12,6 +14,29 @@ CUDA = torch.cuda.is_available()
 # The vision encoder and the aligner (Qwen3-VL: model.visual.*, merger included; InternVL: vision_tower and
 # multi_modal_projector) stay frozen: LoRA goes on the language model's linear layers only.
 VISION = r".*\.(visual|vision_tower|vision_model|multi_modal_projector)\..*"
+
+
+@dataclass
+class ScriptArguments(trl.ScriptArguments):
+    dataset_name: str = field(default=None, metadata={"help": "a built TangPoetryBench folder or Hub id"})
+    dataset_config: str = "images"
+    dataset_train_split: str = "train"
+    dataset_test_split: str = "validation"
+
+    def __post_init__(self):
+        if not self.dataset_name:
+            raise SystemExit("--dataset_name is required (a built TangPoetryBench folder or Hub id)")
+
+
+@dataclass
+class ModelConfig(trl.ModelConfig):
+    """The paper's LoRA on Qwen3-VL-8B-Instruct."""
+
+    model_name_or_path: str = "Qwen/Qwen3-VL-8B-Instruct"
+    use_peft: bool = True
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
 
 
 def lora_config(model_args) -> LoraConfig:

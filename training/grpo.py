@@ -22,33 +22,19 @@ Without `--adapter_path` GRPO starts from the base model with a fresh LoRA (the 
 
 from dataclasses import dataclass, field
 
-import trl
 from peft import PeftModel
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 
-from common import CUDA, assert_vision_frozen, load_model, lora_config
+from common import CUDA, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config
 from data import load_images, to_grpo
 from rewards import REWARD_WEIGHTS, accuracy_reward, format_reward
 from selection import TauSelection
 
 
 @dataclass
-class ScriptArguments(trl.ScriptArguments):
-    dataset_name: str = field(default=None, metadata={"help": "a built TangPoetryBench folder or Hub id"})
-    dataset_config: str = "images"
-    dataset_train_split: str = "train"
-    dataset_test_split: str = "validation"
+class GRPOScriptArguments(ScriptArguments):
     adapter_path: str | None = field(default=None, metadata={"help": "the SFT adapter to continue"})
     select_every: int = field(default=50, metadata={"help": "steps between validation-τ checks"})
-
-
-@dataclass
-class ModelConfig(trl.ModelConfig):
-    model_name_or_path: str = "Qwen/Qwen3-VL-8B-Instruct"
-    use_peft: bool = True
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.05
 
 
 @dataclass
@@ -68,9 +54,7 @@ class PAEGRPOConfig(GRPOConfig):
     report_to: str = "none"
 
 
-def main(script_args: ScriptArguments, training_args: PAEGRPOConfig, model_args: ModelConfig) -> None:
-    if not script_args.dataset_name:
-        raise SystemExit("--dataset_name is required (a built TangPoetryBench folder or Hub id)")
+def main(script_args: GRPOScriptArguments, training_args: PAEGRPOConfig, model_args: ModelConfig) -> None:
     dataset = load_images(script_args.dataset_name, script_args.dataset_config)
     model, processor = load_model(model_args)
     peft_config = None
@@ -99,5 +83,5 @@ def main(script_args: ScriptArguments, training_args: PAEGRPOConfig, model_args:
 
 
 if __name__ == "__main__":
-    parser = TrlParser((ScriptArguments, PAEGRPOConfig, ModelConfig))
+    parser = TrlParser((GRPOScriptArguments, PAEGRPOConfig, ModelConfig))
     main(*parser.parse_args_and_config())

@@ -17,30 +17,12 @@ vision encoder and aligner stay frozen, and the script checks it), 2 epochs at 5
 fp32 on a machine without one. Any TRL / transformers flag overrides them.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import trl
 from trl import SFTConfig, SFTTrainer, TrlParser
 
-from common import CUDA, assert_vision_frozen, load_model, lora_config
+from common import CUDA, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config
 from data import load_images, to_sft
-
-
-@dataclass
-class ScriptArguments(trl.ScriptArguments):
-    dataset_name: str = field(default=None, metadata={"help": "a built TangPoetryBench folder or Hub id"})
-    dataset_config: str = "images"
-    dataset_train_split: str = "train"
-    dataset_test_split: str = "validation"
-
-
-@dataclass
-class ModelConfig(trl.ModelConfig):
-    model_name_or_path: str = "Qwen/Qwen3-VL-8B-Instruct"
-    use_peft: bool = True
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.05
 
 
 @dataclass
@@ -65,8 +47,6 @@ class PAESFTConfig(SFTConfig):
 
 
 def main(script_args: ScriptArguments, training_args: PAESFTConfig, model_args: ModelConfig) -> None:
-    if not script_args.dataset_name:
-        raise SystemExit("--dataset_name is required (a built TangPoetryBench folder or Hub id)")
     dataset = load_images(script_args.dataset_name, script_args.dataset_config)
     evaluate = training_args.eval_strategy != "no" and script_args.dataset_test_split in dataset
     training_args.load_best_model_at_end = training_args.load_best_model_at_end and evaluate
