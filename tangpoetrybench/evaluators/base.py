@@ -21,12 +21,14 @@ from ..rubric import Rubric, rubric_for_tradition
 
 @dataclass
 class ScoringItem:
-    """One image to score against its poem. `image` is None when it could not be read (`error` says why)."""
+    """One image to score against its poem. `image` is None when it could not be read (`error` says why).
+    `rubric` overrides the evaluator's (e.g. a rubric file a user uploaded)."""
 
     image_id: str
     image: Image.Image | None
     poem: Poem
     error: str | None = None
+    rubric: Rubric | None = None
 
 
 @dataclass
@@ -72,8 +74,8 @@ class Evaluator(ABC):
         # None: each poem's own tradition picks the rubric (tang or song_ci)
         self.rubric = rubric_for_tradition(rubric) if isinstance(rubric, str) else rubric
 
-    def rubric_for(self, poem: Poem) -> Rubric:
-        return self.rubric or rubric_for_tradition(poem.tradition)
+    def rubric_for(self, item: ScoringItem) -> Rubric:
+        return item.rubric or self.rubric or rubric_for_tradition(item.poem.tradition)
 
     def score(self, items: Sequence[ScoringItem]) -> list[EvalResult]:
         """Score one batch. Items whose image could not be read get a failed result; the rest are batched."""

@@ -53,7 +53,7 @@ class PAE(Evaluator):
         return self.processor.batch_decode(out[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
 
     def _score(self, items: Sequence[ScoringItem]) -> list[EvalResult]:
-        rubrics = [self.rubric_for(it.poem) for it in items]
+        rubrics = [self.rubric_for(it) for it in items]
         answers = self.generate([build_messages(it.poem, r, fit_pixels(it.image, self.max_pixels))
                                  for it, r in zip(items, rubrics)])
         results = []

@@ -72,7 +72,7 @@ class PAEVLLM(Evaluator):
         return SamplingParams(**kwargs)
 
     def _score(self, items: Sequence[ScoringItem]) -> list[EvalResult]:
-        rubrics = [self.rubric_for(it.poem) for it in items]
+        rubrics = [self.rubric_for(it) for it in items]
         params = {r.name: self._sampling(r) for r in rubrics}
         outputs = self.llm.chat([vllm_messages(it, r, self.max_pixels) for it, r in zip(items, rubrics)],
                                 sampling_params=[params[r.name] for r in rubrics], lora_request=self.lora,

@@ -1,0 +1,94 @@
+"""TangPoetryBench Space: score an illustration of a classical Chinese poem with PAE, beside the literal
+metrics. The logic lives in `tangpoetrybench.space`; this file wires it to gradio components."""
+
+import gradio as gr
+
+from tangpoetrybench.space import (RUBRICS, UPLOADED, Scorer, SpaceConfig, UserError, example_images,
+                                   poem_catalogue, read_image)
+
+try:  # ZeroGPU Spaces: run scoring on a GPU slice; elsewhere the decorator is absent or a no-op
+    import spaces
+except ImportError:
+    spaces = None
+
+CONFIG = SpaceConfig.from_env()
+SCORER = Scorer(CONFIG)
+POEMS = poem_catalogue(CONFIG)
+EXAMPLE_POEMS = list(POEMS.values())[:3]
+EXAMPLES = [[str(path), p.text, p.title, p.author] for path, p in zip(example_images(EXAMPLE_POEMS), EXAMPLE_POEMS)]
+TABLE_HEADERS = ["dimension", "score", "nearest anchor", "what it judges"]
+BASELINE_HEADERS = ["metric", "score", "scale"]
+
+
+def score(image, poem_text, title="", author="", rubric=next(iter(RUBRICS)), rubric_file=None, baselines=True):
+    """Score one image against one poem: the per-dimension table, quality, radar chart, raw answer, baselines."""
+    try:
+        result = SCORER.score(image, poem_text, title, author, rubric, rubric_file, baselines)
+    except UserError as exc:
+        raise gr.Error(str(exc)) from None
+    except Exception as exc:  # no stack trace for visitors
+        raise gr.Error(f"Scoring failed: {type(exc).__name__}: {str(exc)[:300]}") from None
+    note = " — random-weight test model: these numbers mean nothing" if SCORER.random_weights else ""
+    quality = "—" if result.quality is None else f"{result.quality:.3f}"
+    summary = f"**Quality {quality}** (mean of the applicable dimensions; answer parse: {result.parse_status}){note}"
+    return result.table, summary, result.figure, result.raw_output, result.baselines
+
+
+if spaces is not None:
+    score = spaces.GPU(score)
+
+
+def show(path):
+    try:
+        return read_image(path, CONFIG.max_image_bytes, CONFIG.max_image_pixels) if path else None
+    except UserError as exc:
+        gr.Warning(str(exc))
+        return None
+
+
+def pick_poem(label):
+    poem = POEMS.get(label)
+    return (poem.text, poem.title, poem.author) if poem else (gr.update(), gr.update(), gr.update())
+
+
+with gr.Blocks(title="TangPoetryBench · PAE") as demo:
+    gr.Markdown(
+        "# Does this picture illustrate the poem?\n"
+        "PAE scores an illustration of a classical Chinese poem on ten rubric dimensions, the way careful "
+        "human raters did in TangPoetryBench. CLIPScore, BLIPScore and VQAScore are shown beside it: they "
+        "measure literal text–image match, which is not what makes an illustration good."
+    )
+    with gr.Row():
+        with gr.Column():
+            # A File input (not gr.Image) so that any upload reaches `score`, which explains what is wrong with it.
+            image = gr.File(label="Illustration (PNG, JPEG or WebP)", file_types=["image"], type="filepath")
+            preview = gr.Image(label="Preview", interactive=False, height=260)
+            choice = gr.Dropdown(label="Poem from the benchmark (type to search by title or author)",
+                                 choices=list(POEMS), value=None, filterable=True)
+            text = gr.Textbox(label="Poem text", lines=6, placeholder="床前明月光，疑是地上霜。…")
+            with gr.Row():
+                title = gr.Textbox(label="Title", value="")
+                author = gr.Textbox(label="Author", value="")
+            rubric = gr.Radio(label="Rubric", choices=[*RUBRICS, UPLOADED], value=next(iter(RUBRICS)))
+            rubric_file = gr.File(label="Rubric YAML (for an uploaded rubric)", file_types=[".yaml", ".yml"],
+                                  type="filepath")
+            baselines = gr.Checkbox(label="Also compute CLIPScore, BLIPScore, VQAScore", value=True)
+            button = gr.Button("Score", variant="primary")
+            gr.Examples(EXAMPLES, [image, text, title, author], label="Examples (synthetic paintings)")
+        with gr.Column():
+            summary = gr.Markdown()
+            table = gr.Dataframe(headers=TABLE_HEADERS, label="Per dimension", wrap=True,
+                                 column_widths=["26%", "10%", "28%", "36%"])
+            plot = gr.Plot(label="Profile")
+            baseline_table = gr.Dataframe(headers=BASELINE_HEADERS, label="Literal metrics")
+            with gr.Accordion("Raw model answer", open=False):
+                raw = gr.Code(language="json", label="answer")
+    image.change(show, image, preview, api_name=False)
+    choice.change(pick_poem, choice, [text, title, author], api_name=False)
+    button.click(score, [image, text, title, author, rubric, rubric_file, baselines],
+                 [table, summary, plot, raw, baseline_table], api_name="score")
+
+demo.queue(default_concurrency_limit=CONFIG.concurrency)
+
+if __name__ == "__main__":
+    demo.launch()

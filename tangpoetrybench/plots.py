@@ -1,0 +1,68 @@
+"""Figures: radar charts of per-dimension profiles (like the paper's Figure 2) and a score scatter.
+
+Built with matplotlib's object-oriented API (no pyplot state, no display needed)."""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Mapping
+
+from matplotlib import font_manager
+from matplotlib.figure import Figure
+
+from .rubric import Rubric
+
+PALETTE = ("#8c2d19", "#1f4e79", "#4f7942", "#b8860b", "#6a3d9a", "#555555")
+CJK_FONT_HINTS = ("CJK", "WenQuanYi", "Source Han", "Noto Sans SC", "SimHei", "Heiti", "PingFang")
+
+
+@lru_cache(maxsize=1)
+def cjk_font() -> str | None:
+    """An installed font family that has Chinese characters, if any."""
+    return next((f.name for f in font_manager.fontManager.ttflist if any(h in f.name for h in CJK_FONT_HINTS)), None)
+
+
+def label(text: str, fallback: str) -> str:
+    """`text` where a Chinese font can draw it, else `fallback` (never tofu boxes)."""
+    if cjk_font() or text.isascii():
+        return text
+    return fallback
+
+
+def radar(profiles: Mapping[str, Mapping[str, float | None]], rubric: Rubric, title: str = "",
+          rmin: float = 0.0, rmax: float = 1.0, size: float = 5.5) -> Figure:
+    """One polygon per profile over the rubric's dimensions; a null score leaves a gap."""
+    keys = list(rubric.keys)
+    angles = [2 * math.pi * i / len(keys) for i in range(len(keys))]
+    fig = Figure(figsize=(size, size), layout="constrained")
+    ax = fig.add_subplot(projection="polar")
+    ax.set_theta_offset(math.pi / 2)
+    ax.set_theta_direction(-1)
+    for i, (name, scores) in enumerate(profiles.items()):
+        values = [math.nan if scores.get(k) is None else float(scores[k]) for k in keys]
+        colour = PALETTE[i % len(PALETTE)]
+        ax.plot(angles + angles[:1], values + values[:1], color=colour, linewidth=1.8, label=name)
+        ax.fill(angles + angles[:1], [rmin if math.isnan(v) else v for v in values + values[:1]], color=colour, alpha=0.08)
+    ax.set_xticks(angles)
+    ax.set_xticklabels([rubric.dimension(k).name["en"].replace(" ", "\n", 1) for k in keys], fontsize=8)
+    ax.set_ylim(rmin, rmax)
+    ax.tick_params(axis="y", labelsize=7)
+    if len(profiles) > 1:
+        ax.legend(loc="upper right", bbox_to_anchor=(1.3, 1.1), fontsize=8, frameon=False)
+    if title:
+        ax.set_title(title, fontsize=10, pad=18, **({"fontfamily": cjk_font()} if cjk_font() else {}))
+    return fig
+
+
+def scatter(x: list[float], y: list[float], xlabel: str, ylabel: str, title: str = "") -> Figure:
+    fig = Figure(figsize=(4.5, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    ax.scatter(x, y, s=14, alpha=0.6, color=PALETTE[1])
+    lo, hi = min(x + y + [0.0]), max(x + y + [1.0])
+    ax.plot([lo, hi], [lo, hi], color="#999999", linewidth=0.8, linestyle="--")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return fig

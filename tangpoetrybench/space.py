@@ -1,0 +1,188 @@
+"""The logic of the Gradio Space (`space/app.py` only wires it to components).
+
+Configuration comes from the environment: `PAE_MODEL` (default Qwen/Qwen3-VL-8B-Instruct), `PAE_ADAPTER`,
+`PAE_BACKEND` (transformers | vllm), `PAE_DEVICE`, `CLIP_MODEL`, `BLIP_MODEL`, `VQA_MODEL` (default
+PAE_MODEL), `PAE_POEMS` (a SPEC poems file; default the bundled poems), `PAE_MAX_IMAGE_BYTES`,
+`PAE_MAX_IMAGE_PIXELS`, `PAE_CONCURRENCY`; gradio reads `GRADIO_SERVER_NAME` / `GRADIO_SERVER_PORT`
+itself. Models load on first use and stay loaded. Every problem a visitor can cause or meet is a
+`UserError` with a plain message.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from .errors import DataError
+from .evaluators import Evaluator, ScoringItem, load_evaluator
+from .evaluators.pae import DEFAULT_MODEL
+from .plots import label, radar
+from .poems import Poem, read_poems, sample_poems
+from .release import DEFAULT_MAX_IMAGE_PIXELS
+from .rubric import Dimension, Rubric, load_rubric
+
+RUBRICS = {"Tang poetry (唐诗)": "tang", "Song Ci (宋词)": "song_ci"}
+UPLOADED = "Uploaded rubric file"
+BASELINES = ("clipscore", "blipscore", "vqascore")
+BASELINE_SCALES = {"clipscore": "0 – 2.5", "blipscore": "0 – 1", "vqascore": "0 – 1"}
+
+
+class UserError(Exception):
+    """A problem to show the visitor as it is (no stack trace)."""
+
+
+@dataclass
+class SpaceConfig:
+    model: str = DEFAULT_MODEL
+    adapter: str | None = None
+    backend: str = "transformers"
+    device: str | None = None
+    clip_model: str | None = None
+    blip_model: str | None = None
+    vqa_model: str | None = None
+    poems_file: str | None = None
+    max_image_bytes: int = 20 * 2**20
+    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
+    concurrency: int = 1
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> "SpaceConfig":
+        def get(name: str, default=None):
+            return env.get(name) or default
+
+        return cls(
+            model=get("PAE_MODEL", DEFAULT_MODEL), adapter=get("PAE_ADAPTER"), backend=get("PAE_BACKEND", "transformers"),
+            device=get("PAE_DEVICE"), clip_model=get("CLIP_MODEL"), blip_model=get("BLIP_MODEL"),
+            vqa_model=get("VQA_MODEL"), poems_file=get("PAE_POEMS"),
+            max_image_bytes=int(get("PAE_MAX_IMAGE_BYTES", 20 * 2**20)),
+            max_image_pixels=int(get("PAE_MAX_IMAGE_PIXELS", DEFAULT_MAX_IMAGE_PIXELS)),
+            concurrency=int(get("PAE_CONCURRENCY", 1)),
+        )
+
+
+@dataclass
+class SpaceResult:
+    table: list[list]  # dimension, score, nearest anchor, what it judges
+    quality: float | None
+    figure: object
+    raw_output: str
+    parse_status: str
+    baselines: list[list] = field(default_factory=list)  # metric, score, scale
+
+
+def read_image(path: str | Path | None, max_bytes: int, max_pixels: int) -> Image.Image:
+    if not path:
+        raise UserError("Upload an image first.")
+    size = Path(path).stat().st_size
+    if size > max_bytes:
+        raise UserError(f"The file is {size / 2**20:.1f} MB; the limit is {max_bytes / 2**20:.0f} MB.")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(path)
+            if image.width * image.height > max_pixels:
+                raise UserError(f"The image is {image.width}×{image.height} pixels; the limit is {max_pixels:,} pixels.")
+            image.load()
+    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, SyntaxError, ValueError) as exc:
+        raise UserError(f"That file is not an image this app can read ({type(exc).__name__}).") from None
+    return image.convert("RGB")
+
+
+def choose_rubric(choice: str, rubric_file: str | None) -> Rubric:
+    if choice == UPLOADED:
+        if not rubric_file:
+            raise UserError("Choose a rubric YAML file to upload, or pick the Tang or Song Ci rubric.")
+        try:
+            return load_rubric(rubric_file)
+        except DataError as exc:
+            raise UserError(f"The rubric file has problems: {exc}") from None
+        except UnicodeDecodeError:
+            raise UserError("The rubric file is not UTF-8 text.") from None
+    if choice not in RUBRICS:
+        raise UserError(f"Unknown rubric {choice!r}.")
+    return load_rubric(RUBRICS[choice])
+
+
+def nearest_anchor(dim: Dimension, score: float | None) -> str:
+    if score is None:
+        excluded = next((o for o in dim.options if o.excluded), None)
+        return f"not applicable ({excluded.label['en']})" if excluded else "no score"
+    option = min((o for o in dim.options if not o.excluded), key=lambda o: (abs(o.score - score), o.letter))
+    return f"{option.letter}: {option.label['en']} / {option.label['zh']}"
+
+
+def dimension_table(scores: Mapping[str, float | None], rubric: Rubric) -> list[list]:
+    return [[f"{d.name['en']} / {d.name['zh']}", None if scores.get(d.key) is None else round(scores[d.key], 2),
+             nearest_anchor(d, scores.get(d.key)), d.description["en"]] for d in rubric.dimensions]
+
+
+def poem_catalogue(config: SpaceConfig) -> dict[str, Poem]:
+    poems = read_poems(config.poems_file) if config.poems_file else sample_poems()
+    return {f"{p.title} — {p.author}": p for p in poems}
+
+
+def example_images(poems: list[Poem], folder: Path | None = None) -> list[Path]:
+    """Synthetic paintings of a few poems (the demo release's painter), as upload examples."""
+    from .demo.release import PAINTERS
+    from .demo.painting import paint
+
+    folder = folder or Path(tempfile.mkdtemp(prefix="tpb-space-examples-"))
+    paths = []
+    for i, poem in enumerate(poems):
+        path = folder / f"{poem.poem_id}.png"
+        paint(poem.text, PAINTERS[i % 4].style, np.random.default_rng(i), size=384).save(path)
+        paths.append(path)
+    return paths
+
+
+class Scorer:
+    """Evaluators loaded on first use and kept."""
+
+    def __init__(self, config: SpaceConfig):
+        self.config = config
+        self._loaded: dict[str, Evaluator] = {}
+
+    def evaluator(self, name: str) -> Evaluator:
+        if name not in self._loaded:
+            c = self.config
+            model = {"pae": c.model, "clipscore": c.clip_model, "blipscore": c.blip_model,
+                     "vqascore": c.vqa_model or c.model}[name]
+            kwargs = {"device": c.device} if c.device else {}
+            try:
+                self._loaded[name] = load_evaluator(name, model=model, adapter=c.adapter if name == "pae" else None,
+                                                    backend=c.backend if name == "pae" else "transformers", **kwargs)
+            except Exception as exc:  # any failure to load is reported, never a stack trace
+                raise UserError(f"The {name} model ({model or 'default'}) could not be loaded: "
+                                f"{type(exc).__name__}: {str(exc)[:300]}") from None
+        return self._loaded[name]
+
+    def score(self, image_path, poem_text: str, title: str = "", author: str = "", rubric_choice: str = "",
+              rubric_file: str | None = None, with_baselines: bool = True) -> SpaceResult:
+        if not poem_text or not poem_text.strip():
+            raise UserError("Enter the poem's text (or choose a poem from the list).")
+        rubric = choose_rubric(rubric_choice or next(iter(RUBRICS)), rubric_file)
+        image = read_image(image_path, self.config.max_image_bytes, self.config.max_image_pixels)
+        poem = Poem(poem_id="uploaded", title=title.strip() or "无题", author=author.strip() or "佚名",
+                    text=poem_text.strip(), tradition=rubric.tradition if rubric.tradition in ("tang", "song_ci") else "tang")
+        item = ScoringItem("uploaded", image, poem, rubric=rubric)
+        [result] = self.evaluator("pae").score([item])
+        figure = radar({"PAE": result.scores}, rubric, title=label(f"PAE · 《{poem.title}》 {poem.author}", "PAE profile"))
+        baselines = []
+        if with_baselines:
+            for name in BASELINES:
+                [b] = self.evaluator(name).score([ScoringItem("uploaded", image, poem)])
+                baselines.append([name, None if b.quality is None else round(b.quality, 3), BASELINE_SCALES[name]])
+        return SpaceResult(table=dimension_table(result.scores, rubric),
+                           quality=None if result.quality is None else round(result.quality, 3), figure=figure,
+                           raw_output=result.raw_output or "", parse_status=result.parse_status, baselines=baselines)
+
+    @property
+    def random_weights(self) -> bool:
+        return any(e.random_weights for e in self._loaded.values())

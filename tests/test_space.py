@@ -1,0 +1,163 @@
+"""The Space: the scoring function directly, the app through gradio_client on 127.0.0.1, and a real headless
+Chromium that uploads an image and clicks Score. Tiny random-weight models: plumbing, not quality."""
+
+import importlib
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from tangpoetrybench.space import (RUBRICS, UPLOADED, Scorer, SpaceConfig, UserError, dimension_table, nearest_anchor,
+                                   poem_catalogue)
+from tangpoetrybench.rubric import load_rubric
+
+SPACE = Path(__file__).resolve().parents[1] / "space"
+RUBRIC_DIR = Path(__file__).resolve().parents[1] / "tangpoetrybench" / "rubrics"
+POEM = "月落乌啼霜满天，江枫渔火对愁眠。\n姑苏城外寒山寺，夜半钟声到客船。"
+
+
+@pytest.fixture(scope="module")
+def env(tiny_models):
+    return {"PAE_MODEL": str(tiny_models["qwen3-vl"]), "CLIP_MODEL": str(tiny_models["clip"]),
+            "BLIP_MODEL": str(tiny_models["blip"]), "PAE_MAX_IMAGE_BYTES": "2000000", "PAE_MAX_IMAGE_PIXELS": "4000000"}
+
+
+@pytest.fixture(scope="module")
+def scorer(env):
+    return Scorer(SpaceConfig.from_env(env))
+
+
+@pytest.fixture
+def png(tmp_path):
+    path = tmp_path / "moon.png"
+    Image.new("RGB", (96, 64), (200, 190, 170)).save(path)
+    return path
+
+
+def test_config_from_env(env):
+    config = SpaceConfig.from_env({**env, "PAE_ADAPTER": "a", "PAE_BACKEND": "vllm", "PAE_CONCURRENCY": "3"})
+    assert (config.model, config.adapter, config.backend, config.concurrency) == (env["PAE_MODEL"], "a", "vllm", 3)
+    assert SpaceConfig.from_env({}).model == "Qwen/Qwen3-VL-8B-Instruct"
+
+
+def test_score_function(scorer, png):
+    result = scorer.score(str(png), POEM, "枫桥夜泊", "张继", next(iter(RUBRICS)))
+    assert [row[0] for row in result.table][0] == "Safety / 安全性" and len(result.table) == 10
+    assert result.parse_status in ("ok", "repaired", "failed") and isinstance(result.raw_output, str)
+    assert [b[0] for b in result.baselines] == ["clipscore", "blipscore", "vqascore"]
+    assert all(b[1] is not None for b in result.baselines)
+    assert result.figure.axes and scorer.random_weights
+    song = scorer.score(str(png), POEM, rubric_choice="Song Ci (宋词)", with_baselines=False)
+    assert song.baselines == []
+
+
+def test_uploaded_rubric(scorer, png, tmp_path):
+    result = scorer.score(str(png), POEM, rubric_choice=UPLOADED, rubric_file=str(RUBRIC_DIR / "song_ci.yaml"),
+                          with_baselines=False)
+    assert len(result.table) == 10
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((RUBRIC_DIR / "tang.yaml").read_text(encoding="utf-8").replace("anchor_step: 0.25", "anchor_step: 0.3"))
+    with pytest.raises(UserError, match="dimensions\\[9\\].anchor_step"):
+        scorer.score(str(png), POEM, rubric_choice=UPLOADED, rubric_file=str(bad))
+    with pytest.raises(UserError, match="Choose a rubric YAML file"):
+        scorer.score(str(png), POEM, rubric_choice=UPLOADED)
+
+
+@pytest.mark.parametrize("case,message", [
+    ("empty poem", "Enter the poem's text"),
+    ("not an image", "not an image this app can read"),
+    ("too many pixels", "the limit is 4,000,000 pixels"),
+    ("too many bytes", "the limit is 2 MB"),
+    ("no image", "Upload an image first"),
+])
+def test_clear_errors(scorer, png, tmp_path, case, message):
+    path, text = str(png), POEM
+    if case == "empty poem":
+        text = "  \n "
+    elif case == "not an image":
+        path = str(tmp_path / "notes.png")
+        Path(path).write_text("not a picture")
+    elif case == "too many pixels":
+        path = str(tmp_path / "huge.png")
+        Image.new("1", (3000, 3000)).save(path)
+    elif case == "too many bytes":
+        path = str(tmp_path / "heavy.png")
+        Image.effect_noise((1000, 1000), 100).convert("RGB").save(path)
+    elif case == "no image":
+        path = None
+    with pytest.raises(UserError, match=message):
+        scorer.score(path, text)
+
+
+def test_model_that_fails_to_load(png, tmp_path):
+    broken = Scorer(SpaceConfig(model=str(tmp_path / "nowhere")))
+    with pytest.raises(UserError, match="could not be loaded"):
+        broken.score(str(png), POEM)
+
+
+def test_anchor_labels_and_catalogue():
+    rubric = load_rubric("tang")
+    assert nearest_anchor(rubric.dimension("overall_impression"), 0.7) == "b: good / 良好"
+    assert nearest_anchor(rubric.dimension("scene_consistency"), None).startswith("not applicable")
+    assert dimension_table({"safety": 1.0}, rubric)[0][1:3] == [1.0, "a: no issues / 无问题"]
+    assert "枫桥夜泊 — 张继" in poem_catalogue(SpaceConfig())
+
+
+@pytest.fixture(scope="module")
+def app(env):
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    sys.path.insert(0, str(SPACE))
+    try:
+        module = importlib.import_module("app")
+    finally:
+        sys.path.remove(str(SPACE))
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k)
+            else:
+                os.environ[k] = v
+    _, url, _ = module.demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
+    yield module, url
+    module.demo.close()
+    sys.modules.pop("app", None)
+
+
+def test_api_over_gradio_client(app, png):
+    from gradio_client import Client, handle_file
+
+    module, url = app
+    client = Client(url, verbose=False)
+    table, summary, plot, raw, baselines = client.predict(handle_file(str(png)), POEM, api_name="/score")
+    assert table["headers"] == ["dimension", "score", "nearest anchor", "what it judges"] and len(table["data"]) == 10
+    assert "random-weight test model" in summary and plot["type"] == "matplotlib"
+    assert [row[0] for row in baselines["data"]] == ["clipscore", "blipscore", "vqascore"]
+    with pytest.raises(Exception, match="Enter the poem's text"):
+        client.predict(handle_file(str(png)), " ", api_name="/score")
+
+
+@pytest.mark.skipif(not shutil.which("chromium"), reason="Debian's chromium is not installed")
+def test_real_browser(app, png, tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api")
+    module, url = app
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=shutil.which("chromium"), headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1100})
+            errors = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(url)
+            page.locator("input[type=file]").first.set_input_files(str(png))
+            page.get_by_label("Poem text").fill(POEM)
+            page.get_by_role("button", name="Score", exact=True).click()
+            page.get_by_text("Safety / 安全性").first.wait_for(timeout=60_000)
+            page.get_by_text("clipscore").first.wait_for(timeout=60_000)
+            page.screenshot(path=str(tmp_path / "space.png"), full_page=True)
+            assert (tmp_path / "space.png").stat().st_size > 10_000 and not errors
+        finally:
+            browser.close()
