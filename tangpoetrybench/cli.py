@@ -99,6 +99,14 @@ def _agree(args: argparse.Namespace) -> None:
         print(f"\nWrote {args.out}")
 
 
+def _report(args: argparse.Namespace) -> None:
+    from .report import build_report, write_report
+
+    out = write_report(build_report(args.dataset, args.scores or [], split=args.split, n_bootstrap=args.bootstrap,
+                                    seed=args.seed), args.out)
+    print(f"Wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'numbers.json'} and {out / 'figures'}/")
+
+
 def _model_card(args: argparse.Namespace) -> None:
     import json
 
@@ -188,6 +196,15 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, help="write every figure as JSON here")
     p.set_defaults(func=_agree)
+
+    p = sub.add_parser("report", help="the paper's human-data analysis of a built dataset, as Markdown, HTML and JSON")
+    p.add_argument("--dataset", required=True, help="a built dataset folder or Hub id")
+    p.add_argument("--out", type=Path, required=True, help="the report folder")
+    p.add_argument("--scores", type=Path, nargs="*", help="results of evaluators (tpb score), one file each: Table 4")
+    p.add_argument("--split", default="test", help="the split the scores cover (default %(default)s)")
+    p.add_argument("--bootstrap", type=int, default=10_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_report)
 
     p = sub.add_parser("model-card", help="write a trained adapter's model card from tpb agree results")
     p.add_argument("--agree", type=Path, required=True, help="the JSON of tpb agree --out on the test split")

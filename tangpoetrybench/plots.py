@@ -40,7 +40,8 @@ def radar(profiles: Mapping[str, Mapping[str, float | None]], rubric: Rubric, ti
     ax.set_theta_offset(math.pi / 2)
     ax.set_theta_direction(-1)
     for i, (name, scores) in enumerate(profiles.items()):
-        values = [math.nan if scores.get(k) is None else float(scores[k]) for k in keys]
+        # a value below the inner ring sits on it (polar axes would draw it through the centre)
+        values = [math.nan if scores.get(k) is None else max(float(scores[k]), rmin) for k in keys]
         colour = PALETTE[i % len(PALETTE)]
         ax.plot(angles + angles[:1], values + values[:1], color=colour, linewidth=1.8, label=name)
         ax.fill(angles + angles[:1], [rmin if math.isnan(v) else v for v in values + values[:1]], color=colour, alpha=0.08)
@@ -49,7 +50,7 @@ def radar(profiles: Mapping[str, Mapping[str, float | None]], rubric: Rubric, ti
     ax.set_ylim(rmin, rmax)
     ax.tick_params(axis="y", labelsize=7)
     if len(profiles) > 1:
-        ax.legend(loc="upper right", bbox_to_anchor=(1.3, 1.1), fontsize=8, frameon=False)
+        ax.legend(loc="upper right", bbox_to_anchor=(1.35, 1.12), fontsize=8, frameon=False)
     if title:
         ax.set_title(title, fontsize=10, pad=18, **({"fontfamily": cjk_font()} if cjk_font() else {}))
     return fig

@@ -1,0 +1,139 @@
+"""`tpb report` on a release with planted structure: it recovers what was planted, numbers.json equals
+direct computations from the Parquet files, and the HTML renders in a real headless Chromium."""
+
+import json
+import shutil
+import subprocess
+import sys
+from collections import defaultdict
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import rating, write_release
+from tangpoetrybench.builder import build_dataset
+from tangpoetrybench.report import build_report, write_report
+
+TEXTS = ["床前明月光，疑是地上霜。", "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。", "千山鸟飞绝，万径人踪灭。",
+         "红豆生南国，春来发几枝。愿君多采撷，此物最相思。", "白日依山尽，黄河入海流。", "空山不见人，但闻人语响。",
+         "移舟泊烟渚，日暮客愁新。野旷天低树，江清月近人。", "向晚意不适，驱车登古原。"]
+POEMS = [{"poem_id": f"q{i}", "title": f"t{i}", "author": "a", "text": t, "tradition": "tang"} for i, t in enumerate(TEXTS)]
+GENERATORS = {"good": {"display": "Good", "unseen": False}, "mid": {"display": "Mid", "unseen": False},
+              "poor": {"display": "Poor", "unseen": False}}
+# Per generator, the answers (SPEC order); core imagery (8th) and overall impression (10th) move together.
+ANSWERS = {"good": ["aaaaaaaaaa", "aaaaaaabab"], "mid": ["abbabaabbb", "abbabaacbc"], "poor": ["bccbbbcdcd", "bccbbbcccd"]}
+LABELS = ["poor,q0,1,fake_characters", "poor,q1,1,fake_characters", "poor,q2,1,fake_characters", "mid,q3,1,leakage"]
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    root = tmp_path_factory.mktemp("planted")
+    ratings, n = [], 0
+    for g, answers in ANSWERS.items():
+        for i, poem in enumerate(POEMS):
+            pid = poem["poem_id"]
+            others = [p["poem_id"] for p in POEMS if p["poem_id"] != pid][:3]
+            for k in range(1 + (i % 3 == 0)):  # every third image rated twice
+                n += 1
+                rater, group = (f"e{k}", "expert") if k == 0 else (f"c{i}", "crowd")
+                wrong = g == "poor" and i % 2 == 0  # the poor generator is recognised half the time
+                ratings.append(rating(f"r{n}", rater, g, pid, answers[(i + k) % 2], candidates="|".join([pid] + others),
+                                      choice=others[0] if wrong else pid, group=group))
+    raw = write_release(root / "raw", ratings, LABELS, poems=POEMS, generators=GENERATORS,
+                        images=[f"{g}/{p['poem_id']}" for g in GENERATORS for p in POEMS])
+    out = build_dataset(raw, root / "ds", progress=False).out
+    rep = build_report(out, n_bootstrap=2000)
+    return out, rep, write_report(rep, root / "report")
+
+
+def test_planted_structure_is_recovered(planted):
+    _, rep, _ = planted
+    q = {g: rep.numbers["table2"][g]["quality"] for g in GENERATORS}
+    assert q["good"] > q["mid"] > q["poor"]
+    stability = rep.numbers["findings"]["ranking_stability"]
+    assert stability["first"]["good"] == 1.0 and stability["last"]["poor"] == 1.0
+    assert rep.numbers["findings"]["spearman_with_overall"]["core_imagery"] > 0.8
+    t3 = rep.numbers["table3"]
+    assert (t3["poor"]["fake_characters"], t3["poor"]["leakage"], t3["mid"]["leakage"], t3["good"]["total"]) == (3, 0, 1, 0)
+    assert rep.numbers["strong_generators"] == ["good"]
+    assert "synthetic" not in rep.numbers
+
+
+def _parquet(folder, config):
+    rows = []
+    for path in sorted((folder / "data" / config).glob("*.parquet")):
+        rows += pq.read_table(path, columns=[c for c in pq.read_schema(path).names if c != "image"]).to_pylist()
+    return rows
+
+
+def test_numbers_equal_direct_computations(planted):
+    folder, rep, out = planted
+    numbers = json.loads((out / "numbers.json").read_text())
+    rows = _parquet(folder, "images")
+    by_gen = defaultdict(list)
+    for r in rows:
+        by_gen[r["generator"]].append(r)
+    for g, rs in by_gen.items():
+        for key in ("core_imagery", "emotional_resonance", "quality", "recognizability", "text_integrity"):
+            values = [r[key] for r in rs if r[key] is not None]
+            if not values:  # the poor generator's emotion is never applicable
+                assert numbers["table2"][g][key] is None and numbers["table2_ci"][g][key] is None
+                continue
+            assert numbers["table2"][g][key] == pytest.approx(100 * np.mean(values)), (g, key)
+            low, high = numbers["table2_ci"][g][key]
+            assert low <= numbers["table2"][g][key] <= high
+        assert numbers["table3"][g]["total"] == sum(r["text_issue"] == 1 for r in rs)
+    ratings = [r for r in _parquet(folder, "ratings") if r["phase1_correct"] is not None]
+    for group in ("expert", "crowd"):
+        answers = [r["phase1_correct"] for r in ratings if r["rater_group"] == group]
+        assert numbers["findings"]["phase1_accuracy_by_group"][group]["accuracy"] == pytest.approx(np.mean(answers))
+    per_poem = defaultdict(list)
+    for r in rows:
+        per_poem[r["poem_id"]].append(r["overall_impression"])
+    difficulty = [np.mean(v) for v in per_poem.values()]
+    assert numbers["findings"]["difficulty"]["min"] == pytest.approx(min(difficulty))
+    assert numbers["findings"]["difficulty"]["max"] == pytest.approx(max(difficulty))
+
+
+def test_outputs_and_cli(planted, tmp_path, demo_built):
+    folder, _, out = planted
+    assert {p.name for p in (out / "figures").iterdir()} == {"figure2a_all.png", "figure2b_strong.png"}
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "## Table 2" in md and "| Quality |" in md and "figures/figure2a_all.png" in md
+    scores = tmp_path / "s.jsonl"
+    scores.write_text("".join(json.dumps({"image_id": f"{g}/{p}", "evaluator": "synthetic-metric", "scores": {},
+                                          "quality": 0.5, "parse_status": "ok"}) + "\n"
+                              for g in ("painter_a", "painter_b") for p in ("tang300-011", "tang300-278")))
+    done = subprocess.run([sys.executable, "-m", "tangpoetrybench.cli", "report", "--dataset", str(demo_built),
+                           "--out", str(tmp_path / "rep"), "--scores", str(scores), "--bootstrap", "200"],
+                          capture_output=True, text=True, check=True)
+    assert "report.html" in done.stdout
+    numbers = json.loads((tmp_path / "rep" / "numbers.json").read_text())
+    assert numbers["synthetic"] is True and "synthetic-metric" in numbers["table4"]
+    assert "**Synthetic data.**" in (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(not shutil.which("chromium"), reason="Debian's chromium is not installed")
+def test_html_renders_without_console_errors(planted, tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api")
+    _, _, out = planted
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "data:image/png;base64," in html and "figures/" not in html  # self-contained
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=shutil.which("chromium"), headless=True,
+                                    args=["--no-sandbox", "--disable-gpu", "--no-first-run",
+                                          "--disable-background-networking", "--disable-component-update"])
+        try:
+            page = browser.new_page()
+            problems = []
+            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: problems.append(str(e)))
+            page.goto((out / "report.html").as_uri())
+            widths = page.eval_on_selector_all("img", "imgs => imgs.map(i => i.naturalWidth)")
+            assert len(widths) == 2 and all(w > 100 for w in widths)
+            assert page.locator("table").count() >= 5
+            page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+            assert not problems, problems
+        finally:
+            browser.close()
