@@ -77,3 +77,15 @@ def tiny_models(tmp_path_factory) -> dict[str, Path]:
     from tangpoetrybench.tiny import build_tiny_models
 
     return build_tiny_models(tmp_path_factory.mktemp("tiny") / "models")
+
+
+def load_module(path: Path, name: str):
+    """Import a script (an app.py) under its own module name, so two apps never shadow each other."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from conftest import load_module
 from tangpoetrybench.agreement import AgreementData, _weighted_spearman, agreement
 from tangpoetrybench.rubric import load_rubric
 
@@ -162,11 +163,7 @@ def test_evaluate_equals_tpb_agree(demo_built, tmp_path):
 
 def test_metric_app_over_gradio_client():
     gradio_client = pytest.importorskip("gradio_client")
-    sys.path.insert(0, str(METRIC_DIR))
-    try:
-        import app
-    finally:
-        sys.path.remove(str(METRIC_DIR))
+    app = load_module(METRIC_DIR / "app.py", "metric_app")
     _, url, _ = app.demo.launch(server_name="127.0.0.1", prevent_thread_lock=True, quiet=True)
     try:
         table, details = gradio_client.Client(url, verbose=False).predict(*app.EXAMPLE, 200, api_name="/compute")

@@ -1,15 +1,14 @@
 """The Space: the scoring function directly, the app through gradio_client on 127.0.0.1, and a real headless
 Chromium that uploads an image and clicks Score. Tiny random-weight models: plumbing, not quality."""
 
-import importlib
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
+from conftest import load_module
 from tangpoetrybench.space import (RUBRICS, UPLOADED, Scorer, SpaceConfig, UserError, dimension_table, nearest_anchor,
                                    poem_catalogue)
 from tangpoetrybench.rubric import load_rubric
@@ -110,11 +109,9 @@ def test_anchor_labels_and_catalogue():
 def app(env):
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
-    sys.path.insert(0, str(SPACE))
     try:
-        module = importlib.import_module("app")
+        module = load_module(SPACE / "app.py", "space_app")
     finally:
-        sys.path.remove(str(SPACE))
         for k, v in old.items():
             if v is None:
                 os.environ.pop(k)
@@ -123,7 +120,6 @@ def app(env):
     _, url, _ = module.demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
     yield module, url
     module.demo.close()
-    sys.modules.pop("app", None)
 
 
 def test_api_over_gradio_client(app, png):
