@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     try:
         args.func(args)
-    except (DataError, FileExistsError, FileNotFoundError, ValueError) as exc:
+    except (DataError, FileExistsError, ValueError, ImportError, OSError) as exc:  # OSError: a model that cannot be loaded
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

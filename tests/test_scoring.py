@@ -105,3 +105,6 @@ def test_cli_errors(tmp_path, demo_raw, capsys):
     assert main(["score", "--images", str(tmp_path / "imgs"), "--poems", str(demo_raw / "poems.jsonl"),
                  "--evaluator", "clipscore", "--out", str(tmp_path / "x.jsonl")]) == 2
     assert "nopoem.png: no poem 'nopoem'" in capsys.readouterr().err
+    assert main(["score", "--images", str(demo_raw / "images"), "--poems", str(demo_raw / "poems.jsonl"),
+                 "--evaluator", "clipscore", "--model", str(tmp_path / "no-such-model"), "--out", str(tmp_path / "x.jsonl")]) == 2
+    assert "error:" in capsys.readouterr().err and not (tmp_path / "x.jsonl").exists()
