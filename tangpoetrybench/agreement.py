@@ -46,9 +46,12 @@ class AgreementData:
 
     @classmethod
     def from_lists(cls, predictions: Sequence, references: Sequence, poem_ids: Sequence[str], rubric: Rubric,
-                   image_ids: Sequence[str] | None = None) -> "AgreementData":
+                   image_ids: Sequence[str] | None = None,
+                   reference_quality: Sequence[float | None] | None = None) -> "AgreementData":
         """Lists per image: a reference is the ten human scores (None: not applicable); a prediction is the ten
-        predicted scores, or one number for a scalar metric, or None when the evaluator gave nothing."""
+        predicted scores, or one number for a scalar metric, or None when the evaluator gave nothing.
+        `reference_quality` is the dataset's `quality` column; without it, the mean of the non-null reference
+        scores (which differs from SPEC §3 only for an image whose ratings QC dropped entirely)."""
         n, keys = len(references), rubric.keys
         if not (len(predictions) == n == len(poem_ids)):
             raise ValueError(f"{len(predictions)} predictions, {n} references and {len(poem_ids)} poem_ids: "
@@ -62,7 +65,10 @@ class AgreementData:
             else:
                 pred[i] = _row(p, len(keys), f"predictions[{i}]")
                 pred_quality[i] = _nanmean(pred[i])
-        human_quality = np.array([_nanmean(row) for row in human])
+        if reference_quality is not None and len(reference_quality) != n:
+            raise ValueError(f"{len(reference_quality)} reference_quality values for {n} references")
+        human_quality = (np.array([np.nan if q is None else float(q) for q in reference_quality])
+                         if reference_quality is not None else np.array([_nanmean(row) for row in human]))
         scalar = all(p is None or isinstance(p, (int, float)) for p in predictions)
         return cls(list(image_ids or map(str, range(n))), [str(p) for p in poem_ids], keys,
                    np.array([rubric.anchor_step(k) for k in keys]), human, pred, human_quality, pred_quality, scalar)

@@ -33,6 +33,8 @@ Agreement (default configuration):
         (None where not applicable or not given), or a one-element list [score] for a scalar metric.
     references: list of per-image human scores, each a list of the ten dimension scores (None: not applicable).
     poem_ids: list of the poem of each image (intervals resample poems; τ is computed within poems).
+    reference_quality (optional, at compute): the human quality per image (a built dataset's `quality`
+        column, null where QC kept no rating); default: the mean of the non-null reference scores.
 Scoring ("pae", "clipscore", "blipscore", "vqascore"):
     images: list of PIL images.
     poems: list of {"title": str, "author": str, "text": str} (lines joined by "\\n").
@@ -74,9 +76,10 @@ def features(config_name: str) -> datasets.Features:
 
 
 def compute_agreement(predictions, references, poem_ids, rubric: str = "tang", n_bootstrap: int = DEFAULT_BOOTSTRAP,
-                      seed: int = 0) -> dict:
+                      seed: int = 0, reference_quality=None) -> dict:
     preds = [p[0] if p is not None and len(p) == 1 else p for p in predictions]
-    data = AgreementData.from_lists(preds, references, poem_ids, rubric_for_tradition(rubric))
+    data = AgreementData.from_lists(preds, references, poem_ids, rubric_for_tradition(rubric),
+                                    reference_quality=reference_quality)
     return agreement(data, n_bootstrap=n_bootstrap, seed=seed)
 
 

@@ -5,7 +5,8 @@ every agreement figure is reported beside these:
 - `loo_deviation`: per dimension, the mean |one rater − mean of the other raters| over the raters of images
   rated at least twice (leave one rater out: directly comparable to an evaluator's MAE);
 - `within_one_level`: per dimension, the share of pairs of raters of the same image, both judging the
-  dimension applicable, whose scores differ by at most one anchor step (paper, Table 5);
+  dimension applicable, whose scores differ by at most one anchor step (paper, Table 5); on a two-level
+  dimension (text integrity) any two answers are one step apart, so there it is exact agreement;
 - `krippendorff_alpha`: per dimension, Krippendorff's α on the interval scale (the `krippendorff` package);
 - `rater_vs_rest_tau`: per poem, Kendall τ-b between one rater's quality scores of the poem's images and the
   mean of the other raters' — the human counterpart of the evaluator's per-poem τ.
@@ -50,6 +51,8 @@ def noise_floor(table: RatingTable) -> dict:
     multi = {u: rows for u, rows in by_unit.items() if len(rows) >= 2}
     per_dim = {}
     for j, key in enumerate(table.keys):
+        # an anchor step of 1 means two levels (0 and 1): "within one level" would always hold
+        tolerance = 0.0 if table.anchors[j] >= 1.0 else table.anchors[j] + ANCHOR_SLACK
         deviations, pairs, agree = [], 0, 0
         columns: list[list[float]] = []
         for rows in multi.values():
@@ -60,7 +63,7 @@ def noise_floor(table: RatingTable) -> dict:
             deviations += [abs(v - (total - v) / (len(values) - 1)) for v in values]
             for a, b in combinations(values, 2):
                 pairs += 1
-                agree += bool(abs(a - b) <= table.anchors[j] + ANCHOR_SLACK + EPS)
+                agree += bool(abs(a - b) <= tolerance + EPS)
             columns.append(values)
         per_dim[key] = {
             "n_images": len(columns),

@@ -9,9 +9,9 @@
   or 0–100 scale, missing, unknown or out-of-range values;
 - `failed`: no object and no recognisable "key: value" pairs; every score is null.
 
-Scales are never guessed silently. Plain numbers above 1 are read as a 0–10 scale only when every plain
-number is a whole or half number in [0, 10] (0–100 likewise, whole numbers), and the note says so;
-otherwise a number outside [0, 1] is out of range and becomes null.
+Scales are never guessed silently. Plain numbers are read as a 0–10 scale only when at least half of them
+are above 1 and every one is a whole or half number in [0, 10] (0–100 likewise, whole numbers), and the
+note says so; otherwise a number outside [0, 1] is out of range and becomes null.
 """
 
 from __future__ import annotations
@@ -26,9 +26,13 @@ from .rubric import Rubric
 
 NULL_WORDS = {"null", "none", "n/a", "na", "nan", "excluded", "not applicable", "not_applicable", "不适用", "无"}
 FENCE = re.compile(r"```[a-zA-Z]*\s*(.*?)```", re.S)
+NUMBER = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\d.*])"
+# A free-text "key: value": a number (maybe "80%" or "7/10"), null, a quoted string, a nested object, or an
+# option letter standing alone (so the "a" of "a moonlit river" is not read as option a).
 PAIR = re.compile(
     r"[\"']?([A-Za-z\u4e00-\u9fff][A-Za-z0-9_ \-\u4e00-\u9fff]{0,40}?)[\"']?\s*[:：=]\s*"
-    r"(\{[^{}]*\}|null|None|[-+]?\d+(?:\.\d+)?\s*(?:%|/\s*\d+(?:\.\d+)?)?|\(?[a-fA-F]\)?(?![A-Za-z])|\"[^\"]*\"|'[^']*')"
+    rf"(\{{[^{{}}]*\}}|null|None|{NUMBER}\s*(?:%|/\s*\d+(?:\.\d+)?)?|\(?[a-fA-F]\)?(?=\s*(?:[,;，；)}}\n]|$))"
+    r"|\"[^\"]*\"|'[^']*')"
 )
 LETTER = re.compile(r"^(?:option\s+)?\(?([a-f])\)?\.?$", re.I)
 FRACTION = re.compile(r"^([-+]?\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)$")
@@ -269,10 +273,11 @@ def _value(value, rubric: Rubric, key: str) -> tuple[float | None, str]:
 
 
 def _rescale(plain: dict[str, float], values: dict[str, float | None], notes: list[str]) -> None:
-    """Divide bare numbers by 10 or 100 only when they are unmistakably on that scale."""
-    if not plain or max(plain.values()) <= 1 or min(plain.values()) < 0:
-        return
+    """Divide bare numbers by 10 or 100 only when they are unmistakably on that scale: at least half of them
+    above 1 (one stray 3 among 0–1 scores is out of range, not a scale)."""
     nums = list(plain.values())
+    if not nums or min(nums) < 0 or 2 * sum(v > 1 for v in nums) < len(nums):
+        return
     if max(nums) <= 10 and all((2 * v).is_integer() for v in nums):
         scale = 10
     elif max(nums) <= 100 and all(v.is_integer() for v in nums):

@@ -265,9 +265,10 @@ def _findings(rep: Report, rows, ratings, keys, generators, rubric, n_bootstrap,
              f"{_num(f['recognizability']['mean_of_highly_rated'])} ({len(high)} images).")
 
     values = {g: np.array([r["quality"] for r in rows if r["generator"] == g and r["quality"] is not None]) for g in generators}
-    boots = np.stack([bootstrap_means(values[g], n_bootstrap, rng) for g in generators])  # (G, B)
-    first = {g: float(np.mean(np.argmax(boots, axis=0) == i)) for i, g in enumerate(generators)}
-    last = {g: float(np.mean(np.argmin(boots, axis=0) == i)) for i, g in enumerate(generators)}
+    ranked = [g for g in generators if len(values[g])]  # a generator without a kept rating has no mean to rank
+    boots = np.stack([bootstrap_means(values[g], n_bootstrap, rng) for g in ranked]) if ranked else np.zeros((0, 0))
+    first = {g: float(np.mean(np.argmax(boots, axis=0) == ranked.index(g))) if g in ranked else None for g in generators}
+    last = {g: float(np.mean(np.argmin(boots, axis=0) == ranked.index(g))) if g in ranked else None for g in generators}
     f["ranking_stability"] = {"first": first, "last": last, "resamples": n_bootstrap}
     rep.heading("How stable is the ranking", 3)
     rep.text("Share of bootstrap resamples (images resampled within each generator) in which each generator "

@@ -94,16 +94,26 @@ def folder_items(images: Path | str, poems_file: Path | str) -> list[SourceItem]
             for p in files]
 
 
-def read_done(path: Path) -> list[dict]:
-    """The complete records of a results file; a trailing partial line (from a kill) is cut off the file."""
+def read_done(path: Path, repair: bool = True) -> list[dict]:
+    """The complete records of a results file. With `repair`, a trailing partial line (from a kill) is cut off
+    the file; only the process about to append to a file repairs it."""
     if not path.is_file():
         return []
     data = path.read_bytes()
     end = data.rfind(b"\n") + 1
-    if end < len(data):
+    if repair and end < len(data):
         with open(path, "r+b") as f:
             f.truncate(end)
     return [json.loads(line) for line in data[:end].decode("utf-8").splitlines() if line.strip()]
+
+
+def _check_same_run(records: list[dict], evaluator: Evaluator, out: Path) -> None:
+    """Resuming appends to a file: it must hold results of the same evaluator and model."""
+    others = {(r.get("evaluator"), r.get("model")) for r in records} - {(evaluator.name, evaluator.model_name)}
+    if others:
+        name, model = sorted(others, key=str)[0]
+        raise ValueError(f"{out} holds results of {name} ({model}), not {evaluator.name} ({evaluator.model_name}): "
+                         "choose another --out, or delete it to start over")
 
 
 def _batches(items: list[SourceItem], size: int) -> Iterator[list[SourceItem]]:
@@ -138,10 +148,15 @@ def score_to_jsonl(
     order = {it.image_id: i for i, it in enumerate(items)}
     if len(order) != len(items):
         raise ValueError("the source has repeated image_ids")
-    parts = [out.with_name(f"{out.name}.part{r}") for r in range(world)] if world > 1 else []
-    done = {r["image_id"] for path in [out, *parts] for r in read_done(path)}
-    todo = [it for it in items if it.image_id not in done][rank::world]
-    target = parts[rank] if world > 1 else out
+    # Part files: this run's (one per process) and any a killed run with another process count left behind.
+    target = out.with_name(f"{out.name}.part{rank}") if world > 1 else out
+    parts = sorted(set(out.parent.glob(f"{out.name}.part*")) | ({target} if world > 1 else set()))
+    records = [r for path in [out, *parts] for r in read_done(path, repair=path == target)]
+    _check_same_run(records, evaluator, out)
+    done = {r["image_id"] for r in records}
+    # Items belong to processes by their place in the source, so no item falls between two processes
+    # however far apart in time they read what is done.
+    todo = [it for it in items if it.image_id not in done and order[it.image_id] % world == rank]
 
     scored = failed = 0
     with open(target, "a", encoding="utf-8") as f, tqdm(
@@ -155,29 +170,33 @@ def score_to_jsonl(
             scored += len(results)
             failed += sum(r.parse_status == "failed" for r in results)
             bar.update(len(batch))
-    if world > 1:
-        scored, failed = _merge(state, out, parts, order, scored, failed)
+    if parts:
+        scored, failed = _merge(state, out, order, scored, failed)
     return ScoreSummary(out=out, total=len(items), skipped=len(done), scored=scored, failed=failed,
                         main_process=rank == 0)
 
 
-def _merge(state, out: Path, parts: list[Path], order: dict[str, int], scored: int, failed: int) -> tuple[int, int]:
-    """After every process is done: the main process writes out + parts in source order, then drops the parts."""
-    import torch
-
-    counts = torch.tensor([scored, failed], device=state.device)
-    if state.num_processes > 1:
+def _merge(state, out: Path, order: dict[str, int], scored: int, failed: int) -> tuple[int, int]:
+    """After every process is done: the main process writes out + all part files in source order, then drops
+    the parts. Returns the run's totals over all processes."""
+    world = state.num_processes if state else 1
+    if world > 1:
+        import torch
         import torch.distributed as dist
 
+        counts = torch.tensor([scored, failed], device=state.device)
         dist.all_reduce(counts)
-    state.wait_for_everyone()
-    if state.is_main_process:
-        records = {r["image_id"]: r for path in [out, *parts] for r in read_done(path)}
+        scored, failed = int(counts[0]), int(counts[1])
+        state.wait_for_everyone()
+    if state is None or state.is_main_process:
+        parts = sorted(out.parent.glob(f"{out.name}.part*"))
+        records = {r["image_id"]: r for path in [out, *parts] for r in read_done(path, repair=False)}
         tmp = out.with_name(out.name + ".merging")
         tmp.write_text("".join(json.dumps(records[i], ensure_ascii=False) + "\n"
                                for i in sorted(records, key=lambda i: order.get(i, len(order)))), encoding="utf-8")
         os.replace(tmp, out)
         for path in parts:
             path.unlink(missing_ok=True)
-    state.wait_for_everyone()
-    return int(counts[0]), int(counts[1])
+    if world > 1:
+        state.wait_for_everyone()
+    return scored, failed

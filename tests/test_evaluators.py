@@ -120,3 +120,15 @@ def test_vllm_backend_says_what_it_needs():
         pass
     with pytest.raises(ImportError, match=r"tangpoetrybench\[vllm\]"):
         load_evaluator("pae", backend="vllm", model="m")
+
+
+def test_an_item_the_model_cannot_take_fails_alone(tiny_models):
+    """Qwen's image processor refuses aspect ratios over 200: that image fails, the rest of the batch is scored."""
+    pae = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), max_new_tokens=4)
+    poem = sample_poems()[0]
+    sliver, fine = Image.new("RGB", (16, 4000)), Image.new("RGB", (64, 64))
+    bad, good = pae.score([ScoringItem("sliver", sliver, poem), ScoringItem("fine", fine, poem)])
+    assert bad.parse_status == "failed" and "aspect ratio" in bad.error and bad.raw_output is None
+    assert good.raw_output is not None
+    with pytest.raises(ValueError, match="aspect ratio"):  # every item failing is not one item's problem
+        pae.score([ScoringItem("a", sliver, poem), ScoringItem("b", sliver, poem)])

@@ -119,3 +119,9 @@ def test_dsg_tifa160():
     assert got["n_ratings"] == 3995 and got["n_multi_rated_images"] == 800
     assert (round(d["loo_deviation"], 3), round(d["within_one_level"], 3), round(d["krippendorff_alpha"], 3)) == (0.117, 0.933, 0.684)
     assert round(got["rater_vs_rest_tau"], 3) == 0.558 and got["rater_vs_rest_tau_cases"] == 716
+
+
+def test_two_level_dimension_counts_exact_agreement():
+    table = RatingTable(["u1", "u1", "u2", "u2"], ["p"] * 4, ["a", "b", "a", "b"], ("text",), np.array([1.0]),
+                        np.array([[1.0], [0.0], [1.0], [1.0]]))
+    assert noise_floor(table)["per_dimension"]["text"]["within_one_level"] == 0.5

@@ -79,6 +79,12 @@ REPAIRED = [
      "key: value pairs"),
     (GOOD_JSON.replace('"safety": 1', '"safety": 1, "Safety": 0'), EXPECTED, "given twice"),
     (json.dumps({k: None if v is None else v * 10 for k, v in GOOD.items()}), None, None),  # 6.7 on 0–10: not halves
+    (GOOD_JSON.replace('"overall_impression": 0.75', '"overall_impression": 3'),  # one stray value is not a scale
+     {**EXPECTED, "overall_impression": None}, "overall_impression: 3 is out of range"),
+    ("Safety: 1\nScene consistency: a moonlit river that barely matches\nOverall impression: b",
+     {**{k: None for k in KEYS}, "safety": 1.0, "overall_impression": 0.75}, "scene_consistency: missing"),
+    ("Emotional resonance: e.g. the sadness is missing; safety: 1e-1; technical quality: 10**1000",
+     {**{k: None for k in KEYS}, "safety": 0.1}, "technical_quality: missing"),
 ]
 
 

@@ -137,3 +137,14 @@ def test_html_renders_without_console_errors(planted, tmp_path):
             assert not problems, problems
         finally:
             browser.close()
+
+
+def test_a_generator_without_kept_ratings_is_not_ranked(tmp_path):
+    gens = {"g1": {"display": "G1", "unseen": False}, "g2": {"display": "G2", "unseen": False}}
+    raw = write_release(tmp_path / "raw", [rating(f"r{i}", "u1", "g1", p, "aaaaaaabab") for i, p in
+                                           enumerate(["p1", "p2", "p3", "p4"])], generators=gens,
+                        images=[f"{g}/p{i}" for g in gens for i in range(1, 5)])
+    rep = build_report(build_dataset(raw, tmp_path / "ds", progress=False).out, n_bootstrap=100)
+    stability = rep.numbers["findings"]["ranking_stability"]
+    assert stability["first"] == {"g1": 1.0, "g2": None} and stability["last"] == {"g1": 1.0, "g2": None}
+    assert rep.numbers["table2"]["g2"]["quality"] is None

@@ -108,3 +108,27 @@ def test_cli_errors(tmp_path, demo_raw, capsys):
     assert main(["score", "--images", str(demo_raw / "images"), "--poems", str(demo_raw / "poems.jsonl"),
                  "--evaluator", "clipscore", "--model", str(tmp_path / "no-such-model"), "--out", str(tmp_path / "x.jsonl")]) == 2
     assert "error:" in capsys.readouterr().err and not (tmp_path / "x.jsonl").exists()
+
+
+def test_resuming_with_another_evaluator_is_refused(tiny_models, demo_built, tmp_path):
+    out = tmp_path / "s.jsonl"
+    clip = load_evaluator("clipscore", model=str(tiny_models["clip"]))
+    score_to_jsonl(clip, dataset_items(demo_built, "images", "test"), out, limit=2, progress=False)
+    other = load_evaluator("clipscore", model=str(tiny_models["chinese-clip"]))
+    with pytest.raises(ValueError, match="holds results of clipscore"):
+        score_to_jsonl(other, dataset_items(demo_built, "images", "test"), out, progress=False)
+    assert len(records(out)) == 2
+
+
+def test_parts_left_by_a_killed_parallel_run_are_merged(tiny_models, demo_built, tmp_path):
+    """A run killed under 3 processes left part files; a single-process rerun counts them and merges them."""
+    out = tmp_path / "s.jsonl"
+    clip = load_evaluator("clipscore", model=str(tiny_models["clip"]))
+    score_to_jsonl(clip, dataset_items(demo_built, "images", "test"), tmp_path / "full.jsonl", progress=False)
+    full = records(tmp_path / "full.jsonl")
+    (tmp_path / "s.jsonl.part0").write_text("".join(json.dumps(r) + "\n" for r in full[0:9:3]))
+    (tmp_path / "s.jsonl.part2").write_text("".join(json.dumps(r) + "\n" for r in full[2:9:3]) + '{"image_id": "cut')
+    summary = score_to_jsonl(clip, dataset_items(demo_built, "images", "test"), out, progress=False)
+    assert summary.skipped == 6 and summary.scored == 6
+    assert [r["image_id"] for r in records(out)] == [r["image_id"] for r in full]
+    assert not list(tmp_path.glob("s.jsonl.part*"))

@@ -57,7 +57,10 @@ def test_rows(demo_built):
     ds = load_images(str(demo_built))
     row = ds["train"][0]
     sft = sft_row(row)
-    assert sft["prompt"] == build_messages(_poem(row), RUBRIC) and sft["images"] == [row["image"]]
+    assert sft["prompt"] == build_messages(_poem(row), RUBRIC)
+    assert sft["images"][0].tobytes() == row["image"].convert("RGB").tobytes()  # within the pixel budget: unchanged
+    big = dict(row, image=row["image"].resize((2048, 2048)))
+    assert sft_row(big)["images"][0].size == grpo_row(big)["image"].size == (1024, 1024)  # as at inference
     target = sft["completion"][0]["content"][0]["text"]
     assert parse_answer(target, RUBRIC).status == "ok"
     assert parse_answer(target, RUBRIC).scores == {k: None if row[k] is None else round(row[k], 2) for k in RUBRIC.keys}

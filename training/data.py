@@ -1,7 +1,8 @@
 """Rows of a built `images` config -> SFT and GRPO rows, with the package's one prompt builder.
 
 SFT: a conversational `prompt` (system rubric, user image + poem) and `completion` (the assistant's answer:
-the human scores as PAE's JSON, null where not applicable), with `images`; the loss is on the answer only. GRPO: a conversational `prompt`, the `image`, and `targets`
+the human scores as PAE's JSON, null where not applicable), with `images`; the loss is on the answer only.
+Images are shrunk to the same pixel budget as at inference (`fit_pixels`), so training sees what scoring sees. GRPO: a conversational `prompt`, the `image`, and `targets`
 (the human scores in rubric order) for the rewards. Images that QC left without a rating (null quality)
 carry no target and are skipped.
 """
@@ -12,6 +13,7 @@ from typing import Any
 
 import datasets
 
+from tangpoetrybench.evaluators.loading import DEFAULT_MAX_PIXELS, fit_pixels
 from tangpoetrybench.poems import Poem
 from tangpoetrybench.prompt import build_messages, format_answer
 from tangpoetrybench.rubric import Rubric, rubric_for_tradition
@@ -35,12 +37,12 @@ def sft_row(row: dict[str, Any], rubric: Rubric | None = None) -> dict[str, Any]
     answer = format_answer({k: row[k] for k in r.keys}, r)
     return {"prompt": build_messages(poem_of(row), r),
             "completion": [{"role": "assistant", "content": [{"type": "text", "text": answer}]}],
-            "images": [row["image"]]}
+            "images": [fit_pixels(row["image"], DEFAULT_MAX_PIXELS)]}
 
 
 def grpo_row(row: dict[str, Any], rubric: Rubric | None = None) -> dict[str, Any]:
     r = rubric_of(row, rubric)
-    return {"prompt": build_messages(poem_of(row), r), "image": row["image"], "targets": [row[k] for k in r.keys],
+    return {"prompt": build_messages(poem_of(row), r), "image": fit_pixels(row["image"], DEFAULT_MAX_PIXELS), "targets": [row[k] for k in r.keys],
             "tradition": row.get("tradition") or "tang", "poem_id": row["poem_id"], "image_id": row["image_id"]}
 
 

@@ -31,9 +31,10 @@ class Pae(evaluate.Metric):
                                          self.rubric)
 
     def _compute(self, predictions=None, references=None, poem_ids=None, images=None, poems=None,
-                 n_bootstrap=None, seed=None):
+                 n_bootstrap=None, seed=None, reference_quality=None):
         if self.evaluator is None:
             return compute_agreement(predictions, references, poem_ids, rubric=self.rubric,
                                      n_bootstrap=self.n_bootstrap if n_bootstrap is None else n_bootstrap,
-                                     seed=self.bootstrap_seed if seed is None else seed)
+                                     seed=self.bootstrap_seed if seed is None else seed,
+                                     reference_quality=reference_quality)
         return compute_scores(self.evaluator, images, poems, batch_size=self.batch_size)

@@ -78,17 +78,35 @@ class Evaluator(ABC):
         return item.rubric or self.rubric or rubric_for_tradition(item.poem.tradition)
 
     def score(self, items: Sequence[ScoringItem]) -> list[EvalResult]:
-        """Score one batch. Items whose image could not be read get a failed result; the rest are batched."""
+        """Score one batch. An item whose image could not be read, or that makes the model fail on its own (an
+        extreme aspect ratio, say), gets a failed result; if every item fails alone, the error is raised."""
         start = time.perf_counter()
         good = [it for it in items if it.image is not None]
-        outputs = iter(self._score(good) if good else [])
+        try:
+            outputs = self._score(good) if good else []
+        except Exception:
+            outputs = self._score_one_by_one(good)
         per_item = (time.perf_counter() - start) / max(len(items), 1)
+        by_id = {r.image_id: r for r in outputs}
         results = []
         for it in items:
-            if it.image is None:
-                results.append(self.result(it, {}, None, None, "failed", it.error or "no image", per_item))
-            else:
-                results.append(_with_seconds(next(outputs), per_item))
+            result = by_id.get(it.image_id) if it.image is not None else None
+            if result is None:
+                result = self.result(it, {}, None, None, "failed", it.error or "no image")
+            result.seconds = round(per_item, 4)
+            results.append(result)
+        return results
+
+    def _score_one_by_one(self, items: Sequence[ScoringItem]) -> list[EvalResult]:
+        results, errors = [], []
+        for it in items:
+            try:
+                results += self._score([it])
+            except Exception as exc:
+                errors.append(exc)
+                results.append(self.result(it, {}, None, None, "failed", f"{type(exc).__name__}: {exc}"))
+        if errors and len(errors) == len(items):
+            raise errors[0]  # not one item's problem: stop rather than record every image as failed
         return results
 
     @abstractmethod
@@ -108,8 +126,3 @@ class Evaluator(ABC):
             raise ValueError(f"{len(images)} images but {len(poems)} poems")
         items = [ScoringItem(str(i), img.convert("RGB"), as_poem(p, i)) for i, (img, p) in enumerate(zip(images, poems))]
         return [r for start in range(0, len(items), batch_size) for r in self.score(items[start:start + batch_size])]
-
-
-def _with_seconds(result: EvalResult, seconds: float) -> EvalResult:
-    result.seconds = round(seconds, 4)
-    return result
