@@ -24,3 +24,9 @@ def test_train_step_smoke(tmp_path):
     assert "tokens_per_s" in done.stdout
     figures = json.loads(out.read_text())
     assert figures["smoke"] is True and figures["tokens_per_step"] > 0 and figures["mfu"] is None
+
+
+def test_agreement_speed_runs():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "agreement_speed.py"), "--poems", "20",
+                           "--bootstrap", "200"], capture_output=True, text=True, check=True)
+    assert "20 poems × 4 images, 200 resamples" in done.stdout
