@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from .numbers import mean_or_none as mean
 from .release import Rating, Release
 
 
@@ -35,10 +36,6 @@ class ImageScores:
     @property
     def multi_rated(self) -> bool:
         return self.n_ratings >= 2
-
-
-def mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
 
 
 def aggregate(release: Release, kept: list[Rating]) -> dict[str, ImageScores]:

@@ -10,7 +10,8 @@ import numpy as np
 
 from .agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement
 from .dataset_io import dataset_rows
-from .noise import RatingTable, noise_floor
+from .noise import RatingTable, floor_summary, noise_floor
+from .numbers import fmt, fmt_ci
 from .rubric import rubric_for_tradition
 
 
@@ -85,8 +86,7 @@ def agree(dataset: str | Path, scores: Path | str, split: str = "test", n_bootst
 
 
 def _fmt(value, ci=None) -> str:
-    text = "—" if value is None else f"{value:.3f}"
-    return text + (f"  [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+    return fmt(value) + (f"  {fmt_ci(ci)}" if ci else "")
 
 
 def format_table(result: dict) -> str:
@@ -104,13 +104,7 @@ def format_table(result: dict) -> str:
         f"{'statistic':<22}{'value  [95% CI]':<32}human noise floor",
     ]
     dims = nf["per_dimension"]
-
-    def mean_of(stat: str) -> float | None:
-        values = [d[stat] for d in dims.values() if d[stat] is not None]
-        return sum(values) / len(values) if values else None
-
-    floor = {"mae": mean_of("loo_deviation"), "within_one_anchor": mean_of("within_one_level"),
-             "kendall_tau": nf["rater_vs_rest_tau"]}
+    floor = floor_summary(nf)
     for stat in ("coverage", "mae", "within_0.05", "within_one_anchor", "kendall_tau", "spearman"):
         if stat in a:
             label = f"kendall_tau ({a['kendall_tau_poems']} poems)" if stat == "kendall_tau" else stat

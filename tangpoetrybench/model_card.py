@@ -8,17 +8,11 @@ from importlib import resources
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .card import CITATION
+from .noise import floor_summary
+from .numbers import fmt, fmt_ci
 
 INDEXED = (("mae", "MAE"), ("within_0.05", "Within 0.05"), ("within_one_anchor", "Within one anchor"),
            ("kendall_tau", "Per-poem Kendall tau-b"), ("spearman", "Spearman rho"))
-
-
-def _fmt(value) -> str:
-    return "—" if value is None else f"{value:.3f}"
-
-
-def _ci(ci) -> str:
-    return "—" if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
 def render_model_card(agree: dict, base_model: str, adapter_ref: str, model_name: str = "PAE",
@@ -40,14 +34,11 @@ def render_model_card(agree: dict, base_model: str, adapter_ref: str, model_name
         tags=["tangpoetrybench", "pae", "lora", "evaluation", "chinese-poetry"] + (["random-weights"] if random_weights else []),
         model_name=model_name, eval_results=eval_results or None,
     )
-    dims = nf["per_dimension"]
-    floors = {"mae": _mean([d["loo_deviation"] for d in dims.values()]),
-              "within_one_anchor": _mean([d["within_one_level"] for d in dims.values()]),
-              "kendall_tau": nf["rater_vs_rest_tau"]}
-    rows = [{"name": key, "value": _fmt(a.get(key)), "ci": _ci(a.get(f"{key}_ci")), "floor": _fmt(floors.get(key))}
+    floors = floor_summary(nf)
+    rows = [{"name": key, "value": fmt(a.get(key)), "ci": fmt_ci(a.get(f"{key}_ci")), "floor": fmt(floors.get(key))}
             for key in ("coverage", "mae", "within_0.05", "within_one_anchor", "kendall_tau", "spearman") if key in a]
-    dim_rows = [{"key": k, "mae": _fmt(d["mae"]), "ci": _ci(d.get("mae_ci")), "close": _fmt(d["within_0.05"]),
-                 "anchor": _fmt(d["within_one_anchor"])} for k, d in a.get("per_dimension", {}).items()]
+    dim_rows = [{"key": k, "mae": fmt(d["mae"]), "ci": fmt_ci(d.get("mae_ci")), "close": fmt(d["within_0.05"]),
+                 "anchor": fmt(d["within_one_anchor"])} for k, d in a.get("per_dimension", {}).items()]
     template = resources.files("tangpoetrybench") / "templates" / "model_card.md"
     card = ModelCard.from_template(
         card_data, template_str=template.read_text(encoding="utf-8"), model_name=model_name,
@@ -58,8 +49,3 @@ def render_model_card(agree: dict, base_model: str, adapter_ref: str, model_name
         rows=rows, dims=dim_rows, citation=CITATION,
     )
     return str(card)
-
-
-def _mean(values) -> float | None:
-    present = [v for v in values if v is not None]
-    return sum(present) / len(present) if present else None

@@ -24,6 +24,7 @@ import numpy as np
 from scipy import stats
 
 from .agreement import ANCHOR_SLACK, EPS
+from .numbers import mean_or_none
 
 
 @dataclass
@@ -81,6 +82,15 @@ def noise_floor(table: RatingTable) -> dict:
         "rater_vs_rest_tau": tau,
         "rater_vs_rest_tau_cases": n_tau,
     }
+
+
+def floor_summary(nf: dict) -> dict[str, float | None]:
+    """The noise floor beside an evaluator's overall statistics: mean leave-one-out deviation (for MAE), mean
+    within-one-level agreement (for within one anchor) and the rater-vs-rest τ (for per-poem τ)."""
+    dims = nf["per_dimension"].values()
+    return {"mae": mean_or_none(d["loo_deviation"] for d in dims),
+            "within_one_anchor": mean_or_none(d["within_one_level"] for d in dims),
+            "kendall_tau": nf["rater_vs_rest_tau"]}
 
 
 def _alpha(columns: list[list[float]]) -> float | None:

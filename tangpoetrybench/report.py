@@ -29,6 +29,7 @@ from .agreement import DEFAULT_BOOTSTRAP, agreement
 from .dataset_io import dataset_rows
 from .evaluation import agreement_data, rating_table, read_scores
 from .noise import noise_floor
+from .numbers import fmt, fmt_ci, mean_or_none
 from .plots import radar, scatter
 from .rubric import rubric_for_tradition
 
@@ -61,15 +62,6 @@ class Report:
 
 def _pct(x: float | None) -> str:
     return "—" if x is None or not np.isfinite(x) else f"{100 * x:.1f}"
-
-
-def _num(x: float | None, digits: int = 3) -> str:
-    return "—" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
-
-
-def _mean(values) -> float | None:
-    arr = np.array([v for v in values if v is not None], dtype=float)
-    return float(arr.mean()) if len(arr) else None
 
 
 def _spearman(x, y) -> tuple[float | None, int]:
@@ -142,7 +134,7 @@ def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "tes
                                      round(100 * float(np.percentile(boot, 97.5)), 4)]
             else:
                 table2[g][key], table2_ci[g][key] = None, None
-    avg = {k: _mean([table2[g][k] for g in generators]) for k in row_keys}
+    avg = {k: mean_or_none([table2[g][k] for g in generators]) for k in row_keys}
     rep.numbers.update(table2=table2, table2_ci=table2_ci, table2_avg=avg)
     rep.heading("Table 2 — human scores by generator (×100)")
     rep.text("Mean over the images where the dimension applies; best per row in bold; [95 % interval over images].")
@@ -156,7 +148,7 @@ def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "tes
             cell = "—" if v is None else f"{v:.1f} [{ci[0]:.1f}, {ci[1]:.1f}]"
             cells.append(f"**{cell}**" if v is not None and v == best else cell)
         name = rubric.dimension(key).name["en"] if key in keys else key.capitalize()
-        body.append([name, *cells, _num(avg[key], 1)])
+        body.append([name, *cells, fmt(avg[key], 1)])
     rep.table(["Dimension", *generators, "Avg"], body)
 
     # Figure 2
@@ -196,7 +188,7 @@ def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "tes
              "− mean of the others|; Krippendorff's α on the interval scale.")
     rep.table(["Dimension", "Pairs", "Within one level (%)", "LOO deviation", "α"],
               [[rubric.dimension(k).name["en"], str(d["n_pairs"]), _pct(d["within_one_level"]),
-                _num(d["loo_deviation"]), _num(d["krippendorff_alpha"])] for k, d in nf["per_dimension"].items()])
+                fmt(d["loo_deviation"]), fmt(d["krippendorff_alpha"])] for k, d in nf["per_dimension"].items()])
 
     _findings(rep, rows, ratings, keys, generators, rubric, n_bootstrap, rng)
     for path in scores:
@@ -229,40 +221,40 @@ def _findings(rep: Report, rows, ratings, keys, generators, rubric, n_bootstrap,
     f["spearman_with_overall"] = {k: v for k, (v, _) in drivers.items()}
     rep.heading("What drives overall impression", 3)
     rep.table(["Dimension", "Spearman ρ with overall impression", "Images"],
-              [[rubric.dimension(k).name["en"], _num(v), str(n)]
+              [[rubric.dimension(k).name["en"], fmt(v), str(n)]
                for k, (v, n) in sorted(drivers.items(), key=lambda kv: -(kv[1][0] or -2))])
 
     by_poem: dict[str, list[dict]] = {}
     for r in rows:
         by_poem.setdefault(r["poem_id"], []).append(r)
-    difficulty = {p: _mean([r["overall_impression"] for r in rs]) for p, rs in by_poem.items()}
+    difficulty = {p: mean_or_none([r["overall_impression"] for r in rs]) for p, rs in by_poem.items()}
     difficulty = {p: d for p, d in difficulty.items() if d is not None}
     length = {p: sum("\u4e00" <= c <= "\u9fff" for c in rs[0]["poem"]) for p, rs in by_poem.items()}
     rho_len, n_len = _spearman([difficulty[p] for p in difficulty], [length[p] for p in difficulty])
     ordered = sorted(difficulty, key=difficulty.get)
     q = max(1, len(ordered) // 4)
     hard, easy = set(ordered[:q]), set(ordered[-q:])
-    gap = {k: (_mean([r[k] for p in easy for r in by_poem[p]]) or 0) - (_mean([r[k] for p in hard for r in by_poem[p]]) or 0)
+    gap = {k: (mean_or_none([r[k] for p in easy for r in by_poem[p]]) or 0) - (mean_or_none([r[k] for p in hard for r in by_poem[p]]) or 0)
            for k in keys}
     f["difficulty"] = {"min": min(difficulty.values(), default=None), "max": max(difficulty.values(), default=None),
                        "spearman_with_length": rho_len, "poems": n_len, "quartile_poems": q,
                        "easy_minus_hard_gap": gap}
     rep.heading("What makes a poem hard", 3)
     rep.text(f"Per-poem difficulty (mean overall impression over the poem's images) ranges from "
-             f"{_num(f['difficulty']['min'], 2)} to {_num(f['difficulty']['max'], 2)}; its Spearman ρ with poem length "
-             f"(Han characters) is {_num(rho_len)} over {n_len} poems. Easiest minus hardest quartile ({q} poems each):")
-    rep.table(["Dimension", "Gap (easy − hard)"], [[rubric.dimension(k).name["en"], _num(v)]
+             f"{fmt(f['difficulty']['min'], 2)} to {fmt(f['difficulty']['max'], 2)}; its Spearman ρ with poem length "
+             f"(Han characters) is {fmt(rho_len)} over {n_len} poems. Easiest minus hardest quartile ({q} poems each):")
+    rep.table(["Dimension", "Gap (easy − hard)"], [[rubric.dimension(k).name["en"], fmt(v)]
                                                   for k, v in sorted(gap.items(), key=lambda kv: -kv[1])])
 
     rho_q, n_q = _spearman([r["recognizability"] for r in rows], [r["quality"] for r in rows])
     rho_o, _ = _spearman([r["recognizability"] for r in rows], [r["overall_impression"] for r in rows])
     high = [r["recognizability"] for r in rows if r["quality"] is not None and r["quality"] >= HIGH_QUALITY]
     f["recognizability"] = {"spearman_with_quality": rho_q, "spearman_with_overall": rho_o, "images": n_q,
-                            "mean_of_highly_rated": _mean(high), "highly_rated_images": len(high)}
+                            "mean_of_highly_rated": mean_or_none(high), "highly_rated_images": len(high)}
     rep.heading("Recognizing a poem is not illustrating it well", 3)
-    rep.text(f"Per image, recognizability has Spearman ρ {_num(rho_q)} with quality and {_num(rho_o)} with overall "
+    rep.text(f"Per image, recognizability has Spearman ρ {fmt(rho_q)} with quality and {fmt(rho_o)} with overall "
              f"impression ({n_q} images). Images rated highly (quality ≥ {HIGH_QUALITY}) have mean recognizability "
-             f"{_num(f['recognizability']['mean_of_highly_rated'])} ({len(high)} images).")
+             f"{fmt(f['recognizability']['mean_of_highly_rated'])} ({len(high)} images).")
 
     values = {g: np.array([r["quality"] for r in rows if r["generator"] == g and r["quality"] is not None]) for g in generators}
     ranked = [g for g in generators if len(values[g])]  # a generator without a kept rating has no mean to rank
@@ -276,8 +268,8 @@ def _findings(rep: Report, rows, ratings, keys, generators, rubric, n_bootstrap,
     rep.table(["Generator", "Ranks first (%)", "Ranks last (%)"],
               [[g, _pct(first[g]), _pct(last[g])] for g in generators])
 
-    face = {g: _mean([r["face_avoidance"] for r in rows if r["generator"] == g]) for g in generators}
-    emotion = {g: _mean([r["emotional_resonance"] for r in rows if r["generator"] == g]) for g in generators}
+    face = {g: mean_or_none([r["face_avoidance"] for r in rows if r["generator"] == g]) for g in generators}
+    emotion = {g: mean_or_none([r["emotional_resonance"] for r in rows if r["generator"] == g]) for g in generators}
     f["face_avoidance"] = {g: {"rate": face[g], "emotional_resonance": emotion[g]} for g in generators}
     rep.heading("Emotion and face avoidance", 3)
     rep.text("Face avoidance: the share of applicable emotion ratings answering \"emotion expected but not visible\".")
@@ -288,7 +280,7 @@ def _findings(rep: Report, rows, ratings, keys, generators, rubric, n_bootstrap,
     for group in ("expert", "crowd"):
         answers = [r["phase1_correct"] for r in ratings if r["rater_group"] == group and r["image_config"] == "images"
                    and r["phase1_correct"] is not None]
-        accuracy[group] = {"accuracy": _mean([float(a) for a in answers]), "answers": len(answers)}
+        accuracy[group] = {"accuracy": mean_or_none([float(a) for a in answers]), "answers": len(answers)}
     f["phase1_accuracy_by_group"] = accuracy
     rep.heading("Experts and crowd workers", 3)
     rep.table(["Rater group", "Phase-1 accuracy (%)", "Answers"],
@@ -309,7 +301,7 @@ def _table4(rep: Report, dataset, path: Path, split: str, n_bootstrap: int, seed
     for stat in ("coverage", "mae", "within_0.05", "within_one_anchor", "kendall_tau", "spearman"):
         if stat in result:
             ci = result.get(f"{stat}_ci")
-            rows.append([stat, _num(result[stat]), "—" if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"])
+            rows.append([stat, fmt(result[stat]), fmt_ci(ci)])
     rep.table(["Statistic", "Value", "95 % CI (poems)"], rows)
     ok = np.isfinite(data.pred_quality) & np.isfinite(data.human_quality)
     if ok.any():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from PIL import Image
 
@@ -49,11 +49,6 @@ class EvalResult:
         if not self.random_weights:
             record.pop("random_weights")
         return record
-
-
-def mean_or_none(values: Iterable[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return sum(present) / len(present) if present else None
 
 
 def as_poem(poem: Poem | Mapping[str, str], index: int) -> Poem:

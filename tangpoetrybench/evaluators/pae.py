@@ -14,7 +14,8 @@ import torch
 from ..parsing import parse_answer
 from ..prompt import build_messages
 from ..rubric import Rubric
-from .base import EvalResult, Evaluator, ScoringItem, mean_or_none
+from ..numbers import mean_or_none
+from .base import EvalResult, Evaluator, ScoringItem
 from .loading import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels, has_random_weights, load_qwen_vl, model_label
 
 DEFAULT_MODEL = "Qwen/Qwen3-VL-8B-Instruct"

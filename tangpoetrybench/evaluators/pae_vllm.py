@@ -13,7 +13,8 @@ from typing import Sequence
 from ..parsing import parse_answer
 from ..prompt import answer_schema, build_messages
 from ..rubric import Rubric
-from .base import EvalResult, Evaluator, ScoringItem, mean_or_none
+from ..numbers import mean_or_none
+from .base import EvalResult, Evaluator, ScoringItem
 from .loading import DEFAULT_MAX_PIXELS, fit_pixels, model_label
 from .pae import DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL
 
