@@ -30,3 +30,22 @@ def test_agreement_speed_runs():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "agreement_speed.py"), "--poems", "20",
                            "--bootstrap", "200"], capture_output=True, text=True, check=True)
     assert "20 poems × 4 images, 200 resamples" in done.stdout
+
+
+def test_the_full_size_architecture_is_qwen3_vl_8b():
+    """The benchmarks' random-weight model, built on the meta device (no memory, no download), has the published
+    parameter counts of Qwen3-VL-8B-Instruct (8.767B in all, 576.4M vision, 8.191B language model), and the FLOP
+    count uses exactly its language model's matmul weights."""
+    import torch
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from _models import build_model, language_model_parameters, tiny_processor
+
+    processor, tiny = tiny_processor()
+    model = build_model(False, processor, tiny, torch.device("meta"))
+    total = sum(p.numel() for p in model.parameters())
+    vision = sum(p.numel() for name, p in model.named_parameters() if ".visual." in f".{name}")
+    assert (round(total / 1e9, 3), round(vision / 1e6, 1), round((total - vision) / 1e9, 3)) == (8.767, 576.4, 8.191)
+    matmuls = sum(m.weight.numel() for name, m in model.named_modules()
+                  if isinstance(m, torch.nn.Linear) and ".visual." not in f".{name}.")
+    assert language_model_parameters() == matmuls

@@ -60,13 +60,12 @@ def test_killed_run_resumes_with_every_image_once(tiny_models, demo_built, tmp_p
     assert "0 scored now" in again.stdout and len(records(out)) == 40
 
 
-@pytest.mark.skipif(shutil.which("accelerate") is None, reason="accelerate is not installed")
 def test_two_processes_equal_one(tiny_models, demo_built, tmp_path):
     one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
     subprocess.run(score_cmd(demo_built, tiny_models["qwen3-vl"], one, "--batch-size", "4"), check=True,
                    capture_output=True)
-    launch = ["accelerate", "launch", "--cpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision",
-              "no", "--dynamo_backend", "no", "-m", "tangpoetrybench.cli"]
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", "2", "--num_machines", "1",
+              "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "tangpoetrybench.cli"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     subprocess.run(launch + score_cmd(demo_built, tiny_models["qwen3-vl"], two, "--batch-size", "4")[3:],
                    check=True, capture_output=True, env=env)

@@ -2,7 +2,6 @@
 with the tiny model and the demo dataset (plumbing, not quality)."""
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ TRAINING = ROOT / "training"
 sys.path.insert(0, str(TRAINING))
 
 import rewards  # noqa: E402
-from common import VISION, assert_vision_frozen  # noqa: E402
+from common import CHECKPOINTING, VISION, assert_vision_frozen  # noqa: E402
 from data import grpo_row, has_target, load_images, sft_row, to_sft  # noqa: E402
 
 from tangpoetrybench.parsing import parse_answer  # noqa: E402
@@ -24,8 +23,8 @@ from tangpoetrybench.prompt import build_messages  # noqa: E402
 from tangpoetrybench.rubric import load_rubric  # noqa: E402
 
 RUBRIC = load_rubric("tang")
-LAUNCH = ["accelerate", "launch", "--cpu", "--num_processes", "1", "--num_machines", "1", "--mixed_precision", "no",
-          "--dynamo_backend", "no"]
+LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", "1", "--num_machines", "1",
+          "--mixed_precision", "no", "--dynamo_backend", "no"]
 TARGET = [1.0, 0.5, 0.67, 1.0, None, 1.0, 0.5, 0.67, 0.33, 0.75]
 
 
@@ -88,10 +87,14 @@ def test_every_recipe_parses_into_trl_configs():
         config = module.PAEGRPOConfig if module is grpo else module.PAESFTConfig
         script_args = module.GRPOScriptArguments if module is grpo else module.ScriptArguments
         parser = TrlParser((script_args, config, module.ModelConfig))
-        script, args, model = parser.parse_args_and_config(["--config", str(recipe), "--dataset_name", "x",
-                                                            "--output_dir", "/tmp/unused"])
+        argv = ["--config", str(recipe), "--dataset_name", "x", "--output_dir", "/tmp/unused"]
+        script, args, model = parser.parse_args_and_config(argv)
         assert (model.lora_r, model.lora_alpha, model.lora_dropout) == (16, 32, 0.05), recipe.name
-        assert args.bf16 == torch.cuda.is_available(), recipe.name  # plain fp32 without a GPU
+        # bf16 and checkpointing on a GPU, plain fp32 without one, under either name transformers gives it
+        assert args.bf16 == args.gradient_checkpointing == torch.cuda.is_available(), recipe.name
+        assert getattr(args, "activation_checkpointing", args.gradient_checkpointing) == args.gradient_checkpointing
+        flipped = parser.parse_args_and_config(argv + [f"--{CHECKPOINTING}", str(not torch.cuda.is_available())])[1]
+        assert flipped.gradient_checkpointing != torch.cuda.is_available(), recipe.name
         if module is grpo:
             assert (args.num_generations, args.temperature, args.reward_weights) == (4, 0.7, [1.0, 0.2])
         else:
@@ -111,7 +114,6 @@ def test_vision_check_catches_a_lora_on_the_vision_tower(tiny_models):
     assert assert_vision_frozen(right)
 
 
-@pytest.mark.skipif(shutil.which("accelerate") is None, reason="accelerate is not installed")
 def test_sft_then_grpo_then_score(tiny_models, demo_built, tmp_path):
     base = str(tiny_models["qwen3-vl"])
     sft_out, grpo_out = tmp_path / "sft", tmp_path / "grpo"

@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 import torch
 import trl
 from peft import LoraConfig
-from transformers import AutoModelForImageTextToText, AutoProcessor
+from transformers import AutoModelForImageTextToText, AutoProcessor, TrainingArguments
 
 CUDA = torch.cuda.is_available()
+CHECKPOINTING = next(n for n in ("activation_checkpointing", "gradient_checkpointing")
+                     if n in TrainingArguments.__dataclass_fields__)
 # The vision encoder and the aligner (Qwen3-VL: model.visual.*, merger included; InternVL: vision_tower and
 # multi_modal_projector) stay frozen: LoRA goes on the language model's linear layers only.
 VISION = r".*\.(visual|vision_tower|vision_model|multi_modal_projector)\..*"
@@ -37,6 +39,21 @@ class ModelConfig(trl.ModelConfig):
     lora_r: int = 16
     lora_alpha: int = 32
     lora_dropout: float = 0.05
+
+
+@dataclass
+class GPUDefaults:
+    """bf16 and activation checkpointing on a GPU, plain fp32 without one; mixed in before TRL's config class.
+
+    transformers renamed `gradient_checkpointing` to `activation_checkpointing` (the old name warns). Releases
+    before the rename, which vLLM 0.31's pins hold for GRPO's `--use_vllm`, know only the old name, so the
+    default goes to whichever name this transformers has."""
+
+    bf16: bool = CUDA
+    if CHECKPOINTING == "activation_checkpointing":
+        activation_checkpointing: bool | None = CUDA
+    else:
+        gradient_checkpointing: bool = CUDA
 
 
 def lora_config(model_args) -> LoraConfig:

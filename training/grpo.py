@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from peft import PeftModel
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 
-from common import CUDA, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config
+from common import GPUDefaults, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config
 from data import load_images, to_grpo
 from rewards import REWARD_WEIGHTS, accuracy_reward, format_reward
 from selection import TauSelection
@@ -38,7 +38,7 @@ class GRPOScriptArguments(ScriptArguments):
 
 
 @dataclass
-class PAEGRPOConfig(GRPOConfig):
+class PAEGRPOConfig(GPUDefaults, GRPOConfig):
     output_dir: str = "pae-grpo"
     learning_rate: float = 1e-6
     num_train_epochs: float = 1
@@ -47,8 +47,6 @@ class PAEGRPOConfig(GRPOConfig):
     temperature: float = 0.7
     max_completion_length: int = 256
     reward_weights: list[float] = field(default_factory=lambda: list(REWARD_WEIGHTS))
-    bf16: bool = CUDA
-    activation_checkpointing: bool = CUDA  # gradient checkpointing (its transformers 5 name)
     save_strategy: str = "no"  # TauSelection keeps the best adapter
     logging_steps: int = 10
     report_to: str = "none"

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 
 from trl import SFTConfig, SFTTrainer, TrlParser
 
-from common import CUDA, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config
+from common import GPUDefaults, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config
 from data import load_images, to_sft
 
 
 @dataclass
-class PAESFTConfig(SFTConfig):
+class PAESFTConfig(GPUDefaults, SFTConfig):
     output_dir: str = "pae-sft"
     learning_rate: float = 5e-6
     num_train_epochs: float = 2
@@ -34,8 +34,6 @@ class PAESFTConfig(SFTConfig):
     per_device_train_batch_size: int = 2
     per_device_eval_batch_size: int = 2
     max_length: int | None = 4096
-    bf16: bool = CUDA
-    activation_checkpointing: bool = CUDA  # gradient checkpointing (its transformers 5 name)
     eval_strategy: str = "epoch"
     save_strategy: str = "epoch"
     load_best_model_at_end: bool = True

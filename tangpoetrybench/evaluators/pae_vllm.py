@@ -47,6 +47,16 @@ def sampling_kwargs(rubric: Rubric, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     return dict(temperature=0.0, max_tokens=max_new_tokens, structured_outputs={"json": answer_schema(rubric)})
 
 
+def sampling_params(rubric: Rubric, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS):
+    """`vllm.SamplingParams` from `sampling_kwargs` (imports vLLM)."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+
+    kwargs = sampling_kwargs(rubric, max_new_tokens)
+    kwargs["structured_outputs"] = StructuredOutputsParams(**kwargs["structured_outputs"])
+    return SamplingParams(**kwargs)
+
+
 class PAEVLLM(Evaluator):
     name = "pae"
 
@@ -64,17 +74,9 @@ class PAEVLLM(Evaluator):
         self.max_pixels = max_pixels
         self.max_new_tokens = max_new_tokens
 
-    def _sampling(self, rubric: Rubric):
-        from vllm import SamplingParams
-        from vllm.sampling_params import StructuredOutputsParams
-
-        kwargs = sampling_kwargs(rubric, self.max_new_tokens)
-        kwargs["structured_outputs"] = StructuredOutputsParams(**kwargs["structured_outputs"])
-        return SamplingParams(**kwargs)
-
     def _score(self, items: Sequence[ScoringItem]) -> list[EvalResult]:
         rubrics = [self.rubric_for(it) for it in items]
-        params = {r.name: self._sampling(r) for r in rubrics}
+        params = {r.name: sampling_params(r, self.max_new_tokens) for r in rubrics}
         outputs = self.llm.chat([vllm_messages(it, r, self.max_pixels) for it, r in zip(items, rubrics)],
                                 sampling_params=[params[r.name] for r in rubrics], lora_request=self.lora,
                                 use_tqdm=False)

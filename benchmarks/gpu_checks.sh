@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The GPU figures the README is waiting for, as one prepared run on one GPU (a few minutes by estimate; not yet run):
+# PAE scoring throughput by batch size (issue 3) and one SFT step's tokens/s, memory and MFU (issue 5), both on
+# the full-size Qwen3-VL-8B architecture with random bf16 weights. It needs only torch, transformers, peft,
+# pillow, numpy and pyyaml (the lent machine's image has them) and reads nothing from the Hub.
+#
+#     bash benchmarks/gpu_checks.sh [OUT_DIR]        # default: $OUT, else benchmarks/out
+#
+# Writes gpu.txt (device and versions), score_throughput.json/.log and train_step.json/.log to OUT_DIR.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-${OUT:-benchmarks/out}}"
+mkdir -p "$out"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+python=$(command -v python3 || command -v python)
+
+{
+    date -u +%Y-%m-%dT%H:%MZ
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    "$python" -c "import sys, torch, transformers, peft; print('python', sys.version.split()[0], '| torch', \
+torch.__version__, '| transformers', transformers.__version__, '| peft', peft.__version__)"
+} | tee "$out/gpu.txt"
+
+"$python" benchmarks/score_throughput.py --out "$out/score_throughput.json" 2>&1 | tee "$out/score_throughput.log"
+"$python" benchmarks/train_step.py --out "$out/train_step.json" 2>&1 | tee "$out/train_step.log"
