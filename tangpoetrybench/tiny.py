@@ -4,6 +4,8 @@
     OUT/clip           CLIP (CLIPScore)
     OUT/chinese-clip   Chinese-CLIP (CLIPScore)
     OUT/blip           BLIP image-text matching (BLIPScore)
+    OUT/internvl       InternVL3.5 as transformers holds it ("-HF" checkpoints; the Table 6 backbone ablation):
+                       2 Qwen3 text layers of width 64, a 2-layer vision tower on 32×32 tiles
 
 Each is a `save_pretrained` folder (safetensors) with its processor, loadable by path with the same code
 as the real checkpoints. Tokenizers are trained here on the bundled poems and the rubric prompt. The
@@ -25,7 +27,7 @@ from .poems import sample_poems
 from .prompt import system_prompt, user_prompt
 from .rubric import rubric_for_tradition
 
-MODELS = ("qwen3-vl", "clip", "chinese-clip", "blip")
+MODELS = ("qwen3-vl", "clip", "chinese-clip", "blip", "internvl")
 QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                 "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]
 SEED = 0
@@ -147,7 +149,43 @@ def build_blip(out: Path) -> None:
     _save(BlipForImageTextRetrieval, config, processor, out)
 
 
-BUILDERS = {"qwen3-vl": build_qwen3_vl, "clip": build_clip, "chinese-clip": build_chinese_clip, "blip": build_blip}
+# InternVL's image tokens, as the tokenizer of an "-HF" checkpoint names them.
+INTERNVL_SPECIAL = {"start_image_token": "<img>", "end_image_token": "</img>", "context_image_token": "<IMG_CONTEXT>",
+                    "video_token": "<video>"}
+
+
+def build_internvl(out: Path) -> None:
+    """The chat template is the one transformers' InternVL conversion gives the "-HF" checkpoints."""
+    from transformers import (GotOcr2ImageProcessor, InternVLConfig, InternVLForConditionalGeneration,
+                              InternVLProcessor, InternVLVideoProcessor, PreTrainedTokenizerFast)
+
+    chat = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=_bpe(2048, chat + list(INTERNVL_SPECIAL.values())),
+                                        eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                        extra_special_tokens=INTERNVL_SPECIAL)
+    template = (resources.files("tangpoetrybench") / "templates" / "internvl_chat_template.jinja").read_text(encoding="utf-8")
+    tile = {"height": 32, "width": 32}
+    image_seq_length = 4  # (32 / 8)² patches, pixel-shuffled by the 0.5 downsample ratio
+    processor = InternVLProcessor(
+        image_processor=GotOcr2ImageProcessor(size=tile, crop_to_patches=True, max_patches=2),
+        tokenizer=tokenizer, video_processor=InternVLVideoProcessor(size=tile), image_seq_length=image_seq_length,
+        chat_template=template,
+    )
+    eos, pad = tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
+    config = InternVLConfig(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=[32, 32], patch_size=[8, 8]),
+        text_config=dict(model_type="qwen3", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=len(tokenizer),
+                         max_position_embeddings=16384, eos_token_id=eos, pad_token_id=pad),
+        image_token_id=tokenizer.context_image_token_id, image_seq_length=image_seq_length, downsample_ratio=0.5,
+        eos_token_id=eos, pad_token_id=pad,
+    )
+    _save(InternVLForConditionalGeneration, config, processor, out)
+
+
+BUILDERS = {"qwen3-vl": build_qwen3_vl, "clip": build_clip, "chinese-clip": build_chinese_clip, "blip": build_blip,
+            "internvl": build_internvl}
 
 
 def build_tiny_models(out: Path | str, overwrite: bool = False) -> dict[str, Path]:

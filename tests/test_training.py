@@ -154,6 +154,33 @@ def test_sft_then_grpo_then_score(tiny_models, demo_built, tmp_path):
     assert "The paper's numbers, for reference (not measured here)" in card
 
 
+def test_internvl_ablation_recipe_trains_and_scores(tiny_models, demo_built, tmp_path):
+    """Table 6's InternVL3.5 backbone: its recipe (the 8B one differs only in the checkpoint) on the tiny
+    transformers-native InternVL, then the adapter scores through PAE."""
+    import re
+
+    from transformers import AutoModelForImageTextToText
+
+    from tangpoetrybench.evaluators import load_evaluator
+    from tangpoetrybench.scoring import dataset_items, score_to_jsonl
+
+    base, out = str(tiny_models["internvl"]), tmp_path / "sft"
+    recipe = TRAINING / "recipes" / "ablation_sft_internvl3_5_2b.yaml"
+    subprocess.run(LAUNCH + [str(TRAINING / "sft.py"), "--config", str(recipe),
+                             "--model_name_or_path", base, "--dataset_name", str(demo_built), "--max_steps", "2",
+                             "--output_dir", str(out), "--eval_strategy", "steps", "--eval_steps", "1",
+                             "--save_strategy", "steps", "--save_steps", "1"], check=True, capture_output=True)
+    adapter = load_file(out / "adapter_model.safetensors")
+    assert adapter and all("lora_" in k and ".language_model." in k for k in adapter)
+
+    pae = load_evaluator("pae", model=base, adapter=str(out), max_new_tokens=8)
+    before = AutoModelForImageTextToText.from_pretrained(base).state_dict()
+    vision = [k for k in before if re.match(VISION, "." + k)]
+    assert vision and all(torch.equal(before[k], pae.model.state_dict()[k]) for k in vision)
+    summary = score_to_jsonl(pae, dataset_items(demo_built, "images", "test"), tmp_path / "s.jsonl", progress=False)
+    assert summary.scored == 12
+
+
 def test_model_card_indexes_real_results():
     from tangpoetrybench.model_card import render_model_card
 
