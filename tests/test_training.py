@@ -28,6 +28,17 @@ LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_pr
 TARGET = [1.0, 0.5, 0.67, 1.0, None, 1.0, 0.5, 0.67, 0.33, 0.75]
 
 
+def assert_vision_unchanged(base: str, model) -> None:
+    """The vision encoder and aligner of `model` (adapter merged) are bit-identical to the base checkpoint's."""
+    import re
+
+    from transformers import AutoModelForImageTextToText
+
+    before, after = AutoModelForImageTextToText.from_pretrained(base).state_dict(), model.state_dict()
+    vision = [k for k in before if re.match(VISION, "." + k)]
+    assert vision and all(torch.equal(before[k], after[k]) for k in vision)
+
+
 def answer(**overrides):
     scores = dict(zip(RUBRIC.keys, TARGET)) | overrides
     return [{"role": "assistant", "content": json.dumps(scores)}]
@@ -130,16 +141,11 @@ def test_sft_then_grpo_then_score(tiny_models, demo_built, tmp_path):
     selection = json.loads((grpo_out / "selection.json").read_text())
     assert [h["step"] for h in selection["history"]] == [1, 2]
 
-    from transformers import AutoModelForImageTextToText
-
     from tangpoetrybench.evaluators import load_evaluator
     from tangpoetrybench.scoring import dataset_items, score_to_jsonl
 
     pae = load_evaluator("pae", model=base, adapter=str(grpo_out), max_new_tokens=16)
-    before = AutoModelForImageTextToText.from_pretrained(base).state_dict()
-    after = pae.model.state_dict()
-    visual = [k for k in before if ".visual." in k]
-    assert visual and all(torch.equal(before[k], after[k]) for k in visual)  # vision weights bit-identical
+    assert_vision_unchanged(base, pae.model)
     summary = score_to_jsonl(pae, dataset_items(demo_built, "images", "test"), tmp_path / "s.jsonl", progress=False)
     assert summary.scored == 12
 
@@ -157,10 +163,6 @@ def test_sft_then_grpo_then_score(tiny_models, demo_built, tmp_path):
 def test_internvl_ablation_recipe_trains_and_scores(tiny_models, demo_built, tmp_path):
     """Table 6's InternVL3.5 backbone: its recipe (the 8B one differs only in the checkpoint) on the tiny
     transformers-native InternVL, then the adapter scores through PAE."""
-    import re
-
-    from transformers import AutoModelForImageTextToText
-
     from tangpoetrybench.evaluators import load_evaluator
     from tangpoetrybench.scoring import dataset_items, score_to_jsonl
 
@@ -174,9 +176,7 @@ def test_internvl_ablation_recipe_trains_and_scores(tiny_models, demo_built, tmp
     assert adapter and all("lora_" in k and ".language_model." in k for k in adapter)
 
     pae = load_evaluator("pae", model=base, adapter=str(out), max_new_tokens=8)
-    before = AutoModelForImageTextToText.from_pretrained(base).state_dict()
-    vision = [k for k in before if re.match(VISION, "." + k)]
-    assert vision and all(torch.equal(before[k], pae.model.state_dict()[k]) for k in vision)
+    assert_vision_unchanged(base, pae.model)
     summary = score_to_jsonl(pae, dataset_items(demo_built, "images", "test"), tmp_path / "s.jsonl", progress=False)
     assert summary.scored == 12
 
