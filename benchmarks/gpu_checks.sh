@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The GPU figures the README is waiting for, as one prepared run on one GPU (a few minutes by estimate; not yet run):
-# PAE scoring throughput by batch size (issue 3) and one SFT step's tokens/s, memory and MFU (issue 5), both on
-# the full-size Qwen3-VL-8B architecture with random bf16 weights. It needs only torch, transformers, peft,
+# PAE scoring throughput by batch size (issue 3), the same end to end from PNG files through `score_to_jsonl`
+# (issue 11), and one SFT step's tokens/s, memory and MFU (issue 5), all on the full-size Qwen3-VL-8B
+# architecture with random bf16 weights. It needs only torch, transformers, peft,
 # pillow, numpy and pyyaml (the lent machine's image has them) and reads nothing from the Hub.
 #
 #     bash benchmarks/gpu_checks.sh [OUT_DIR]        # default: $OUT, else benchmarks/out
 #
-# Writes gpu.txt (device and versions), score_throughput.json/.log and train_step.json/.log to OUT_DIR.
+# Writes gpu.txt (device and versions), score_throughput.json/.log, score_end_to_end.json/.log and
+# train_step.json/.log to OUT_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-${OUT:-benchmarks/out}}"
@@ -22,4 +24,6 @@ torch.__version__, '| transformers', transformers.__version__, '| peft', peft.__
 } | tee "$out/gpu.txt"
 
 "$python" benchmarks/score_throughput.py --out "$out/score_throughput.json" 2>&1 | tee "$out/score_throughput.log"
+"$python" benchmarks/score_throughput.py --end-to-end --batch-sizes 1,8,32 --images 64 \
+    --out "$out/score_end_to_end.json" 2>&1 | tee "$out/score_end_to_end.log"
 "$python" benchmarks/train_step.py --out "$out/train_step.json" 2>&1 | tee "$out/train_step.log"

@@ -1,6 +1,7 @@
 """PAE scoring throughput (images/s) by batch size, with prefill and decode timed apart.
 
     python benchmarks/score_throughput.py                  # GPU: full-size Qwen3-VL-8B, random bf16 weights
+    python benchmarks/score_throughput.py --end-to-end     # GPU: what `tpb score` gives, PNG files to JSONL
     python benchmarks/score_throughput.py --smoke          # CPU: the tiny test model, so CI keeps this working
 
 The full-size model is the Qwen3-VL-8B-Instruct architecture (config below, public values) with random bf16
@@ -10,12 +11,17 @@ decoding, here forced to a fixed answer length so every batch size decodes the s
 Text is tokenized with the tiny test tokenizer unless `--tokenizer` points at a local Qwen3-VL processor;
 the script prints the prompt length it used. Random weights time the computation; they measure no quality.
 Target (issue 3) on one H200: ≥ 8 images/s and ≥ 5× the images/s of batch size 1.
+
+`--end-to-end` times `score_to_jsonl` itself: PNG files decoded from disk by the data-loader workers
+(`--num-workers`), resized, run through the processor while the model generates, answers parsed and appended
+to a JSONL file. Its images are noise, which compresses worst, so their decoding is a worst case.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,9 +31,11 @@ import torch
 from PIL import Image
 
 from tangpoetrybench.evaluators.loading import chat_inputs
-from tangpoetrybench.poems import sample_poems
+from tangpoetrybench.evaluators.pae import PAE
+from tangpoetrybench.poems import sample_poems, write_poems
 from tangpoetrybench.prompt import build_messages
 from tangpoetrybench.rubric import load_rubric
+from tangpoetrybench.scoring import FolderSource, score_to_jsonl
 from _models import build_model, tiny_processor
 
 @dataclass
@@ -50,6 +58,9 @@ def parse_args():
     p.add_argument("--image-size", type=int, default=None, help="square image side (default 1024; smoke 256)")
     p.add_argument("--tokenizer", help="a local Qwen3-VL processor folder for realistic text lengths")
     p.add_argument("--repeats", type=int, default=2, help="timed runs per batch size (after one warm-up)")
+    p.add_argument("--end-to-end", action="store_true", help="time tpb score's pipeline from PNG files on disk")
+    p.add_argument("--images", type=int, default=None, help="end to end: images per batch size (default 4 × batch)")
+    p.add_argument("--num-workers", type=int, default=None, help="end to end: preparing workers (default as tpb score)")
     p.add_argument("--out", type=Path, help="write the figures as JSON here")
     return p.parse_args()
 
@@ -66,7 +77,7 @@ def images(n: int, size: int) -> list[Image.Image]:
 
 def time_batch(model, processor, conversations, device, answer_tokens: int) -> tuple[float, float, float, int]:
     start = time.perf_counter()
-    inputs = chat_inputs(processor, conversations, device)
+    inputs = chat_inputs(processor, conversations).to(device)
     sync(device)
     t_process = time.perf_counter() - start
     with torch.inference_mode():
@@ -97,6 +108,8 @@ def main() -> None:
     pictures = images(max(batch_sizes), size)
     conversations = [build_messages(poems[i % len(poems)], rubric, pictures[i]) for i in range(max(batch_sizes))]
 
+    if args.end_to_end:
+        return end_to_end(args, model, processor, device, batch_sizes, answer_tokens, size)
     rows: list[Row] = []
     for b in batch_sizes:
         time_batch(model, processor, conversations[:b], device, answer_tokens)  # warm-up
@@ -120,6 +133,45 @@ def main() -> None:
     if args.out:
         args.out.write_text(json.dumps({"device": name, "smoke": args.smoke, "image_size": size,
                                         "answer_tokens": answer_tokens, "rows": [asdict(r) for r in rows]}, indent=1))
+
+
+def end_to_end(args, model, processor, device, batch_sizes, answer_tokens: int, size: int) -> None:
+    """images/s of `score_to_jsonl` over PNG files, per batch size: decode, resize, processor, generate, parse, write."""
+    model.generation_config.min_new_tokens = answer_tokens  # every answer as long, whatever random weights say
+    pae = PAE.from_loaded(model, processor, model_name="random weights", max_new_tokens=answer_tokens)
+    poems = [p for p in sample_poems() if p.tradition == "tang"]
+    n = max(args.images or 4 * max(batch_sizes), max(batch_sizes))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tpb-e2e-") as tmp:
+        folder = Path(tmp) / "images"
+        for i, picture in enumerate(images(n, size)):
+            path = folder / f"g{i // len(poems)}" / f"{poems[i % len(poems)].poem_id}.png"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            picture.save(path)
+        write_poems(poems, Path(tmp) / "poems.jsonl")
+        source = FolderSource(folder, Path(tmp) / "poems.jsonl")
+        score_to_jsonl(pae, source, Path(tmp) / "warm-up.jsonl", batch_size=batch_sizes[0], limit=batch_sizes[0],
+                       num_workers=args.num_workers, progress=False)
+        for b in batch_sizes:
+            start = time.perf_counter()
+            summary = score_to_jsonl(pae, source, Path(tmp) / f"batch{b}.jsonl", batch_size=b,
+                                     num_workers=args.num_workers, progress=False)
+            sync(device)
+            seconds = time.perf_counter() - start
+            rows.append({"batch_size": b, "images": summary.scored, "seconds": round(seconds, 2),
+                         "images_per_s": round(summary.scored / seconds, 2)})
+            print(f"batch {b:>3}: {rows[-1]['images_per_s']:8.2f} images/s end to end", flush=True)
+    workers = args.num_workers if args.num_workers is not None else "default"
+    name = torch.cuda.get_device_name() if device.type == "cuda" else "CPU"
+    print(f"\nEnd to end (PNG files → JSONL), {size}×{size} noise images, {answer_tokens} answer tokens, "
+          f"{workers} workers, on {name}, {time.strftime('%Y-%m-%d')}")
+    print("| batch | images | seconds | images/s |\n|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['batch_size']} | {r['images']} | {r['seconds']} | {r['images_per_s']} |")
+    if args.out:
+        args.out.write_text(json.dumps({"device": name, "smoke": args.smoke, "end_to_end": True, "image_size": size,
+                                        "answer_tokens": answer_tokens, "num_workers": args.num_workers,
+                                        "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

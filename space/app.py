@@ -17,7 +17,7 @@ POEMS = poem_catalogue(CONFIG)
 EXAMPLE_POEMS = list(POEMS.values())[:3]
 EXAMPLES = [[str(path), p.text, p.title, p.author] for path, p in zip(example_images(EXAMPLE_POEMS), EXAMPLE_POEMS)]
 TABLE_HEADERS = ["dimension", "score", "nearest anchor", "what it judges"]
-BASELINE_HEADERS = ["metric", "score", "scale"]
+BASELINE_HEADERS = ["metric", "score", "scale", "note"]
 
 
 def score(image, poem_text, title="", author="", rubric=next(iter(RUBRICS)), rubric_file=None, baselines=True):
@@ -30,7 +30,9 @@ def score(image, poem_text, title="", author="", rubric=next(iter(RUBRICS)), rub
         raise gr.Error(f"Scoring failed: {type(exc).__name__}: {str(exc)[:300]}") from None
     note = " — random-weight test model: these numbers mean nothing" if SCORER.random_weights else ""
     quality = "—" if result.quality is None else f"{result.quality:.3f}"
-    summary = f"**Quality {quality}** (mean of the applicable dimensions; answer parse: {result.parse_status}){note}"
+    failure = f" — {result.error}" if result.error and result.parse_status == "failed" else ""
+    summary = (f"**Quality {quality}** (mean of the applicable dimensions; answer parse: {result.parse_status}"
+               f"{failure}){note}")
     return result.table, summary, result.figure, result.raw_output, result.baselines
 
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from .errors import DataError
+from .errors import DataError, SystematicFailure
 from .qc import QCConfig
 from .release import DEFAULT_MAX_IMAGE_PIXELS
 
@@ -63,24 +63,32 @@ def _convert_poems(args: argparse.Namespace) -> None:
 
 def _score(args: argparse.Namespace) -> None:
     from .evaluators import load_evaluator
-    from .scoring import dataset_items, folder_items, score_to_jsonl
+    from .evaluators.loading import process_state
+    from .scoring import DatasetSource, FolderSource, score_to_jsonl
 
     if bool(args.dataset) == bool(args.images):
         raise ValueError("give --dataset DIR, or --images DIR with --poems FILE")
     if args.images and not args.poems:
         raise ValueError("--images needs --poems FILE")
-    source = (dataset_items(args.dataset, args.config, args.split) if args.dataset
-              else folder_items(args.images, args.poems))
+    state = process_state()  # under a launcher: the process group, before any model is loaded
+    if args.backend == "vllm" and state.num_processes > 1:
+        raise ValueError("the vLLM backend runs as one process that uses its GPUs itself: start tpb score without "
+                         "accelerate launch or torchrun")
+    source = DatasetSource(args.dataset, args.config, args.split) if args.dataset else FolderSource(args.images, args.poems)
     extra = {k: v for k, v in (("device", args.device), ("max_pixels", args.max_pixels),
                                ("max_new_tokens", args.max_new_tokens)) if v is not None}
     evaluator = load_evaluator(args.evaluator, model=args.model, adapter=args.adapter, backend=args.backend, **extra)
-    if evaluator.random_weights and int(os.environ.get("RANK", "0")) == 0:
+    if evaluator.random_weights and state.is_main_process:
         print(RANDOM_WEIGHTS_BANNER, file=sys.stderr)
     summary = score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,
-                             progress=not args.quiet)
+                             num_workers=args.num_workers, progress=not args.quiet)
+    if summary.num_processes > 1:
+        print(f"process {summary.process_index} of {summary.num_processes} on {evaluator.device}: "
+              f"scored {summary.process_scored}", file=sys.stderr)
     if not summary.main_process:
         return
-    print(f"{summary.out}: {summary.scored} scored now ({summary.failed} failed), "
+    retry = f", {summary.transient} of them transient: run again to retry" if summary.transient else ""
+    print(f"{summary.out}: {summary.scored} scored now ({summary.failed} failed{retry}), "
           f"{summary.skipped} already there, {summary.total} in the source")
     if evaluator.random_weights:
         print("These results come from random weights: they test the pipeline and measure nothing.")
@@ -179,7 +187,10 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="Hub id or local folder (default: the evaluator's checkpoint)")
     p.add_argument("--adapter", help="PAE's LoRA adapter: Hub id or local folder")
     p.add_argument("--backend", default="transformers", choices=["transformers", "vllm"])
-    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--batch-size", type=int, help="images per batch (default 8; vLLM takes chunks of at least 256)")
+    p.add_argument("--num-workers", type=int,
+                   help="processes that decode and prepare batches while the model scores (default: up to 4 beside "
+                        "a GPU, 0 on the CPU)")
     p.add_argument("--limit", type=int, help="score only the first N items of the source")
     p.add_argument("--device", help="e.g. cpu, cuda, cuda:1 (default: cuda when available)")
     p.add_argument("--max-pixels", type=int, help="shrink larger images to this many pixels (default 1024×1024)")
@@ -233,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     try:
         args.func(args)
-    except (DataError, FileExistsError, ValueError, ImportError, OSError) as exc:  # OSError: a model that cannot be loaded
+    except (DataError, FileExistsError, ValueError, ImportError, OSError, SystematicFailure) as exc:  # OSError: a model that cannot be loaded
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
+ROWS_PER_READ = 64
+
 
 def dataset_rows(dataset: str | Path, config: str, split: str, columns: list[str] | None = None,
                  decode: bool = True) -> Iterator[dict]:
@@ -17,4 +19,13 @@ def dataset_rows(dataset: str | Path, config: str, split: str, columns: list[str
     ds = datasets.load_dataset(str(dataset), config, split=split, streaming=True)
     if columns:
         ds = ds.select_columns(columns)
-    return iter(ds if decode else ds.decode(False))
+    return _rows(ds if decode else ds.decode(False))
+
+
+def _rows(ds) -> Iterator[dict]:
+    # Batches, not `iter(ds)`: inside a torch data-loader worker, iter(ds) yields only that worker's share of the
+    # Parquet shards (none at all for a worker beyond the shard count); `.iter` always yields every row.
+    for batch in ds.iter(batch_size=ROWS_PER_READ):
+        columns = list(batch)
+        for i in range(len(batch[columns[0]])):
+            yield {c: batch[c][i] for c in columns}

@@ -31,3 +31,7 @@ class DataError(ValueError):
         noun = "problem" if len(self.problems) == 1 else "problems"
         super().__init__(f"{len(self.problems)} {noun}:\n" + "\n".join(lines))
 
+
+
+class SystematicFailure(RuntimeError):
+    """Every item that reached the model in a run's first batches failed in the model: not one item's problem."""

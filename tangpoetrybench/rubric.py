@@ -13,8 +13,10 @@ the statistics — asks a `Rubric`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import lru_cache
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -92,6 +94,14 @@ class Rubric:
 
     def anchor_step(self, key: str) -> float:
         return self.dimension(key).anchor_step
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """`name@hash` of the rubric's content (not its file's layout): results made under another rubric
+        content are never mixed with these."""
+        content = {k: v for k, v in asdict(self).items() if k != "source"}
+        digest = hashlib.sha256(json.dumps(content, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
+        return f"{self.name}@{digest[:12]}"
 
 
 BUILTIN = ("tang", "song_ci")

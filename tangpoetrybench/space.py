@@ -74,7 +74,8 @@ class SpaceResult:
     figure: object
     raw_output: str
     parse_status: str
-    baselines: list[list] = field(default_factory=list)  # metric, score, scale
+    error: str | None = None  # why PAE's answer failed, when it did
+    baselines: list[list] = field(default_factory=list)  # metric, score, scale, note (why a baseline has no score)
 
 
 def read_image(path: str | Path | None, max_bytes: int, max_pixels: int) -> Image.Image:
@@ -174,14 +175,20 @@ class Scorer:
         item = ScoringItem("uploaded", image, poem, rubric=rubric)
         [result] = self.evaluator("pae").score([item])
         figure = radar({"PAE": result.scores}, rubric, title=label(f"PAE · 《{poem.title}》 {poem.author}", "PAE profile"))
-        baselines = []
-        if with_baselines:
-            for name in BASELINES:
-                [b] = self.evaluator(name).score([ScoringItem("uploaded", image, poem)])
-                baselines.append([name, None if b.quality is None else round(b.quality, 3), BASELINE_SCALES[name]])
+        baselines = [self.baseline(name, image, poem) for name in BASELINES] if with_baselines else []
         return SpaceResult(table=dimension_table(result.scores, rubric),
                            quality=None if result.quality is None else round(result.quality, 3), figure=figure,
-                           raw_output=result.raw_output or "", parse_status=result.parse_status, baselines=baselines)
+                           raw_output=result.raw_output or "", parse_status=result.parse_status, error=result.error,
+                           baselines=baselines)
+
+    def baseline(self, name: str, image: Image.Image, poem: Poem) -> list:
+        """[metric, score, scale, note]: a baseline that cannot load or score says why, and PAE's result stands."""
+        try:
+            [b] = self.evaluator(name).score([ScoringItem("uploaded", image, poem)])
+        except UserError as exc:
+            return [name, None, BASELINE_SCALES[name], f"unavailable: {exc}"]
+        note = "" if b.quality is not None else f"failed: {b.error}"
+        return [name, None if b.quality is None else round(b.quality, 3), BASELINE_SCALES[name], note]
 
     @property
     def random_weights(self) -> bool:

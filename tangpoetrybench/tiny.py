@@ -31,6 +31,12 @@ MODELS = ("qwen3-vl", "clip", "chinese-clip", "blip", "internvl")
 QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                 "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]
 SEED = 0
+REVISION = 2  # raise when a model or processor here changes, so that older folders are rebuilt
+# Qwen3-VL-8B-Instruct's published preprocessor_config.json and video_preprocessor_config.json: the tiny model
+# sees exactly the image tokens the real one does (a 1024×1024 image is 1,024 tokens).
+QWEN3_VL_IMAGE_PROCESSOR = dict(size={"longest_edge": 16777216, "shortest_edge": 65536}, patch_size=16,
+                                temporal_patch_size=2, merge_size=2, image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
+QWEN3_VL_VIDEO_PROCESSOR = dict(QWEN3_VL_IMAGE_PROCESSOR, size={"longest_edge": 25165824, "shortest_edge": 4096})
 # Two-layer towers of width 32 on 32×32 images, shared by the tiny CLIP, Chinese-CLIP and BLIP.
 TEXT_TOWER = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2)
 VISION_TOWER = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
@@ -74,8 +80,8 @@ def build_qwen3_vl(out: Path) -> None:
     ids = dict(zip(QWEN_SPECIAL, tokenizer.convert_tokens_to_ids(QWEN_SPECIAL)))
     template = (resources.files("tangpoetrybench") / "templates" / "qwen3_vl_chat_template.jinja").read_text(encoding="utf-8")
     processor = Qwen3VLProcessor(
-        image_processor=Qwen2VLImageProcessor(patch_size=16, merge_size=2, temporal_patch_size=2),
-        tokenizer=tokenizer, video_processor=Qwen3VLVideoProcessor(), chat_template=template,
+        image_processor=Qwen2VLImageProcessor(**QWEN3_VL_IMAGE_PROCESSOR), tokenizer=tokenizer,
+        video_processor=Qwen3VLVideoProcessor(**QWEN3_VL_VIDEO_PROCESSOR), chat_template=template,
     )
     config = Qwen3VLConfig(
         text_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -189,11 +195,14 @@ BUILDERS = {"qwen3-vl": build_qwen3_vl, "clip": build_clip, "chinese-clip": buil
 
 
 def build_tiny_models(out: Path | str, overwrite: bool = False) -> dict[str, Path]:
-    """Build every tiny model under `out` (atomically); returns name → folder. An existing complete set is reused."""
+    """Build every tiny model under `out` (atomically); returns name → folder. An existing complete set of this
+    revision is reused; one an older tpb built is rebuilt."""
     out = Path(out)
-    if out.is_dir() and not overwrite and all((out / name / "config.json").is_file() for name in MODELS):
+    marker = out / "tiny_revision.txt"
+    if not overwrite and marker.is_file() and marker.read_text().strip() == str(REVISION):
         return {name: out / name for name in MODELS}
     with atomic_folder(out) as tmp:
         for name, build in BUILDERS.items():
             build(tmp / name)
+        (tmp / marker.name).write_text(f"{REVISION}\n")
     return {name: out / name for name in MODELS}

@@ -89,3 +89,19 @@ def load_module(path: Path, name: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+class Flaky:
+    """Wraps an evaluator's model step: the items named in `fail` make any batch holding them raise `exc`; with
+    `alone`, also when scored by themselves. The model itself runs for real on every other call."""
+
+    def __init__(self, evaluator, fail: set[str], exc: Exception, alone: bool = True):
+        self.evaluator, self.fail, self.exc, self.alone, self.calls = evaluator, fail, exc, alone, []
+        self.run = evaluator._run
+        evaluator._run = self
+
+    def __call__(self, inputs, items):
+        self.calls.append([it.image_id for it in items])
+        if any(it.image_id in self.fail for it in items) and (self.alone or len(items) > 1):
+            raise self.exc
+        return self.run(inputs, items)

@@ -17,6 +17,16 @@ def test_score_throughput_smoke(tmp_path):
     assert '"smoke": true' in out.read_text()
 
 
+def test_score_end_to_end_smoke(tmp_path):
+    out = tmp_path / "figures.json"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "score_throughput.py"), "--smoke", "--end-to-end",
+                           "--batch-sizes", "1,2", "--images", "4", "--num-workers", "1", "--out", str(out)],
+                          capture_output=True, text=True, check=True)
+    assert "End to end (PNG files → JSONL)" in done.stdout
+    figures = json.loads(out.read_text())
+    assert figures["end_to_end"] is True and [r["images"] for r in figures["rows"]] == [4, 4]
+
+
 def test_train_step_smoke(tmp_path):
     out = tmp_path / "figures.json"
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_step.py"), "--smoke", "--out", str(out)],

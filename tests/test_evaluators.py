@@ -6,6 +6,7 @@ import pytest
 import torch
 from PIL import Image
 
+from conftest import Flaky
 from tangpoetrybench.evaluators import load_evaluator
 from tangpoetrybench.evaluators.base import ScoringItem
 from tangpoetrybench.evaluators.loading import fit_pixels
@@ -13,10 +14,10 @@ from tangpoetrybench.evaluators.pae_vllm import engine_kwargs, sampling_kwargs, 
 from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.prompt import build_messages
 from tangpoetrybench.rubric import load_rubric
-from tangpoetrybench.scoring import dataset_items, score_to_jsonl
+from tangpoetrybench.scoring import DatasetSource, score_to_jsonl
 
 FIELDS = {"image_id", "evaluator", "scores", "quality", "raw_output", "parse_status", "error", "seconds", "model",
-          "random_weights"}
+          "error_kind", "settings", "random_weights"}
 CASES = [("pae", "qwen3-vl", None), ("vqascore", "qwen3-vl", (0, 1)), ("clipscore", "clip", (0, 2.5)),
          ("clipscore", "chinese-clip", (0, 2.5)), ("blipscore", "blip", (0, 1))]
 
@@ -26,9 +27,9 @@ def test_end_to_end_over_the_demo_dataset(name, model, bounds, tiny_models, demo
     evaluator = load_evaluator(name, model=str(tiny_models[model]))
     assert evaluator.random_weights
     out = tmp_path / "scores.jsonl"
-    summary = score_to_jsonl(evaluator, dataset_items(demo_built, "images", "test"), out, batch_size=5, progress=False)
+    summary = score_to_jsonl(evaluator, DatasetSource(demo_built, "images", "test"), out, batch_size=5, progress=False)
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    ids = [it.image_id for it in dataset_items(demo_built, "images", "test")]
+    ids = [it.image_id for it in DatasetSource(demo_built, "images", "test")]
     assert [r["image_id"] for r in records] == ids and summary.scored == len(ids) == 12
     for r in records:
         assert set(r) == FIELDS and r["evaluator"] == name and r["random_weights"] is True
@@ -36,10 +37,15 @@ def test_end_to_end_over_the_demo_dataset(name, model, bounds, tiny_models, demo
         if name == "pae":
             assert r["parse_status"] in ("ok", "repaired", "failed") and isinstance(r["raw_output"], str)
             assert set(r["scores"]) == set(load_rubric("tang").keys)
+            assert r["settings"] == {"backend": "transformers", "max_pixels": 1024 * 1024, "max_new_tokens": 256,
+                                     "rubric": load_rubric("tang").fingerprint}
             if r["parse_status"] == "failed":
                 assert all(v is None for v in r["scores"].values()) and r["quality"] is None and r["error"]
+                assert r["error_kind"] == "parse"
         else:
             assert r["scores"] == {} and r["parse_status"] == "ok" and bounds[0] <= r["quality"] <= bounds[1]
+            assert r["error_kind"] is None
+            assert r["settings"] == ({"max_pixels": 1024 * 1024} if name == "vqascore" else {})
 
 
 def test_batching_does_not_change_scalar_scores(tiny_models):
@@ -122,13 +128,59 @@ def test_vllm_backend_says_what_it_needs():
         load_evaluator("pae", backend="vllm", model="m")
 
 
-def test_an_item_the_model_cannot_take_fails_alone(tiny_models):
-    """Qwen's image processor refuses aspect ratios over 200: that image fails, the rest of the batch is scored."""
+def test_an_item_the_processor_refuses_fails_alone(tiny_models):
+    """Qwen's image processor refuses aspect ratios over 200: that image fails as bad input and the rest of the batch
+    is scored; alone, or with the whole batch refused, it is still a failed result, never an exception."""
     pae = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), max_new_tokens=4)
     poem = sample_poems()[0]
     sliver, fine = Image.new("RGB", (16, 4000)), Image.new("RGB", (64, 64))
     bad, good = pae.score([ScoringItem("sliver", sliver, poem), ScoringItem("fine", fine, poem)])
     assert bad.parse_status == "failed" and "aspect ratio" in bad.error and bad.raw_output is None
-    assert good.raw_output is not None
-    with pytest.raises(ValueError, match="aspect ratio"):  # every item failing is not one item's problem
-        pae.score([ScoringItem("a", sliver, poem), ScoringItem("b", sliver, poem)])
+    assert bad.error_kind == "input" and good.raw_output is not None and good.error_kind in (None, "parse")
+    for results in (pae.score([ScoringItem("a", sliver, poem), ScoringItem("b", sliver, poem)]), pae([sliver], [poem])):
+        assert all(r.parse_status == "failed" and r.error_kind == "input" and "aspect ratio" in r.error
+                   for r in results)
+
+
+def test_a_batch_that_fails_is_retried_item_by_item(tiny_models):
+    clip = load_evaluator("clipscore", model=str(tiny_models["clip"]))
+    poems, images = sample_poems()[:3], [Image.new("RGB", (64, 64), (60 * i, 90, 120)) for i in range(3)]
+    flaky = Flaky(clip, {"1"}, RuntimeError("shape mismatch\nsecond line"))
+    results = clip(images, poems, batch_size=3)
+    assert flaky.calls == [["0", "1", "2"], ["0"], ["1"], ["2"]]
+    assert [r.parse_status for r in results] == ["ok", "failed", "ok"]
+    assert results[1].error == "RuntimeError: shape mismatch" and results[1].error_kind == "model"
+    oom = Flaky(load_evaluator("clipscore", model=str(tiny_models["clip"])), {"1"},
+                torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), alone=False)
+    results = oom.evaluator(images, poems, batch_size=3)
+    assert [r.parse_status for r in results] == ["ok"] * 3  # too big together, fine one by one
+    oom.alone = True
+    assert oom.evaluator(images, poems, batch_size=3)[1].error_kind == "transient"
+
+
+def test_a_pickled_evaluator_prepares_without_its_model(tiny_models):
+    """Data-loader workers get a copy of the evaluator: it must leave the model behind and still prepare batches."""
+    import pickle
+
+    pae = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), max_new_tokens=4)
+    copy = pickle.loads(pickle.dumps(pae))
+    assert not hasattr(copy, "model") and hasattr(pae, "model")
+    items = [ScoringItem("a", Image.new("RGB", (64, 64)), sample_poems()[0])]
+    mine, theirs = pae.prepare(items), copy.prepare(items)
+    assert torch.equal(mine.inputs["input_ids"], theirs.inputs["input_ids"])
+    assert pae.run(theirs)[0].raw_output == pae.score(items)[0].raw_output
+
+
+def test_tiny_qwen3_vl_processor_is_the_real_ones(tiny_models):
+    """The published Qwen3-VL-8B-Instruct preprocessor config: a 1024×1024 image is 1,024 image tokens."""
+    from transformers import AutoProcessor
+
+    config = json.loads((tiny_models["qwen3-vl"] / "processor_config.json").read_text())["image_processor"]
+    assert config["size"] == {"longest_edge": 16777216, "shortest_edge": 65536}
+    assert (config["patch_size"], config["merge_size"], config["temporal_patch_size"]) == (16, 2, 2)
+    assert config["image_mean"] == config["image_std"] == [0.5, 0.5, 0.5]
+    processor = AutoProcessor.from_pretrained(tiny_models["qwen3-vl"])
+    inputs = processor(images=[Image.new("RGB", (1024, 1024))], text=["<|vision_start|><|image_pad|><|vision_end|>"],
+                       return_tensors="pt")
+    assert (inputs["input_ids"] == processor.image_token_id).sum() == 1024
+    assert inputs["image_grid_thw"].tolist() == [[1, 64, 64]]

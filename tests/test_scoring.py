@@ -1,4 +1,5 @@
-"""`tpb score`: deterministic, resumable after a kill, data-parallel under accelerate, two sources."""
+"""`tpb score`: deterministic, pipelined, resumable after a kill, data-parallel over two real processes, two sources,
+one bad image never stops a run, a broken model always does."""
 
 import json
 import os
@@ -9,11 +10,14 @@ import sys
 import time
 
 import pytest
+import torch
 from PIL import Image
 
+from conftest import Flaky
 from tangpoetrybench.cli import main
+from tangpoetrybench.errors import SystematicFailure
 from tangpoetrybench.evaluators import load_evaluator
-from tangpoetrybench.scoring import dataset_items, folder_items, read_done, score_to_jsonl
+from tangpoetrybench.scoring import DatasetSource, FolderSource, read_done, score_to_jsonl
 
 
 def records(path):
@@ -29,12 +33,24 @@ def score_cmd(dataset, model, out, *extra):
             "--evaluator", "pae", "--model", str(model), "--out", str(out), "--quiet", *extra]
 
 
-def test_two_runs_give_identical_jsonl(tiny_models, demo_built, tmp_path):
+def test_two_runs_give_identical_jsonl_with_or_without_workers(tiny_models, demo_built, tmp_path):
+    """Batches prepared in two data-loader worker processes give the file a single process gives."""
     pae = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]))
-    for name in ("a.jsonl", "b.jsonl"):
-        score_to_jsonl(pae, dataset_items(demo_built, "images", "test"), tmp_path / name, batch_size=4, progress=False)
+    for name, workers in (("a.jsonl", 0), ("b.jsonl", 2)):
+        score_to_jsonl(pae, DatasetSource(demo_built, "images", "test"), tmp_path / name, batch_size=4,
+                       num_workers=workers, progress=False)
     a, b = records(tmp_path / "a.jsonl"), records(tmp_path / "b.jsonl")
     assert len(a) == 12 and without_timing(a) == without_timing(b)
+
+
+def test_spawned_workers_get_the_evaluator_without_its_model(tiny_models, demo_built, tmp_path):
+    """A worker started by spawn (vLLM's choice, and Python 3.14's default) unpickles the evaluator and the source."""
+    clip = load_evaluator("clipscore", model=str(tiny_models["clip"]))
+    score_to_jsonl(clip, DatasetSource(demo_built, "images", "test"), tmp_path / "a.jsonl", num_workers=0, progress=False)
+    clip.worker_start_method = "spawn"
+    score_to_jsonl(clip, DatasetSource(demo_built, "images", "test"), tmp_path / "b.jsonl", num_workers=1, progress=False)
+    a, b = records(tmp_path / "a.jsonl"), records(tmp_path / "b.jsonl")
+    assert [r["quality"] for r in a] == pytest.approx([r["quality"] for r in b], abs=1e-6) and len(a) == 12
 
 
 def test_killed_run_resumes_with_every_image_once(tiny_models, demo_built, tmp_path):
@@ -54,34 +70,60 @@ def test_killed_run_resumes_with_every_image_once(tiny_models, demo_built, tmp_p
                           capture_output=True, text=True, check=True)
     assert f"{40 - before} scored now" in done.stdout and f"{before} already there" in done.stdout
     ids = [r["image_id"] for r in records(out)]
-    expected = [it.image_id for it in dataset_items(demo_built, "images", "train")]
+    expected = [it.image_id for it in DatasetSource(demo_built, "images", "train")]
     assert sorted(ids) == sorted(expected) and len(ids) == len(set(ids)) == 40
     again = subprocess.run(score_cmd(demo_built, tiny_models["qwen3-vl"], out), capture_output=True, text=True, check=True)
     assert "0 scored now" in again.stdout and len(records(out)) == 40
 
 
 def test_two_processes_equal_one(tiny_models, demo_built, tmp_path):
+    """Two real processes under torchrun (gloo on the CPU), each with a preparing worker: both ranks say they ran,
+    and the merged file is the one a single process writes."""
     one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
     subprocess.run(score_cmd(demo_built, tiny_models["qwen3-vl"], one, "--batch-size", "4"), check=True,
                    capture_output=True)
-    launch = [sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", "2", "--num_machines", "1",
-              "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "tangpoetrybench.cli"]
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m",
+              "tangpoetrybench.cli"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    subprocess.run(launch + score_cmd(demo_built, tiny_models["qwen3-vl"], two, "--batch-size", "4")[3:],
-                   check=True, capture_output=True, env=env)
+    done = subprocess.run(launch + score_cmd(demo_built, tiny_models["qwen3-vl"], two, "--batch-size", "4",
+                                             "--num-workers", "1")[3:], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "process 0 of 2" in done.stderr and "process 1 of 2" in done.stderr
+    assert done.stdout.count("40 scored now") == 1  # the main process reports for both
     assert without_timing(records(one)) == without_timing(records(two))
     assert not list(tmp_path.glob("two.jsonl.part*"))
 
 
+class Counting:
+    """A source that counts the items it was asked for."""
+
+    def __init__(self, source):
+        self.source, self.streamed = source, 0
+
+    def ids(self):
+        return self.source.ids()
+
+    def __iter__(self):
+        for item in self.source:
+            self.streamed += 1
+            yield item
+
+
 def test_folder_source_and_limit(tiny_models, demo_raw, tmp_path):
-    items = list(folder_items(demo_raw / "images", demo_raw / "poems.jsonl"))
-    assert items[0].image_id == "painter_a/songci-1000-555" or items[0].image_id.startswith("painter_a/")
+    source = FolderSource(demo_raw / "images", demo_raw / "poems.jsonl")
+    items = list(source)
+    assert items[0].image_id.startswith("painter_a/") and source.ids() == [it.image_id for it in items]
     assert all(it.poem.poem_id == it.image_id.split("/")[1] for it in items)
     out = tmp_path / "clip.jsonl"
     assert main(["score", "--images", str(demo_raw / "images"), "--poems", str(demo_raw / "poems.jsonl"),
                  "--evaluator", "clipscore", "--model", str(tiny_models["clip"]), "--limit", "7", "--out", str(out),
                  "--quiet"]) == 0
     assert [r["image_id"] for r in records(out)] == [it.image_id for it in items[:7]]
+    counting = Counting(source)  # items are streamed: nothing past the limit is read
+    score_to_jsonl(load_evaluator("clipscore", model=str(tiny_models["clip"])), counting, tmp_path / "c.jsonl",
+                   batch_size=2, limit=3, progress=False)
+    assert counting.streamed == 3 and len(records(tmp_path / "c.jsonl")) == 3
 
 
 def test_unreadable_image_in_a_folder(tiny_models, demo_raw, tmp_path):
@@ -109,25 +151,118 @@ def test_cli_errors(tmp_path, demo_raw, capsys):
     assert "error:" in capsys.readouterr().err and not (tmp_path / "x.jsonl").exists()
 
 
-def test_resuming_with_another_evaluator_is_refused(tiny_models, demo_built, tmp_path):
+def test_resuming_with_other_settings_is_refused(tiny_models, demo_built, tmp_path):
+    """Every setting that changes an answer is checked on resume, and the error names it."""
     out = tmp_path / "s.jsonl"
-    clip = load_evaluator("clipscore", model=str(tiny_models["clip"]))
-    score_to_jsonl(clip, dataset_items(demo_built, "images", "test"), out, limit=2, progress=False)
-    other = load_evaluator("clipscore", model=str(tiny_models["chinese-clip"]))
-    with pytest.raises(ValueError, match="holds results of clipscore"):
-        score_to_jsonl(other, dataset_items(demo_built, "images", "test"), out, progress=False)
+    qwen = str(tiny_models["qwen3-vl"])
+    score_to_jsonl(load_evaluator("pae", model=qwen, max_new_tokens=4), DatasetSource(demo_built, "images", "test"),
+                   out, limit=2, progress=False)
+    source = DatasetSource(demo_built, "images", "test")
+    cases = [(load_evaluator("clipscore", model=str(tiny_models["clip"])), "evaluator 'pae', not 'clipscore'"),
+             (load_evaluator("pae", model=qwen, max_new_tokens=8), "max_new_tokens 4, not 8"),
+             (load_evaluator("pae", model=qwen, max_new_tokens=4, max_pixels=256 * 256), "max_pixels 1048576, not 65536"),
+             (load_evaluator("pae", model=qwen, max_new_tokens=4, rubric="song_ci"), "rubric 'tang@")]
+    for evaluator, message in cases:
+        with pytest.raises(ValueError, match=message):
+            score_to_jsonl(evaluator, source, out, progress=False)
     assert len(records(out)) == 2
+    lines = records(out)
+    for edit, message in ((lambda r: r["settings"].update(backend="vllm"), "backend 'vllm', not 'transformers'"),
+                          (lambda r: r.pop("settings"), "without their settings")):
+        edited = tmp_path / "edited.jsonl"
+        changed = [json.loads(json.dumps(r)) for r in lines]
+        edit(changed[1])
+        edited.write_text("".join(json.dumps(r) + "\n" for r in changed))
+        assert main(["score", "--dataset", str(demo_built), "--evaluator", "pae", "--model", qwen,
+                     "--max-new-tokens", "4", "--out", str(edited), "--quiet"]) == 2
+    assert len(records(out)) == 2
+
+
+def test_transient_failures_are_retried_and_parse_failures_are_not(tiny_models, demo_built, tmp_path, capsys):
+    out = tmp_path / "s.jsonl"
+    pae = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), max_new_tokens=4)
+    ids = DatasetSource(demo_built, "images", "test").ids()
+    Flaky(pae, {ids[5]}, torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"))
+    summary = score_to_jsonl(pae, DatasetSource(demo_built, "images", "test"), out, batch_size=4, progress=False)
+    first = records(out)
+    assert summary.scored == 12 and summary.transient == 1 and first[5]["error_kind"] == "transient"
+    assert all(r["error_kind"] == "parse" for i, r in enumerate(first) if i != 5)  # random weights: gibberish
+    assert main(["score", "--dataset", str(demo_built), "--evaluator", "pae", "--model", str(tiny_models["qwen3-vl"]),
+                 "--max-new-tokens", "4", "--out", str(out), "--quiet"]) == 0
+    assert "1 scored now (1 failed), 11 already there" in capsys.readouterr().out
+    second = records(out)
+    assert [r["image_id"] for r in second] == ids and second[5]["error_kind"] == "parse"
+    assert without_timing(second[:5] + second[6:]) == without_timing(first[:5] + first[6:])
+
+
+def test_a_bad_image_alone_never_stops_a_run(tiny_models, demo_raw, tmp_path):
+    """A 5000×20 image (Qwen's processor refuses aspect ratios over 200) alone in its batch is a failed result; the
+    run finishes, and a rerun does not try it again."""
+    folder = tmp_path / "images"
+    folder.mkdir()
+    shutil.copy(demo_raw / "images/painter_a/tang300-013.png", folder / "tang300-013.png")
+    Image.new("RGB", (5000, 20), "white").save(folder / "tang300-068.png")
+    out = tmp_path / "s.jsonl"
+    cmd = ["score", "--images", str(folder), "--poems", str(demo_raw / "poems.jsonl"), "--evaluator", "pae",
+           "--model", str(tiny_models["qwen3-vl"]), "--max-new-tokens", "4", "--batch-size", "1", "--out", str(out),
+           "--quiet"]
+    assert main(cmd) == 0
+    good, bad = records(out)
+    assert bad["error_kind"] == "input" and "aspect ratio" in bad["error"] and good["raw_output"]
+    assert main(cmd) == 0 and len(records(out)) == 2
+
+
+def mismatched_model(tiny_models, folder):
+    """Qwen3-VL's weights with InternVL's processor: every item reaches the model and fails there."""
+    shutil.copytree(tiny_models["qwen3-vl"], folder)
+    for path in tiny_models["internvl"].iterdir():
+        if path.name not in ("config.json", "model.safetensors", "generation_config.json"):
+            shutil.copy(path, folder / path.name)
+    return folder
+
+
+def test_a_broken_model_stops_the_run_and_writes_nothing(tiny_models, demo_built, tmp_path, capsys):
+    model = mismatched_model(tiny_models, tmp_path / "mismatched")
+    out = tmp_path / "s.jsonl"
+    cmd = ["score", "--dataset", str(demo_built), "--evaluator", "pae", "--model", str(model), "--max-new-tokens", "4",
+           "--batch-size", "2", "--out", str(out), "--quiet"]
+    assert main(cmd) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: every image of the first 3 batch(es) failed in the model (")
+    assert not records(out)
+    # The same failures in a run whose file already shows the model working are the items' own: they are recorded.
+    pae = load_evaluator("pae", model=str(model), max_new_tokens=4)
+    with pytest.raises(SystematicFailure):
+        score_to_jsonl(pae, DatasetSource(demo_built, "images", "test"), out, batch_size=12, progress=False)
+    first = next(iter(DatasetSource(demo_built, "images", "test"))).load()
+    out.write_text(json.dumps(pae.result(first, {}, None, "{}", "ok", None).to_json()) + "\n")
+    summary = score_to_jsonl(pae, DatasetSource(demo_built, "images", "test"), out, progress=False)
+    assert summary.scored == 11 and summary.failed == 11
+    assert {r["error_kind"] for r in records(out)[1:]} == {"model"}
+
+
+def test_an_engine_gets_batches_of_at_least_its_minimum(tiny_models, demo_built, tmp_path):
+    """vLLM schedules its own batches (min_batch_size 256): --batch-size never makes them smaller."""
+    from tangpoetrybench.evaluators.pae_vllm import MIN_CHUNK, PAEVLLM
+
+    assert PAEVLLM.min_batch_size == MIN_CHUNK >= 256
+    clip = load_evaluator("clipscore", model=str(tiny_models["clip"]))
+    clip.min_batch_size = 5
+    sizes = Flaky(clip, set(), RuntimeError())
+    score_to_jsonl(clip, DatasetSource(demo_built, "images", "test"), tmp_path / "s.jsonl", batch_size=2,
+                   progress=False)
+    assert [len(c) for c in sizes.calls] == [5, 5, 2]
 
 
 def test_parts_left_by_a_killed_parallel_run_are_merged(tiny_models, demo_built, tmp_path):
     """A run killed under 3 processes left part files; a single-process rerun counts them and merges them."""
     out = tmp_path / "s.jsonl"
     clip = load_evaluator("clipscore", model=str(tiny_models["clip"]))
-    score_to_jsonl(clip, dataset_items(demo_built, "images", "test"), tmp_path / "full.jsonl", progress=False)
+    score_to_jsonl(clip, DatasetSource(demo_built, "images", "test"), tmp_path / "full.jsonl", progress=False)
     full = records(tmp_path / "full.jsonl")
     (tmp_path / "s.jsonl.part0").write_text("".join(json.dumps(r) + "\n" for r in full[0:9:3]))
     (tmp_path / "s.jsonl.part2").write_text("".join(json.dumps(r) + "\n" for r in full[2:9:3]) + '{"image_id": "cut')
-    summary = score_to_jsonl(clip, dataset_items(demo_built, "images", "test"), out, progress=False)
+    summary = score_to_jsonl(clip, DatasetSource(demo_built, "images", "test"), out, progress=False)
     assert summary.skipped == 6 and summary.scored == 6
     assert [r["image_id"] for r in records(out)] == [r["image_id"] for r in full]
     assert not list(tmp_path.glob("s.jsonl.part*"))

@@ -97,6 +97,23 @@ def test_model_that_fails_to_load(png, tmp_path):
         broken.score(str(png), POEM)
 
 
+def test_a_baseline_that_cannot_load_leaves_pae_standing(env, tiny_models, png, tmp_path):
+    scorer = Scorer(SpaceConfig.from_env({**env, "CLIP_MODEL": str(tmp_path / "unreachable-clip")}))
+    result = scorer.score(str(png), POEM, "枫桥夜泊", "张继")
+    assert len(result.table) == 10 and result.parse_status in ("ok", "repaired", "failed")
+    clip, blip, vqa = result.baselines
+    assert clip[:3] == ["clipscore", None, "0 – 2.5"] and clip[3].startswith("unavailable: The clipscore model (")
+    assert str(tmp_path / "unreachable-clip") in clip[3]
+    assert blip[1] is not None and blip[3] == "" and vqa[1] is not None
+
+
+def test_an_image_the_model_refuses_is_a_failed_result(scorer, tmp_path):
+    sliver = tmp_path / "sliver.png"
+    Image.new("RGB", (16, 4000), "white").save(sliver)
+    result = scorer.score(str(sliver), POEM, with_baselines=False)
+    assert result.parse_status == "failed" and "aspect ratio" in result.error and result.quality is None
+
+
 def test_anchor_labels_and_catalogue():
     rubric = load_rubric("tang")
     assert nearest_anchor(rubric.dimension("overall_impression"), 0.7) == "b: good / 良好"
@@ -131,6 +148,7 @@ def test_api_over_gradio_client(app, png):
     assert table["headers"] == ["dimension", "score", "nearest anchor", "what it judges"] and len(table["data"]) == 10
     assert "random-weight test model" in summary and plot["type"] == "matplotlib"
     assert [row[0] for row in baselines["data"]] == ["clipscore", "blipscore", "vqascore"]
+    assert baselines["headers"] == ["metric", "score", "scale", "note"]
     with pytest.raises(Exception, match="Enter the poem's text"):
         client.predict(handle_file(str(png)), " ", api_name="/score")
 

@@ -142,11 +142,11 @@ def test_sft_then_grpo_then_score(tiny_models, demo_built, tmp_path):
     assert [h["step"] for h in selection["history"]] == [1, 2]
 
     from tangpoetrybench.evaluators import load_evaluator
-    from tangpoetrybench.scoring import dataset_items, score_to_jsonl
+    from tangpoetrybench.scoring import DatasetSource, score_to_jsonl
 
     pae = load_evaluator("pae", model=base, adapter=str(grpo_out), max_new_tokens=16)
     assert_vision_unchanged(base, pae.model)
-    summary = score_to_jsonl(pae, dataset_items(demo_built, "images", "test"), tmp_path / "s.jsonl", progress=False)
+    summary = score_to_jsonl(pae, DatasetSource(demo_built, "images", "test"), tmp_path / "s.jsonl", progress=False)
     assert summary.scored == 12
 
     agree_json = tmp_path / "agree.json"
@@ -164,7 +164,7 @@ def test_internvl_ablation_recipe_trains_and_scores(tiny_models, demo_built, tmp
     """Table 6's InternVL3.5 backbone: its recipe (the 8B one differs only in the checkpoint) on the tiny
     transformers-native InternVL, then the adapter scores through PAE."""
     from tangpoetrybench.evaluators import load_evaluator
-    from tangpoetrybench.scoring import dataset_items, score_to_jsonl
+    from tangpoetrybench.scoring import DatasetSource, score_to_jsonl
 
     base, out = str(tiny_models["internvl"]), tmp_path / "sft"
     recipe = TRAINING / "recipes" / "ablation_sft_internvl3_5_2b.yaml"
@@ -177,7 +177,7 @@ def test_internvl_ablation_recipe_trains_and_scores(tiny_models, demo_built, tmp
 
     pae = load_evaluator("pae", model=base, adapter=str(out), max_new_tokens=8)
     assert_vision_unchanged(base, pae.model)
-    summary = score_to_jsonl(pae, dataset_items(demo_built, "images", "test"), tmp_path / "s.jsonl", progress=False)
+    summary = score_to_jsonl(pae, DatasetSource(demo_built, "images", "test"), tmp_path / "s.jsonl", progress=False)
     assert summary.scored == 12
 
 

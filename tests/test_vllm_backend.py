@@ -62,7 +62,7 @@ def test_vllm_feeds_the_model_the_same_tokens_as_transformers(qwen, rubric_name,
     mm_processor = MULTIMODAL_REGISTRY.create_processor(model_config)
     vllm_ids = mm_processor(prompt, mm_processor.info.parse_mm_data(mm_data))["prompt_token_ids"]
 
-    reference = chat_inputs(processor, [build_messages(poem, rubric, fit_pixels(image, DEFAULT_MAX_PIXELS))], "cpu")
+    reference = chat_inputs(processor, [build_messages(poem, rubric, fit_pixels(image, DEFAULT_MAX_PIXELS))])
     assert vllm_ids == reference["input_ids"][0].tolist()
     # The rubric (the system message) comes before the image, so prefix caching shares it across requests.
     assert prompt.index(system_prompt(rubric)) < prompt.index("<|vision_start|>")

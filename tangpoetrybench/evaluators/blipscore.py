@@ -24,8 +24,8 @@ class BLIPScore(ImageTextMetric):
 
         super().__init__(BlipForImageTextRetrieval, model, device)
 
-    def _score(self, items: Sequence[ScoringItem]) -> list[EvalResult]:
+    def _run(self, inputs, items: Sequence[ScoringItem]) -> list[EvalResult]:
         with torch.inference_mode():
-            itm = self.model(**self.inputs(items), use_itm_head=True).itm_score
+            itm = self.model(**inputs.to(self.device, non_blocking=True), use_itm_head=True).itm_score
         scores = itm.float().softmax(dim=-1)[:, 1].tolist()
         return [self.result(it, {}, s, None, "ok", None) for it, s in zip(items, scores)]

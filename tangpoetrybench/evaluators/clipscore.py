@@ -31,13 +31,13 @@ class ImageTextMetric(Evaluator):
         self.processor, self.model, self.device = load_with_processor(model_class, model, device)
         self.model_name = model
         self.random_weights = has_random_weights(self.model)
-
-    def inputs(self, items: Sequence[ScoringItem]):
-        """Images and poem texts, the texts truncated to the text encoder's length."""
         config = getattr(self.model.config, "text_config", self.model.config)
+        self.max_length = int(getattr(config, "max_position_embeddings", 77))  # the text encoder's length
+
+    def _prepare(self, items: Sequence[ScoringItem]):
+        """Images and poem texts, the texts truncated to the text encoder's length."""
         return self.processor(images=[it.image.convert("RGB") for it in items], text=[poem_text(it) for it in items],
-                              return_tensors="pt", padding=True, truncation=True,
-                              max_length=int(getattr(config, "max_position_embeddings", 77))).to(self.device)
+                              return_tensors="pt", padding=True, truncation=True, max_length=self.max_length)
 
 
 class CLIPScore(ImageTextMetric):
@@ -48,8 +48,8 @@ class CLIPScore(ImageTextMetric):
 
         super().__init__(AutoModel, model, device)
 
-    def _score(self, items: Sequence[ScoringItem]) -> list[EvalResult]:
-        inputs = self.inputs(items)
+    def _run(self, inputs, items: Sequence[ScoringItem]) -> list[EvalResult]:
+        inputs = inputs.to(self.device, non_blocking=True)
         with torch.inference_mode():
             image = self.model.get_image_features(pixel_values=inputs["pixel_values"]).pooler_output
             text = self.model.get_text_features(

@@ -17,10 +17,29 @@ DEFAULT_MAX_PIXELS = 1024 * 1024
 RANDOM_WEIGHTS_FLAG = "tpb_random_weights"
 
 
+def process_state():
+    """accelerate's `PartialState`: under `accelerate launch` or `torchrun` it sets up the process group (gloo on a
+    machine without CUDA) and knows this process's rank and device. None in an environment without accelerate."""
+    try:
+        from accelerate import PartialState
+        from accelerate.utils import parse_flag_from_env
+    except ImportError:
+        return None
+    return PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU") or not torch.cuda.is_available())
+
+
 def pick_device(device: str | None = None) -> torch.device:
-    if device:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """The device to load a model on. Under a launcher each process takes its own (cuda:LOCAL_RANK), and asking for
+    it sets up the process group before any model loads."""
+    state = process_state()
+    if state is None:  # a bare benchmark environment: one process
+        return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device is None:
+        return state.device
+    chosen = torch.device(device)
+    if state.num_processes > 1 and chosen.index is None and chosen.type == state.device.type:
+        return state.device  # "cuda" under a launcher means this process's GPU, not cuda:0 for all
+    return chosen
 
 
 def pick_dtype(device: torch.device) -> torch.dtype:
@@ -68,13 +87,12 @@ def load_qwen_vl(model: str, adapter: str | None = None, device: str | None = No
     return processor, net.to(dev).eval(), dev
 
 
-def chat_inputs(processor, conversations: list[list[dict]], device: torch.device) -> dict:
-    """Tokenised, left-padded model inputs for a batch of chat conversations (with their images)."""
-    inputs = processor.apply_chat_template(
+def chat_inputs(processor, conversations: list[list[dict]]) -> dict:
+    """Tokenised, left-padded model inputs (on the CPU) for a batch of chat conversations with their images."""
+    return processor.apply_chat_template(
         conversations, tokenize=True, add_generation_prompt=True, return_dict=True, return_tensors="pt",
         processor_kwargs={"padding": True},
     )
-    return inputs.to(device)
 
 
 def model_label(model: str, adapter: str | None = None) -> str:

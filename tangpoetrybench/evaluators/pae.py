@@ -7,14 +7,14 @@ checkpoint, rubric and input give the same answer; the answer goes through `pars
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
+from ..numbers import mean_or_none
 from ..parsing import parse_answer
 from ..prompt import build_messages
 from ..rubric import Rubric
-from ..numbers import mean_or_none
 from .base import EvalResult, Evaluator, ScoringItem
 from .loading import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels, has_random_weights, load_qwen_vl, model_label
 
@@ -24,6 +24,8 @@ DEFAULT_MAX_NEW_TOKENS = 256  # the ten-key answer is about 120 Qwen tokens
 
 class PAE(Evaluator):
     name = "pae"
+    uses_rubric = True
+    backend = "transformers"
 
     def __init__(self, model: str = DEFAULT_MODEL, adapter: str | None = None, device: str | None = None,
                  max_pixels: int = DEFAULT_MAX_PIXELS, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
@@ -46,20 +48,27 @@ class PAE(Evaluator):
         self.max_pixels, self.max_new_tokens = max_pixels, max_new_tokens
         return self
 
-    def generate(self, conversations: list[list[dict]]) -> list[str]:
-        inputs = chat_inputs(self.processor, conversations, self.device)
+    def settings(self) -> dict[str, Any]:
+        return {"backend": self.backend, "max_pixels": self.max_pixels, "max_new_tokens": self.max_new_tokens}
+
+    def messages(self, item: ScoringItem) -> list[dict]:
+        return build_messages(item.poem, self.rubric_for(item), fit_pixels(item.image, self.max_pixels))
+
+    def _prepare(self, items: Sequence[ScoringItem]):
+        return chat_inputs(self.processor, [self.messages(it) for it in items])
+
+    def generate(self, inputs) -> list[str]:
+        """Greedy answers for prepared inputs."""
+        inputs = inputs.to(self.device, non_blocking=True)
         with torch.inference_mode():
             out = self.model.generate(**inputs, max_new_tokens=self.max_new_tokens, do_sample=False,
                                       pad_token_id=self.processor.tokenizer.pad_token_id)
         return self.processor.batch_decode(out[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
 
-    def _score(self, items: Sequence[ScoringItem]) -> list[EvalResult]:
-        rubrics = [self.rubric_for(it) for it in items]
-        answers = self.generate([build_messages(it.poem, r, fit_pixels(it.image, self.max_pixels))
-                                 for it, r in zip(items, rubrics)])
-        results = []
-        for it, rubric, answer in zip(items, rubrics, answers):
-            parsed = parse_answer(answer, rubric)
-            results.append(self.result(it, parsed.scores, mean_or_none(parsed.scores.values()), answer,
-                                       parsed.status, parsed.error))
-        return results
+    def _run(self, inputs, items: Sequence[ScoringItem]) -> list[EvalResult]:
+        return [self.answer_result(it, answer) for it, answer in zip(items, self.generate(inputs))]
+
+    def answer_result(self, item: ScoringItem, answer: str) -> EvalResult:
+        parsed = parse_answer(answer, self.rubric_for(item))
+        return self.result(item, parsed.scores, mean_or_none(parsed.scores.values()), answer, parsed.status,
+                           parsed.error)

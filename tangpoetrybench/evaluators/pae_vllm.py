@@ -1,6 +1,7 @@
 """PAE on vLLM (extra `vllm`; needs a GPU): `LLM.chat` with PIL image parts, structured output from the
 rubric's JSON schema, the adapter through `LoRARequest`, and prefix caching so the shared rubric prefix
-(the system message) is computed once.
+(the system message) is computed once. vLLM schedules its own batches, so it gets requests in chunks of at
+least `MIN_CHUNK` (`tpb score` writes each chunk's results as soon as the chunk is done).
 
 vLLM is imported only when this evaluator is built. The request-building functions below are plain
 Python and are tested without vLLM.
@@ -10,16 +11,15 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..parsing import parse_answer
 from ..prompt import answer_schema, build_messages
 from ..rubric import Rubric
-from ..numbers import mean_or_none
 from .base import EvalResult, Evaluator, ScoringItem
 from .loading import DEFAULT_MAX_PIXELS, fit_pixels, model_label
-from .pae import DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL
+from .pae import DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL, PAE
 
 MAX_LORA_RANK = 64
 MAX_MODEL_LEN = 8192
+MIN_CHUNK = 256  # requests per LLM.chat call: enough to keep max_num_seqs (64) full until the chunk's tail
 
 
 def vllm_messages(item: ScoringItem, rubric: Rubric, max_pixels: int = DEFAULT_MAX_PIXELS) -> list[dict]:
@@ -57,8 +57,11 @@ def sampling_params(rubric: Rubric, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     return SamplingParams(**kwargs)
 
 
-class PAEVLLM(Evaluator):
-    name = "pae"
+class PAEVLLM(PAE):
+    backend = "vllm"
+    min_batch_size = MIN_CHUNK
+    _model_attributes = ("llm",)
+    worker_start_method = "spawn"  # vLLM's engine runs threads in this process: never fork it
 
     def __init__(self, model: str = DEFAULT_MODEL, adapter: str | None = None, max_pixels: int = DEFAULT_MAX_PIXELS,
                  max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, max_num_seqs: int = 64, rubric: Rubric | str | None = None):
@@ -67,23 +70,19 @@ class PAEVLLM(Evaluator):
             from vllm.lora.request import LoRARequest
         except ImportError as exc:
             raise ImportError("the vLLM backend needs `pip install 'tangpoetrybench[vllm]'` and a GPU") from exc
-        super().__init__(rubric)
+        Evaluator.__init__(self, rubric)
         self.llm = LLM(**engine_kwargs(model, adapter, max_num_seqs))
         self.lora = LoRARequest("pae", 1, adapter) if adapter else None
         self.model_name = model_label(model, adapter)
         self.max_pixels = max_pixels
         self.max_new_tokens = max_new_tokens
 
-    def _score(self, items: Sequence[ScoringItem]) -> list[EvalResult]:
+    def _prepare(self, items: Sequence[ScoringItem]) -> list[list[dict]]:
+        return [vllm_messages(it, self.rubric_for(it), self.max_pixels) for it in items]
+
+    def _run(self, inputs: list[list[dict]], items: Sequence[ScoringItem]) -> list[EvalResult]:
         rubrics = [self.rubric_for(it) for it in items]
-        params = {r.name: sampling_params(r, self.max_new_tokens) for r in rubrics}
-        outputs = self.llm.chat([vllm_messages(it, r, self.max_pixels) for it, r in zip(items, rubrics)],
-                                sampling_params=[params[r.name] for r in rubrics], lora_request=self.lora,
-                                use_tqdm=False)
-        results = []
-        for it, rubric, out in zip(items, rubrics, outputs):
-            answer = out.outputs[0].text
-            parsed = parse_answer(answer, rubric)
-            results.append(self.result(it, parsed.scores, mean_or_none(parsed.scores.values()), answer,
-                                       parsed.status, parsed.error))
-        return results
+        params = {r.fingerprint: sampling_params(r, self.max_new_tokens) for r in rubrics}
+        outputs = self.llm.chat(inputs, sampling_params=[params[r.fingerprint] for r in rubrics],
+                                lora_request=self.lora, use_tqdm=False)
+        return [self.answer_result(it, out.outputs[0].text) for it, out in zip(items, outputs)]

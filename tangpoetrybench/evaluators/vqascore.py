@@ -31,13 +31,17 @@ class VQAScore(Evaluator):
         # "Yes" is one token for Qwen's tokenizer; for others, its first token stands for it.
         self.yes_id = self.processor.tokenizer.encode("Yes", add_special_tokens=False)[0]
 
-    def _score(self, items: Sequence[ScoringItem]) -> list[EvalResult]:
-        conversations = [[{"role": "user", "content": [
+    def settings(self) -> dict:
+        return {"max_pixels": self.max_pixels}
+
+    def _prepare(self, items: Sequence[ScoringItem]):
+        return chat_inputs(self.processor, [[{"role": "user", "content": [
             {"type": "image", "image": fit_pixels(it.image, self.max_pixels)},
             {"type": "text", "text": question(it.poem)},
-        ]}] for it in items]
-        inputs = chat_inputs(self.processor, conversations, self.device)
+        ]}] for it in items])
+
+    def _run(self, inputs, items: Sequence[ScoringItem]) -> list[EvalResult]:
         with torch.inference_mode():
-            logits = self.model(**inputs, logits_to_keep=1).logits[:, -1, :]
+            logits = self.model(**inputs.to(self.device, non_blocking=True), logits_to_keep=1).logits[:, -1, :]
         p_yes = logits.float().softmax(-1)[:, self.yes_id].tolist()
         return [self.result(it, {}, p, None, "ok", None) for it, p in zip(items, p_yes)]
