@@ -5,10 +5,15 @@
 
 One step is what `training/sft.py` does per batch: the paper's LoRA (r 16 on the language model's linear
 layers, vision frozen), gradient checkpointing on a GPU, a forward and backward pass over real SFT rows
-(rubric prompt, one image, the JSON answer) and an AdamW update. MFU counts 6 × (language-model
-parameters) × tokens per step — the usual model-FLOPs convention, not counting recomputation or the
-vision encoder — against the GPU's dense bf16 peak (`--peak-tflops`, default from the device name).
-Target (issue 5) on one GPU: ≥ 35 % MFU. Random weights time the computation; they measure no quality.
+(rubric prompt, one image, the JSON answer) and an AdamW update.
+
+FLOPs per token, with N the language model's frozen matmul weights and A the adapter's parameters: a frozen
+weight costs 2 in the forward pass and 2 for the activation gradient, and gets no weight gradient, so the model
+FLOPs are 4N + 6A (not the 6N of full fine-tuning, which would overstate MFU by half). Activation checkpointing
+recomputes the forward pass: the hardware FLOPs are 6N + 8A. MFU and HFU divide these by the step time and the
+GPU's dense bf16 peak (`--peak-tflops`, default from the device name); the frozen vision encoder's forward
+pass is not counted in either. Target (issue 5) on one GPU: ≥ 35 % MFU (4N count). Random weights time the
+computation; they measure no quality.
 """
 
 from __future__ import annotations
@@ -29,8 +34,10 @@ from tangpoetrybench.rubric import load_rubric
 
 from _models import build_model, language_model_parameters, tiny_processor
 
+LORA = dict(r=16, lora_alpha=32, lora_dropout=0.05, target_modules="all-linear", exclude_modules=r".*\.visual\..*",
+            task_type="CAUSAL_LM")
+
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0}
-VISION = r".*\.visual\..*"
 
 
 def parse_args():
@@ -62,6 +69,13 @@ def batch(processor, size: int, n: int, device):
     return inputs, labels
 
 
+def flops_per_token(frozen: int, adapter: int, recompute: bool) -> tuple[int, int]:
+    """(model, hardware) FLOPs per token of a LoRA step: 4 per frozen weight (forward and activation gradient, no
+    weight gradient) and 6 per adapter parameter; recomputing the forward pass adds 2 per weight of either kind."""
+    model = 4 * frozen + 6 * adapter
+    return model, model + (2 * (frozen + adapter) if recompute else 0)
+
+
 def main() -> None:
     args = parse_args()
     device = torch.device("cpu" if args.smoke or not torch.cuda.is_available() else "cuda")
@@ -73,9 +87,9 @@ def main() -> None:
 
     processor, tiny = tiny_processor(args.tokenizer)
     model = build_model(args.smoke, processor, tiny, device)
-    model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.05, target_modules="all-linear",
-                                             exclude_modules=VISION, task_type="CAUSAL_LM"))
-    if device.type == "cuda":
+    model = get_peft_model(model, LoraConfig(**LORA))
+    checkpointing = device.type == "cuda"
+    if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
     model.train()
@@ -99,15 +113,21 @@ def main() -> None:
     seconds = min(step() for _ in range(steps))
     name = torch.cuda.get_device_name() if device.type == "cuda" else "CPU"
     peak = args.peak_tflops or next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
-    params = sum(p.numel() for n, p in model.named_parameters() if ".visual." not in n and "lora_" not in n) \
-        if args.smoke else language_model_parameters()
-    achieved = 6 * params * tokens / seconds / 1e12
+    frozen = language_model_parameters() if not args.smoke else sum(
+        m.weight.numel() for n, m in model.named_modules()
+        if isinstance(m, torch.nn.Linear) and ".visual." not in f".{n}." and "lora_" not in n)
+    adapter = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    model_flops, hardware_flops = flops_per_token(frozen, adapter, checkpointing)
+    achieved, hardware = model_flops * tokens / seconds / 1e12, hardware_flops * tokens / seconds / 1e12
     figures = {
         "device": name, "smoke": args.smoke, "batch_size": batch_size, "image_size": size,
         "tokens_per_step": tokens, "step_s": round(seconds, 4), "tokens_per_s": round(tokens / seconds, 1),
         "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if device.type == "cuda" else None,
-        "model_tflops_per_s": round(achieved, 3),
+        "frozen_parameters": frozen, "adapter_parameters": adapter, "activation_checkpointing": checkpointing,
+        "flops_per_token": {"model (4N + 6A)": model_flops, "hardware (+ recomputation)": hardware_flops},
+        "model_tflops_per_s": round(achieved, 3), "hardware_tflops_per_s": round(hardware, 3),
         "mfu": round(achieved / peak, 4) if peak and not args.smoke else None,
+        "hfu": round(hardware / peak, 4) if peak and not args.smoke else None,
         "date": time.strftime("%Y-%m-%d"),
     }
     print("\n".join(f"{k:>20}: {v}" for k, v in figures.items()))

@@ -2,8 +2,9 @@
 
 Over the (image, dimension) pairs whose human score is non-null:
 - coverage: share of pairs with a non-null prediction;
-- mae, within_0.05, within_one_anchor (|pred − human| ≤ the dimension's anchor step + 0.01): over pairs
-  where both are non-null, overall and per dimension;
+- mae, within_0.05, within_one_anchor (|pred − human| ≤ the dimension's anchor step + 0.01; on a two-level
+  dimension, text integrity, exact agreement, ≤ 0.01): over pairs where both are non-null, pooled over every
+  (image, dimension) pair overall, and per dimension;
 - kendall_tau: per poem, τ-b between predicted and human quality of the poem's images, averaged over the
   poems where it is defined (`kendall_tau_poems` says how many); spearman: over all images.
 
@@ -21,6 +22,7 @@ from typing import Sequence
 import numpy as np
 from scipy import stats
 
+from .parsing import answer_quality
 from .rubric import Rubric
 
 ANCHOR_SLACK = 0.01
@@ -28,6 +30,13 @@ CLOSE = 0.05
 EPS = 1e-9  # float slack for the threshold comparisons
 DEFAULT_BOOTSTRAP = 10_000
 CHUNK = 500  # resamples per block of the vectorised bootstrap (bounds memory)
+
+
+def anchor_tolerance(step: float) -> float:
+    """How far apart two scores may be and still count as "within one anchor": the dimension's anchor step, plus
+    0.01 for scores written with two decimals (0.67). On a two-level dimension (step 1: text integrity) one step
+    would admit every answer, so there the figure is exact agreement. The noise floor uses the same rule."""
+    return (0.0 if step >= 1.0 else step) + ANCHOR_SLACK
 
 
 @dataclass
@@ -49,7 +58,8 @@ class AgreementData:
                    image_ids: Sequence[str] | None = None,
                    reference_quality: Sequence[float | None] | None = None) -> "AgreementData":
         """Lists per image: a reference is the ten human scores (None: not applicable); a prediction is the ten
-        predicted scores, or one number for a scalar metric, or None when the evaluator gave nothing.
+        predicted scores, or one number for a scalar metric, or None when the evaluator gave nothing. A prediction's
+        quality is the parser's (`answer_quality`): null unless every always-applicable dimension has a score.
         `reference_quality` is the dataset's `quality` column; without it, the mean of the non-null reference
         scores (which differs from SPEC §3 only for an image whose ratings QC dropped entirely)."""
         n, keys = len(references), rubric.keys
@@ -64,7 +74,8 @@ class AgreementData:
                 pred_quality[i] = np.nan if p is None else float(p)
             else:
                 pred[i] = _row(p, len(keys), f"predictions[{i}]")
-                pred_quality[i] = _nanmean(pred[i])
+                quality = answer_quality(dict(zip(keys, p)), rubric)
+                pred_quality[i] = np.nan if quality is None else quality
         if reference_quality is not None and len(reference_quality) != n:
             raise ValueError(f"{len(reference_quality)} reference_quality values for {n} references")
         human_quality = (np.array([np.nan if q is None else float(q) for q in reference_quality])
@@ -121,7 +132,7 @@ def agreement(data: AgreementData, n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: i
     both = has_h & np.isfinite(data.pred)
     err = np.where(both, np.abs(data.pred - data.human), 0.0)
     close = both & (err <= CLOSE + EPS)
-    anchor = both & (err <= data.anchors[None, :] + ANCHOR_SLACK + EPS)
+    anchor = both & (err <= np.array([anchor_tolerance(a) for a in data.anchors])[None, :] + EPS)
 
     def per_poem(values: np.ndarray) -> np.ndarray:  # (N, D) -> (P, D) sums
         out = np.zeros((n_poems, n_dims))

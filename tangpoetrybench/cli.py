@@ -99,7 +99,8 @@ def _agree(args: argparse.Namespace) -> None:
 
     from .evaluation import agree, format_table
 
-    result = agree(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap, seed=args.seed)
+    result = agree(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap, seed=args.seed,
+                   config=args.config)
     print(format_table(result))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -202,6 +203,9 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("agree", help="agreement of scores with the human ratings, with intervals and noise floor")
     p.add_argument("--dataset", required=True, help="a built dataset folder or Hub id")
     p.add_argument("--scores", type=Path, required=True, help="results of one evaluator (tpb score)")
+    p.add_argument("--config", default="images", choices=["images", "unseen_generator", "song_ci"],
+                   help="the held-out poems (images, default), or a generalization test (unseen_generator, song_ci); "
+                        "the rubric follows the poems' tradition")
     p.add_argument("--split", default="test")
     p.add_argument("--bootstrap", type=int, default=10_000, help="resamples over poems (0: no intervals)")
     p.add_argument("--seed", type=int, default=0)

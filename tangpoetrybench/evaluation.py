@@ -12,7 +12,7 @@ from .agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement
 from .dataset_io import dataset_rows
 from .noise import RatingTable, floor_summary, noise_floor
 from .numbers import fmt, fmt_ci
-from .rubric import rubric_for_tradition
+from .rubric import Rubric, rubric_for_tradition
 
 
 def read_scores(path: Path | str) -> tuple[str, dict[str, dict]]:
@@ -35,8 +35,17 @@ def read_scores(path: Path | str) -> tuple[str, dict[str, dict]]:
     return evaluators.pop(), records
 
 
+def config_rubric(dataset: str | Path, config: str, split: str) -> Rubric:
+    """The rubric of a config's images, from their poems' tradition (Tang for `images` and `unseen_generator`,
+    Song Ci for `song_ci`); one config holds one tradition."""
+    traditions = sorted({r["tradition"] for r in dataset_rows(dataset, config, split, ["tradition"])})
+    if len(traditions) > 1:
+        raise ValueError(f"{config}/{split} mixes traditions ({', '.join(traditions)}): score them one at a time")
+    return rubric_for_tradition(traditions[0] if traditions else "tang")
+
+
 def agreement_data(dataset: str | Path, records: dict[str, dict], split: str, config: str = "images") -> AgreementData:
-    rubric = rubric_for_tradition("tang")
+    rubric = config_rubric(dataset, config, split)
     keys = list(rubric.keys)
     rows = list(dataset_rows(dataset, config, split, ["image_id", "poem_id", "quality", *keys]))
     human = np.array([[np.nan if r[k] is None else r[k] for k in keys] for r in rows], dtype=float).reshape(len(rows), len(keys))
@@ -58,8 +67,8 @@ def agreement_data(dataset: str | Path, records: dict[str, dict], split: str, co
 
 
 def rating_table(dataset: str | Path, split: str, image_config: str = "images") -> RatingTable:
-    """The kept ratings of a split's images, for the noise floor."""
-    rubric = rubric_for_tradition("tang")
+    """The kept ratings of a split's images of one config, for the noise floor."""
+    rubric = config_rubric(dataset, image_config, split)
     keys = list(rubric.keys)
     rows = [r for r in dataset_rows(dataset, "ratings", split, ["image_id", "image_config", "poem_id", "rater_id", *keys])
             if r["image_config"] == image_config]
@@ -69,19 +78,21 @@ def rating_table(dataset: str | Path, split: str, image_config: str = "images") 
 
 
 def agree(dataset: str | Path, scores: Path | str, split: str = "test", n_bootstrap: int = DEFAULT_BOOTSTRAP,
-          seed: int = 0) -> dict:
+          seed: int = 0, config: str = "images") -> dict:
+    """SPEC §7 for one evaluator's results on one config and split (`images`: the held-out test poems;
+    `unseen_generator` and `song_ci`: the paper's two generalization tests), beside the same images' noise floor."""
     evaluator, records = read_scores(scores)
-    data = agreement_data(dataset, records, split)
+    data = agreement_data(dataset, records, split, config)
     first = next(iter(records.values()))
     result = {
-        "evaluator": evaluator, "model": first.get("model", ""), "dataset": str(dataset), "split": split,
-        "scores": str(scores), "random_weights": any(r.get("random_weights") for r in records.values()),
+        "evaluator": evaluator, "model": first.get("model", ""), "dataset": str(dataset), "config": config,
+        "split": split, "scores": str(scores), "random_weights": any(r.get("random_weights") for r in records.values()),
         "parse_status": {s: sum(records.get(i, {}).get("parse_status") == s for i in data.image_ids)
                          for s in ("ok", "repaired", "failed")},
         "missing": sum(i not in records for i in data.image_ids),
         "agreement": agreement(data, n_bootstrap=n_bootstrap, seed=seed),
     }
-    result["noise_floor"] = noise_floor(rating_table(dataset, split))
+    result["noise_floor"] = noise_floor(rating_table(dataset, split, config))
     return result
 
 
@@ -95,7 +106,8 @@ def format_table(result: dict) -> str:
     if result["random_weights"]:
         lines.append("NOTE: these scores come from random weights. They test the pipeline; they measure nothing.")
     lines += [
-        f"Agreement of {result['evaluator']} ({result['model']}) with human scores — {result['split']} split, "
+        f"Agreement of {result['evaluator']} ({result['model']}) with human scores — {result.get('config', 'images')}, "
+        f"{result['split']} split, "
         f"{a['n_images']} images, {a['n_poems']} poems",
         f"parse: {result['parse_status']['ok']} ok, {result['parse_status']['repaired']} repaired, "
         f"{result['parse_status']['failed']} failed; {result['missing']} images without a result",

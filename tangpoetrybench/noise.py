@@ -6,7 +6,7 @@ every agreement figure is reported beside these:
   rated at least twice (leave one rater out: directly comparable to an evaluator's MAE);
 - `within_one_level`: per dimension, the share of pairs of raters of the same image, both judging the
   dimension applicable, whose scores differ by at most one anchor step (paper, Table 5); on a two-level
-  dimension (text integrity) any two answers are one step apart, so there it is exact agreement;
+  dimension (text integrity) it is exact agreement — `agreement.anchor_tolerance`, the evaluator's own rule;
 - `krippendorff_alpha`: per dimension, Krippendorff's α on the interval scale (the `krippendorff` package);
 - `rater_vs_rest_tau`: per poem, Kendall τ-b between one rater's quality scores of the poem's images and the
   mean of the other raters' — the human counterpart of the evaluator's per-poem τ.
@@ -23,8 +23,7 @@ import krippendorff
 import numpy as np
 from scipy import stats
 
-from .agreement import ANCHOR_SLACK, EPS
-from .numbers import mean_or_none
+from .agreement import EPS, anchor_tolerance
 
 
 @dataclass
@@ -52,8 +51,7 @@ def noise_floor(table: RatingTable) -> dict:
     multi = {u: rows for u, rows in by_unit.items() if len(rows) >= 2}
     per_dim = {}
     for j, key in enumerate(table.keys):
-        # an anchor step of 1 means two levels (0 and 1): "within one level" would always hold
-        tolerance = 0.0 if table.anchors[j] >= 1.0 else table.anchors[j] + ANCHOR_SLACK
+        tolerance = anchor_tolerance(table.anchors[j])
         deviations, pairs, agree = [], 0, 0
         columns: list[list[float]] = []
         for rows in multi.values():
@@ -68,6 +66,7 @@ def noise_floor(table: RatingTable) -> dict:
             columns.append(values)
         per_dim[key] = {
             "n_images": len(columns),
+            "n_deviations": len(deviations),
             "n_pairs": pairs,
             "loo_deviation": float(np.mean(deviations)) if deviations else None,
             "within_one_level": agree / pairs if pairs else None,
@@ -85,12 +84,18 @@ def noise_floor(table: RatingTable) -> dict:
 
 
 def floor_summary(nf: dict) -> dict[str, float | None]:
-    """The noise floor beside an evaluator's overall statistics: mean leave-one-out deviation (for MAE), mean
-    within-one-level agreement (for within one anchor) and the rater-vs-rest τ (for per-poem τ)."""
-    dims = nf["per_dimension"].values()
-    return {"mae": mean_or_none(d["loo_deviation"] for d in dims),
-            "within_one_anchor": mean_or_none(d["within_one_level"] for d in dims),
+    """The noise floor beside an evaluator's overall statistics, pooled over dimensions the way they are (every
+    rater deviation, every pair of raters, not a mean of per-dimension figures): leave-one-out deviation (beside
+    MAE), within-one-level agreement (beside within one anchor) and the rater-vs-rest τ (beside per-poem τ)."""
+    dims = list(nf["per_dimension"].values())
+    return {"mae": _pooled(dims, "loo_deviation", "n_deviations"),
+            "within_one_anchor": _pooled(dims, "within_one_level", "n_pairs"),
             "kendall_tau": nf["rater_vs_rest_tau"]}
+
+
+def _pooled(dims: list[dict], stat: str, count: str) -> float | None:
+    total = sum(d[count] for d in dims if d[stat] is not None)
+    return sum(d[stat] * d[count] for d in dims if d[stat] is not None) / total if total else None
 
 
 def _alpha(columns: list[list[float]]) -> float | None:

@@ -1,17 +1,22 @@
-"""Reading PAE's answer: strict JSON first, then explicit repairs. Never raises.
+"""Reading PAE's answer. Never raises, and never guesses: where two readings are possible the answer fails.
 
-`parse_answer` returns the ten scores (null where not given, not applicable or unusable) and a status:
-- `ok`: the whole answer is one JSON object with exactly the rubric's keys, each a number in [0, 1]
-  (or null where the dimension can be excluded);
-- `repaired`: scores were recovered, and `notes` says every repair made: code fences or prose around
-  the object, single quotes, trailing commas, bare keys, keys written differently (case, spaces, the
-  English or Chinese names), option letters instead of numbers, percentages, "7/10" fractions, a 0–10
-  or 0–100 scale, missing, unknown or out-of-range values;
-- `failed`: no object and no recognisable "key: value" pairs; every score is null.
+1. A `<think>…</think>` block (or everything before a lone `</think>`) is dropped, and a code fence unwrapped.
+2. The answer is the last complete JSON object that names a rubric dimension — directly, one level down under a
+   key (`{"scores": {…}}`), or as a list of `{"dimension": …, "score": …}` pairs — and a note says when an
+   earlier one was ignored. Without one, "key: value" pairs in the text are read. An object cut off before its
+   closing brace is a truncated answer: `failed`, unless every dimension made it.
+3. A key given twice keeps its last value (JSON's own rule), with a note, in JSON and in free text alike.
+4. Numbers are on the 0–1 scale the prompt asks for. Another scale counts only when it is stated: in the value
+   ("4/5", "4 out of 5", "80%") or in the text ("on a 1-5 scale", "scale of 0 to 10", "out of 10"). Unstated,
+   numbers above 1 are read as 0–100 when one is above 10 and none is a fraction of 1; a value above 1 beside
+   fractions such as 0.67 is out of range; any other number above 1 (0–10? 1–5?) fails the answer.
+5. Option letters read as their scores and "N/A" words as null; values that are not scores become null.
 
-Scales are never guessed silently. Plain numbers are read as a 0–10 scale only when at least half of them
-are above 1 and every one is a whole or half number in [0, 10] (0–100 likewise, whole numbers), and the
-note says so; otherwise a number outside [0, 1] is out of range and becomes null.
+`ok`: the whole answer is one JSON object with exactly the rubric's keys, once each, every value a number in
+[0, 1] (or null where the dimension can be excluded). `repaired`: scores were read, and the notes say every
+repair. `failed`: nothing usable — no rubric key, every score null, a truncated object, an unstated scale
+that could be read two ways, or two different stated scales. `quality` is the mean of the scores, and null
+unless every dimension that always applies has one.
 """
 
 from __future__ import annotations
@@ -22,21 +27,34 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from .numbers import mean_or_none
 from .rubric import Rubric
 
 NULL_WORDS = {"null", "none", "n/a", "na", "nan", "excluded", "not applicable", "not_applicable", "不适用", "无"}
 FENCE = re.compile(r"```[a-zA-Z]*\s*(.*?)```", re.S)
+THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S)
 NUMBER = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\d.*])"
-# A free-text "key: value": a number (maybe "80%" or "7/10"), null, a quoted string, a nested object, or an
-# option letter standing alone (so the "a" of "a moonlit river" is not read as option a).
+# A free-text "key: value": a number (maybe "80%", "7/10" or "4 out of 5"), null, a quoted string, a nested object,
+# or an option letter standing alone (so the "a" of "a moonlit river" is not read as option a).
 PAIR = re.compile(
     r"[\"']?([A-Za-z\u4e00-\u9fff][A-Za-z0-9_ \-\u4e00-\u9fff]{0,40}?)[\"']?\s*[:：=]\s*"
-    rf"(\{{[^{{}}]*\}}|null|None|{NUMBER}\s*(?:%|/\s*\d+(?:\.\d+)?)?|\(?[a-fA-F]\)?(?=\s*(?:[,;，；)}}\n]|$))"
+    rf"(\{{[^{{}}]*\}}|null|None|{NUMBER}\s*(?:%|(?:/|out of)\s*\d+(?:\.\d+)?)?|\(?[a-fA-F]\)?(?=\s*(?:[,;，；)}}\n]|$))"
     r"|\"[^\"]*\"|'[^']*')"
 )
 LETTER = re.compile(r"^(?:option\s+)?\(?([a-f])\)?\.?$", re.I)
-FRACTION = re.compile(r"^([-+]?\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)$")
+FRACTION = re.compile(r"^([-+]?\d+(?:\.\d+)?)\s*(?:/|out of)\s*(\d+(?:\.\d+)?)$", re.I)
 PERCENT = re.compile(r"^([-+]?\d+(?:\.\d+)?)\s*%$")
+RANGE = r"(\d+(?:\.\d+)?)\s*(?:-|–|—|~|to)\s*(\d+(?:\.\d+)?)"
+# A scale stated in the text: "1-5 scale", "1 to 5 point scale", "scale of 0-10", "range 0 to 100", "out of 10",
+# "10分制", "满分10". "out of N" right after a number is that value's own fraction, not the answer's scale.
+STATED_SCALES = [
+    re.compile(rf"{RANGE}\s*(?:-\s*)?(?:points?\s*)?(?:scale|分制)", re.I),
+    re.compile(rf"(?:scale|range)\s*(?:of|from|is|:)?\s*{RANGE}", re.I),
+    re.compile(r"(?<![\d.\s])\s*\bout of (\d+(?:\.\d+)?)", re.I),
+    re.compile(r"(?<![\d.])(\d+)\s*分制|满分\s*(\d+)"),
+]
+NAME_FIELDS = ("dimension", "key", "name", "criterion", "aspect", "维度")
+SCORE_FIELDS = ("score", "value", "rating", "分数", "得分")
 
 
 @dataclass
@@ -44,124 +62,223 @@ class ParsedAnswer:
     scores: dict[str, float | None]
     status: str  # ok | repaired | failed
     notes: list[str] = field(default_factory=list)
+    quality: float | None = None
 
     @property
     def error(self) -> str | None:
         return "; ".join(self.notes) if self.notes else None
 
 
+def excludable(rubric: Rubric, key: str) -> bool:
+    """Whether the dimension has an option that excludes it (its score may be null)."""
+    return any(o.excluded for o in rubric.dimension(key).options)
+
+
+def answer_quality(scores: dict[str, float | None], rubric: Rubric) -> float | None:
+    """Mean of the scores; null unless every dimension that always applies has one (a partial answer's mean is
+    not comparable with a whole one's)."""
+    if any(scores.get(k) is None for k in rubric.keys if not excludable(rubric, k)):
+        return None
+    return mean_or_none(scores.get(k) for k in rubric.keys)
+
+
 def parse_answer(text: str | None, rubric: Rubric) -> ParsedAnswer:
     """Parse a model's answer against `rubric`; never raises."""
-    empty = {k: None for k in rubric.keys}
     try:
-        return _parse(text or "", rubric)
+        parsed = _parse(text or "", rubric)
     except Exception as exc:  # the contract is "never raises": a parser bug must not stop a scoring run
-        return ParsedAnswer(empty, "failed", [f"parser error: {type(exc).__name__}: {exc}"])
+        parsed = _failed(rubric, [f"parser error: {type(exc).__name__}: {exc}"])
+    if parsed.status != "failed" and all(v is None for v in parsed.scores.values()):
+        parsed = _failed(rubric, parsed.notes + ["no usable score"])
+    parsed.quality = answer_quality(parsed.scores, rubric) if parsed.status != "failed" else None
+    return parsed
+
+
+def _failed(rubric: Rubric, notes: list[str]) -> ParsedAnswer:
+    return ParsedAnswer({k: None for k in rubric.keys}, "failed", notes)
 
 
 def _parse(text: str, rubric: Rubric) -> ParsedAnswer:
-    empty = {k: None for k in rubric.keys}
-    stripped = text.strip()
-    if not stripped:
-        return ParsedAnswer(empty, "failed", ["empty answer"])
-    strict = _strict(stripped, rubric)
-    if strict is not None:
-        return ParsedAnswer(strict, "ok")
-
     notes: list[str] = []
-    body = stripped
-    fenced = FENCE.search(body)
-    if fenced:
+    body = text.strip()
+    if "<think>" in body or "</think>" in body:
+        before, closed, after = body.partition("</think>")
+        if closed and "<think>" not in before:  # the opening tag was in the prompt
+            body = after
+        body = THINK.sub("", body).strip()
+        notes.append("dropped the thinking")
+    if not body:
+        return _failed(rubric, notes + ["empty answer"])
+    strict = _strict(body, rubric)
+    if strict is not None and not notes:
+        return ParsedAnswer(strict, "ok")
+    if fenced := FENCE.search(body):
         body = fenced.group(1).strip()
         notes.append("removed a code fence")
-    obj_text = _outer_object(body)
-    raw: dict | None = None
-    if obj_text is not None:
-        if obj_text != body:
+
+    segments = _segments(body)
+    found = [(i, seg, complete, raw) for i, (seg, complete) in enumerate(segments)
+             if (raw := _rubric_mapping(seg, complete, rubric, [])) is not None]
+    if found:
+        i, seg, complete, _ = found[-1]
+        raw = _rubric_mapping(seg, complete, rubric, notes)
+        if len(found) > 1:
+            notes.append(f"read the last of {len(found)} answer objects; the earlier ones were ignored")
+        if seg != body:
             notes.append("removed text around the JSON object")
-        raw = _loads_lenient(obj_text, notes)
-    if raw is None:
-        pairs = PAIR.findall(obj_text if obj_text is not None else body)
+        if not complete:
+            present = {_alias(rubric, k) for k in raw} - {None}
+            if len(present) < len(rubric.keys):
+                return _failed(rubric, notes + [f"the answer was cut off: {len(present)} of {len(rubric.keys)} "
+                                                 "dimensions before the end"])
+            notes.append("the object was not closed")
+    else:
+        pairs = PAIR.findall(body)
         if not pairs:
-            return ParsedAnswer(empty, "failed", notes + ["no JSON object or key: value pairs found"])
-        raw = {}
-        for k, v in pairs:
-            raw.setdefault(k, _literal(v))
+            return _failed(rubric, notes + ["no JSON object or key: value pairs found"])
+        raw = _free_text(pairs, notes)
         notes.append("read key: value pairs from free text")
-    scores = _map(raw, rubric, notes)
-    if scores is None:
-        return ParsedAnswer(empty, "failed", notes + ["no key matches a rubric dimension"])
+    scores = _map(raw, rubric, notes, _stated_scale(body))
+    if isinstance(scores, str):
+        return _failed(rubric, notes + [scores])
     return ParsedAnswer(scores, "repaired" if notes else "ok", notes)
 
 
 def _strict(text: str, rubric: Rubric) -> dict[str, float | None] | None:
+    """The scores of an answer that is exactly what was asked for, or None."""
     try:
-        obj = json.loads(text)
+        pairs = json.loads(text, object_pairs_hook=list)
     except ValueError:
         return None
-    if not isinstance(obj, dict) or set(obj) != set(rubric.keys):
+    if not isinstance(pairs, list) or len(pairs) != len(rubric.keys) or {k for k, _ in pairs} != set(rubric.keys):
         return None
     out = {}
-    for key in rubric.keys:
-        value = obj[key]
-        if value is None and _excludable(rubric, key):
+    for key, value in pairs:
+        if value is None and excludable(rubric, key):
             out[key] = None
         elif isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1:
             out[key] = float(value)
         else:
             return None
-    return out
+    return {k: out[k] for k in rubric.keys}
 
 
-def _excludable(rubric: Rubric, key: str) -> bool:
-    return any(o.excluded for o in rubric.dimension(key).options)
-
-
-def _outer_object(text: str) -> str | None:
-    """The first balanced {...} in text (quotes respected), or from the first { to the end if unbalanced."""
-    start = text.find("{")
-    if start < 0:
-        return None
-    depth, quote, escaped = 0, None, False
-    for i in range(start, len(text)):
-        c = text[i]
+def _segments(text: str) -> list[tuple[str, bool]]:
+    """Every top-level {…} or […] in the text (quotes respected), with whether it is closed; an unclosed one runs to
+    the end of the text."""
+    out, start, stack, quote, escaped = [], None, [], None, False
+    for i, c in enumerate(text):
         if quote:
             escaped = c == "\\" and not escaped
             if c == quote and not escaped:
                 quote = None
-        elif c in "\"'":
+        elif c == '"' and stack:  # single quotes are apostrophes in prose; inside JSON they are repaired later
             quote = c
-        elif c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start: i + 1]
-    return text[start:]
+        elif c in "{[":
+            if not stack:
+                start = i
+            stack.append("}" if c == "{" else "]")
+        elif stack and c == stack[-1]:
+            stack.pop()
+            if not stack:
+                out.append((text[start: i + 1], True))
+        elif stack and c in "}]":  # a mismatched closer: the segment is not well formed; start over
+            stack, start = [], None
+    if stack and start is not None:
+        out.append((text[start:], False))
+    return out
 
 
-def _loads_lenient(obj_text: str, notes: list[str]) -> dict | None:
+def _rubric_mapping(segment: str, complete: bool, rubric: Rubric, notes: list[str]) -> dict | None:
+    """The key → value mapping of a segment that names at least one rubric dimension, or None."""
+    if not complete:
+        pairs = PAIR.findall(segment)
+        return _free_text(pairs, notes) if any(_alias(rubric, k) for k, _ in pairs) else None
+    value = _loads_lenient(segment, notes)
+    candidates: list[tuple[object, str | None]] = [(value, None)]
+    if isinstance(value, dict):
+        candidates += [(v, f"read the scores under {k!r}") for k, v in value.items() if isinstance(v, (dict, list))]
+    for candidate, note in candidates:
+        mapping = _as_mapping(candidate, notes)
+        if mapping is not None and any(_alias(rubric, k) for k in mapping):
+            if note:
+                notes.append(note)
+            return mapping
+    return None
+
+
+def _as_mapping(value, notes: list[str]) -> dict | None:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        pairs = []
+        for item in value:
+            lower = {str(k).lower(): v for k, v in item.items()}
+            name = next((lower[f] for f in NAME_FIELDS if f in lower), None)
+            if name is None or not any(f in lower for f in SCORE_FIELDS):
+                return None
+            pairs.append((str(name), next(lower[f] for f in SCORE_FIELDS if f in lower)))
+        mapping = _keep_last(pairs, notes)
+        notes.append("read a list of dimension/score pairs")
+        return mapping
+    return None
+
+
+def _keep_last(pairs, notes: list[str]) -> dict:
+    """A dict of (key, value) pairs where a repeated key keeps its last value, as JSON does; a note says so."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            notes.append(f"{key}: given twice, kept the last")
+        out[key] = value
+    return out
+
+
+def _free_text(pairs: list[tuple[str, str]], notes: list[str]) -> dict:
+    return _keep_last([(k, _literal(v)) for k, v in pairs], notes)
+
+
+def _loads_lenient(segment: str, notes: list[str]):
+    """A segment as JSON, or as a Python literal after repairs (quotes, commas, bare keys); None if neither."""
     try:
-        obj = json.loads(obj_text)
-        return obj if isinstance(obj, dict) else None
+        return _dedupe(json.loads(segment, object_pairs_hook=_Pairs), notes)
     except ValueError:
         pass
-    fixed = (obj_text.replace("：", ":").replace("，", ",").replace("“", '"').replace("”", '"')
+    fixed = (segment.replace("：", ":").replace("，", ",").replace("“", '"').replace("”", '"')
              .replace("‘", "'").replace("’", "'"))
     fixed = re.sub(r"([{,]\s*)([A-Za-z_\u4e00-\u9fff][A-Za-z0-9_ \-\u4e00-\u9fff]*?)\s*:", r'\1"\2":', fixed)
     py = re.sub(r"\bnull\b", "None", re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", fixed)))
     py = re.sub(r"\bNaN\b", "None", py)
     try:
-        obj = ast.literal_eval(py)  # literals only: no code runs
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None
-    if not isinstance(obj, dict):
+        value = _literal_pairs(ast.parse(py, mode="eval").body)  # literals only: no code runs
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
     notes.append("repaired JSON syntax (quotes, trailing commas or bare keys)")
-    return obj
+    return _dedupe(value, notes)
+
+
+class _Pairs(list):
+    """A JSON object as its (key, value) pairs, so that repeated keys are seen."""
+
+
+def _literal_pairs(node):
+    if isinstance(node, ast.Dict):
+        return _Pairs((ast.literal_eval(k), _literal_pairs(v)) for k, v in zip(node.keys, node.values))
+    if isinstance(node, ast.List):
+        return [_literal_pairs(v) for v in node.elts]
+    return ast.literal_eval(node)
+
+
+def _dedupe(value, notes: list[str]):
+    if isinstance(value, _Pairs):
+        return _keep_last([(k, _dedupe(v, notes)) for k, v in value], notes)
+    if isinstance(value, list):
+        return [_dedupe(v, notes) for v in value]
+    return value
 
 
 def _literal(value: str):
+    """A free-text value as a Python value: None, a number, a string, or the score of a nested object."""
     value = value.strip()
     if value.startswith("{"):
         m = re.search(r"(?:score|value)[\"']?\s*[:：=]\s*([-+]?\d+(?:\.\d+)?|null|None)", value)
@@ -181,51 +298,75 @@ def _normal(key: str) -> str:
     return re.sub(r"[\s\-_/]+", "", key)
 
 
-def _aliases(rubric: Rubric) -> dict[str, str]:
-    aliases = {}
+def _alias(rubric: Rubric, key) -> str | None:
     for dim in rubric.dimensions:
-        for name in (dim.key, dim.name["en"], dim.name["zh"]):
-            aliases[_normal(name)] = dim.key
-    return aliases
+        if _normal(key) in {_normal(dim.key), _normal(dim.name["en"]), _normal(dim.name["zh"])}:
+            return dim.key
+    return None
 
 
-def _map(raw: dict, rubric: Rubric, notes: list[str]) -> dict[str, float | None] | None:
-    aliases = _aliases(rubric)
+def _stated_scale(text: str) -> tuple[float, float] | str | None:
+    """(low, high) of a scale the text states; None if none; an error message if it states two."""
+    found = set()
+    for pattern in STATED_SCALES:
+        for m in pattern.finditer(text):
+            numbers = [float(g) for g in m.groups() if g is not None]
+            found.add((numbers[0], numbers[1]) if len(numbers) == 2 else (0.0, numbers[0]))
+    found = {s for s in found if s[1] > s[0]}
+    if len(found) > 1:
+        return "two scales stated: " + " and ".join(f"{lo:g}–{hi:g}" for lo, hi in sorted(found))
+    return found.pop() if found else None
+
+
+def _map(raw: dict, rubric: Rubric, notes: list[str], stated) -> dict[str, float | None] | str:
+    """Rubric scores from the answer's mapping, or the reason it cannot be read."""
+    if isinstance(stated, str):
+        return stated
     found: dict[str, object] = {}
     renamed, unknown = [], []
     for k, v in raw.items():
-        key = aliases.get(_normal(k))
+        key = _alias(rubric, k)
         if key is None:
             unknown.append(str(k))
-        elif key in found:
-            notes.append(f"{key}: given twice, kept the first")
-        else:
-            found[key] = v
-            if k != key:
-                renamed.append(f"{k!s}→{key}")
+            continue
+        if key in found:
+            notes.append(f"{key}: given twice, kept the last")
+        found[key] = v
+        if k != key:
+            renamed.append(f"{k!s}→{key}")
     if not found:
-        return None
+        return "no key matches a rubric dimension"
     if renamed:
         notes.append("renamed keys: " + ", ".join(renamed))
     if unknown:
         notes.append("ignored unknown keys: " + ", ".join(unknown))
 
     values: dict[str, float | None] = {}
-    plain: dict[str, float] = {}  # numbers whose scale is not stated
+    plain: dict[str, float] = {}  # numbers whose scale the value itself does not state
+    nested = [k for k, v in found.items() if isinstance(v, dict)]
+    if nested:
+        notes.append("took the score from a nested object: " + ", ".join(nested))
     for key in rubric.keys:
         if key not in found:
             values[key] = None
             notes.append(f"{key}: missing")
             continue
-        value, how = _value(found[key], rubric, key)
-        if how == "plain":
+        raw_value = found[key]
+        if isinstance(raw_value, dict):
+            raw_value = next((raw_value[k] for k in raw_value if str(k).lower() in SCORE_FIELDS), None)
+        value, how = _value(raw_value, rubric, key)
+        if how.startswith("plain"):
             plain[key] = value
+            if how != "plain":
+                notes.append(f"{key}: {how.removeprefix('plain: ')}")
         elif how != "ok":
             notes.append(f"{key}: {how}")
-        elif value is None and not _excludable(rubric, key):
+        elif value is None and not excludable(rubric, key):
             notes.append(f"{key}: null, but this dimension always applies")
         values[key] = value
-    _rescale(plain, values, notes)
+    problem = _apply_scale(plain, values, notes, stated)
+    if problem:
+        return problem
     for key, value in values.items():
         if value is not None and not 0 <= value <= 1:
             notes.append(f"{key}: {value:g} is out of range, set to null")
@@ -234,18 +375,15 @@ def _map(raw: dict, rubric: Rubric, notes: list[str]) -> dict[str, float | None]
 
 
 def _value(value, rubric: Rubric, key: str) -> tuple[float | None, str]:
-    """(score, how): how is "ok", "plain" (a bare number, scale to check) or a note on what was done."""
-    if isinstance(value, dict):
-        inner = next((value[k] for k in value if str(k).lower() in ("score", "value")), None)
-        score, how = _value(inner, rubric, key)
-        return score, "took the score from a nested object" if how in ("ok", "plain") else how
+    """(score, how): how is "ok", "plain" (a bare number, its scale to settle; "plain: note" for one written as text)
+    or a note on what was done."""
     if value is None:
         return None, "ok"
     if isinstance(value, bool):
         return None, f"{value!r} is not a score, set to null"
     if isinstance(value, (int, float)):
-        if math.isnan(value):
-            return None, "NaN, set to null"
+        if not math.isfinite(value):
+            return None, f"{value} is not a score, set to null"
         return float(value), "plain"
     text = str(value).strip()
     if text.lower() in NULL_WORDS:
@@ -267,23 +405,33 @@ def _value(value, rubric: Rubric, key: str) -> tuple[float | None, str]:
         number = float(text)
     except ValueError:
         return None, f"{text!r} is not a score, set to null"
-    if math.isnan(number) or not 0 <= number <= 1:
-        return None, f"{text!r} is not a score in [0, 1], set to null"
-    return number, f"read the text {text!r} as a number"
+    if not math.isfinite(number):
+        return None, f"{text!r} is not a score, set to null"
+    return number, f"plain: read the text {text!r} as a number"
 
 
-def _rescale(plain: dict[str, float], values: dict[str, float | None], notes: list[str]) -> None:
-    """Divide bare numbers by 10 or 100 only when they are unmistakably on that scale: at least half of them
-    above 1 (one stray 3 among 0–1 scores is out of range, not a scale)."""
+def _apply_scale(plain: dict[str, float], values: dict[str, float | None], notes: list[str], stated) -> str | None:
+    """Put bare numbers on 0–1: by the stated scale, by the values where only one reading fits, else the reason the
+    answer cannot be read."""
+    if not plain:
+        return None
+    if stated is not None:
+        low, high = stated
+        if (low, high) != (0.0, 1.0):
+            notes.append(f"numbers on the stated {low:g}–{high:g} scale, mapped to 0–1")
+            for key, v in plain.items():
+                inside = low <= v <= high
+                values[key] = (v - low) / (high - low) if inside else None
+                if not inside:
+                    notes.append(f"{key}: {v:g} is outside the stated scale, set to null")
+        return None
     nums = list(plain.values())
-    if not nums or min(nums) < 0 or 2 * sum(v > 1 for v in nums) < len(nums):
-        return
-    if max(nums) <= 10 and all((2 * v).is_integer() for v in nums):
-        scale = 10
-    elif max(nums) <= 100 and all(v.is_integer() for v in nums):
-        scale = 100
-    else:
-        return
-    for key, v in plain.items():
-        values[key] = v / scale
-    notes.append(f"numbers on a 0–{scale} scale, divided by {scale}")
+    if max(nums) <= 1 or any(0 < v < 1 for v in nums):
+        return None  # the 0–1 scale asked for; anything above 1 beside fractions of 1 is out of range
+    if 10 < max(nums) <= 100:
+        for key, v in plain.items():
+            values[key] = v / 100
+        notes.append("numbers above 10 with no stated scale: read on 0–100")
+        return None
+    return (f"numbers up to {max(nums):g} with no stated scale: 0–10, 1–5 and 0–100 would all read them, "
+            "so none does")

@@ -28,7 +28,7 @@ from scipy import stats
 from .agreement import DEFAULT_BOOTSTRAP, agreement
 from .dataset_io import dataset_rows
 from .evaluation import agreement_data, rating_table, read_scores
-from .noise import noise_floor
+from .noise import floor_summary, noise_floor
 from .numbers import fmt, fmt_ci, mean_or_none
 from .plots import radar, scatter
 from .rubric import rubric_for_tradition
@@ -297,12 +297,13 @@ def _table4(rep: Report, dataset, path: Path, split: str, n_bootstrap: int, seed
     rep.heading(f"Table 4 — {evaluator} against the human scores ({split} split)")
     if random_weights:
         rep.text("**Random weights.** These scores come from a tiny test model: they check the pipeline and measure nothing.")
+    floor = floor_summary(noise_floor(rating_table(dataset, split)))
     rows = []
     for stat in ("coverage", "mae", "within_0.05", "within_one_anchor", "kendall_tau", "spearman"):
         if stat in result:
             ci = result.get(f"{stat}_ci")
-            rows.append([stat, fmt(result[stat]), fmt_ci(ci)])
-    rep.table(["Statistic", "Value", "95 % CI (poems)"], rows)
+            rows.append([stat, fmt(result[stat]), fmt_ci(ci), fmt(floor[stat]) if stat in floor else ""])
+    rep.table(["Statistic", "Value", "95 % CI (poems)", "Human noise floor"], rows)
     ok = np.isfinite(data.pred_quality) & np.isfinite(data.human_quality)
     if ok.any():
         rep.figure(f"scatter_{evaluator}.png", scatter(list(data.human_quality[ok]), list(data.pred_quality[ok]),

@@ -53,6 +53,49 @@ def test_hand_computed_case():
     assert dims["emotional_resonance"]["n_pairs"] == 4
 
 
+def test_within_one_anchor_is_exact_agreement_on_a_two_level_dimension_on_both_sides():
+    """Text integrity has two levels (step 1): "within one step" would hold for any answer, so it is exact agreement,
+    for the evaluator and for the human noise floor printed beside it (one shared rule)."""
+    from tangpoetrybench.agreement import anchor_tolerance
+    from tangpoetrybench.noise import RatingTable, noise_floor
+
+    refs = [row(1, 1, 1, 1, N, 1, 1, 1, 1, 1), row(1, 1, 1, 0, N, 1, 1, 1, 1, 1)]
+    preds = [row(.5, 1, 1, 0, N, 1, 1, 1, 1, 1), row(1, 1, 1, 0, N, 1, 1, 1, 1, 1)]
+    dims = agreement(AgreementData.from_lists(preds, refs, ["A", "B"], RUBRIC), n_bootstrap=0)["per_dimension"]
+    assert dims["text_integrity"]["within_one_anchor"] == 0.5  # a 0 against a human 1 is not "within one anchor"
+    assert dims["safety"]["within_one_anchor"] == 1.0  # 0.5 against 1 is one step of 0.5
+    assert anchor_tolerance(1.0) == pytest.approx(0.01) and anchor_tolerance(0.33) == pytest.approx(0.34)
+    humans = RatingTable(["u", "u", "v", "v"], ["p"] * 4, ["a", "b", "a", "b"], ("text_integrity",), np.array([1.0]),
+                         np.array([[1.0], [0.0], [1.0], [1.0]]))
+    assert noise_floor(humans)["per_dimension"]["text_integrity"]["within_one_level"] == 0.5
+
+
+def test_noise_floor_summary_pools_like_the_evaluator():
+    """The evaluator's overall MAE pools every pair; the floor beside it pools every rater deviation (not a mean of
+    dimensions): with 3 deviations of 0.5 on one dimension and 2 of 0 on another, 0.3 — not 0.25."""
+    from tangpoetrybench.noise import RatingTable, floor_summary, noise_floor
+
+    humans = RatingTable(["u"] * 3 + ["v"] * 3, ["p"] * 6, ["a", "b", "c"] * 2, ("x", "y"), np.array([0.5, 0.5]),
+                         np.array([[1, 1], [0, 1], [0.5, np.nan], [np.nan, 0], [np.nan, 0], [np.nan, np.nan]]))
+    nf = noise_floor(humans)
+    x, y = nf["per_dimension"]["x"], nf["per_dimension"]["y"]
+    assert (x["n_deviations"], y["n_deviations"]) == (3, 4)
+    summary = floor_summary(nf)
+    assert summary["mae"] == pytest.approx((x["loo_deviation"] * 3 + y["loo_deviation"] * 4) / 7)
+    assert summary["within_one_anchor"] == pytest.approx((x["within_one_level"] * x["n_pairs"] + y["within_one_level"]
+                                                          * y["n_pairs"]) / (x["n_pairs"] + y["n_pairs"]))
+    assert summary["mae"] != pytest.approx((x["loo_deviation"] + y["loo_deviation"]) / 2)
+
+
+def test_a_partial_prediction_has_no_quality():
+    """A prediction that leaves an always-applicable dimension null has scores but no quality (it would not be
+    comparable with a whole one's mean), as the parser rules; a null where the dimension can be excluded is fine."""
+    refs = [row(1, 1, 1, 1, 1, 1, 1, 1, 1, 1)] * 2
+    preds = [row(1, N, 1, 1, 1, 1, 1, 1, 1, 1), row(1, 1, 1, 1, N, 1, 1, 1, 1, .5)]
+    data = AgreementData.from_lists(preds, refs, ["A", "A"], RUBRIC)
+    assert np.isnan(data.pred_quality[0]) and data.pred_quality[1] == pytest.approx(8.5 / 9)
+
+
 def test_ties_and_undefined_tau():
     refs = [row(*[1] * 10), row(*[1] * 10), row(*[.5] * 10), row(*[0] * 10)]
     preds = [row(*[.5] * 10), row(*[.5] * 10), [.2] * 10, [.2] * 10]  # poem A: human all tied; B: predictions tied
@@ -159,6 +202,34 @@ def test_evaluate_equals_tpb_agree(demo_built, tmp_path):
                                                           poem_ids=[r["poem_id"] for r in rows], n_bootstrap=1000)
     assert json.loads(json.dumps(via_evaluate)) == cli
     assert cli["coverage"] < 1  # the failed parse counts against coverage
+
+
+@pytest.mark.parametrize("config,tradition", [("unseen_generator", "tang"), ("song_ci", "song_ci")])
+def test_agree_on_the_generalization_configs(demo_built, tmp_path, config, tradition):
+    """`tpb agree --config`: the paper's unseen-generator and Song Ci tables, under the rubric of the poems'
+    tradition, beside the noise floor of those same images. Synthetic predictions: the human scores themselves."""
+    from tangpoetrybench.dataset_io import dataset_rows
+    from tangpoetrybench.evaluation import config_rubric
+
+    rubric = load_rubric(tradition)
+    assert config_rubric(demo_built, config, "test") == rubric
+    keys = list(rubric.keys)
+    rows = list(dataset_rows(demo_built, config, "test", ["image_id", "poem_id", "quality", *keys]))
+    scores_file = tmp_path / "perfect.jsonl"
+    scores_file.write_text("".join(json.dumps({"image_id": r["image_id"], "evaluator": "synthetic-perfect",
+                                               "scores": {k: r[k] for k in keys}, "quality": r["quality"],
+                                               "parse_status": "ok"}) + "\n" for r in rows))
+    out = tmp_path / "agree.json"
+    done = subprocess.run([sys.executable, "-m", "tangpoetrybench.cli", "agree", "--dataset", str(demo_built),
+                           "--config", config, "--scores", str(scores_file), "--bootstrap", "200", "--out", str(out)],
+                          capture_output=True, text=True, check=True)
+    assert f"— {config}, test split, {len(rows)} images" in done.stdout
+    result = json.loads(out.read_text())
+    a = result["agreement"]
+    assert result["config"] == config and a["n_images"] == len(rows) > 0
+    assert a["mae"] == 0 and a["coverage"] == 1 and a["within_one_anchor"] == 1
+    ratings = [r for r in dataset_rows(demo_built, "ratings", "test", ["image_config"]) if r["image_config"] == config]
+    assert result["noise_floor"]["n_ratings"] == len(ratings) > 0
 
 
 def test_metric_app_over_gradio_client():

@@ -59,3 +59,24 @@ def test_the_full_size_architecture_is_qwen3_vl_8b():
     matmuls = sum(m.weight.numel() for name, m in model.named_modules()
                   if isinstance(m, torch.nn.Linear) and ".visual." not in f".{name}.")
     assert language_model_parameters() == matmuls
+
+
+def test_the_mfu_counts_a_lora_step():
+    """With LoRA the frozen weights get no weight gradients: model FLOPs are 4N + 6A per token (6N would overstate MFU
+    by half), and recomputation for activation checkpointing adds 2(N + A). A is the paper's r-16 adapter on the
+    full-size architecture: 16 × (in + out) of the 7 projections of each of the 36 layers."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from _models import build_model, language_model_parameters, tiny_processor
+    from train_step import LORA, flops_per_token
+
+    processor, tiny = tiny_processor()
+    model = get_peft_model(build_model(False, processor, tiny, torch.device("meta")), LoraConfig(**LORA))
+    adapter = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    h, i, kv = 4096, 12288, 8 * 128
+    assert adapter == 36 * 16 * ((h + h) * 2 + (h + kv) * 2 + (h + i) * 2 + (i + h)) == 43_646_976
+    n = language_model_parameters()
+    assert flops_per_token(n, adapter, False) == (4 * n + 6 * adapter,) * 2
+    assert flops_per_token(n, adapter, True) == (4 * n + 6 * adapter, 6 * n + 8 * adapter)

@@ -63,6 +63,27 @@ def test_format_reward_hand_cases():
     assert rewards.REWARD_WEIGHTS == (1.0, 0.2)
 
 
+def plain(content: str):
+    return [{"role": "assistant", "content": content}]
+
+
+def test_rewards_give_nothing_for_answers_that_are_not_the_format():
+    """Out of range, all null, or on another scale: the right keys are not enough for the format reward, and what
+    the parser cannot read unambiguously earns no accuracy either."""
+    sevens = plain(json.dumps({k: 7 for k in RUBRIC.keys}))                  # 0–10? 1–5? read neither way
+    fives = plain(json.dumps({k: 5 for k in RUBRIC.keys}))                   # an all-5s answer on 1–5
+    nulls = plain(json.dumps({k: None for k in RUBRIC.keys}))
+    above = answer(safety=1.5)                                               # one value out of range
+    stated = plain("On a 1-5 scale: " + json.dumps(dict(zip(RUBRIC.keys, [5, 3, 4, 5, None, 5, 3, 4, 2, 4]))))
+    cases = [sevens, fives, nulls, above, stated]
+    assert rewards.format_reward(cases, tradition=["tang"] * 5) == [0.0] * 5
+    accuracy = rewards.accuracy_reward(cases, targets=[TARGET] * 5, tradition=["tang"] * 5)
+    assert accuracy[:3] == [0.0, 0.0, 0.0]
+    assert accuracy[3] == pytest.approx(1 - 1.0 / 9)  # the out-of-range value counts as the largest error
+    # a stated 1–5 scale is read ((v − 1) / 4: 0.75 for a human 0.67 twice, 0.25 for 0.33), but earns no format reward
+    assert accuracy[4] == pytest.approx(1 - 3 * 0.08 / 9)
+
+
 def test_rows(demo_built):
     ds = load_images(str(demo_built))
     row = ds["train"][0]
@@ -160,6 +181,27 @@ def test_sft_then_grpo_then_score(tiny_models, demo_built, tmp_path):
     assert "The paper's numbers, for reference (not measured here)" in card
 
 
+def test_the_best_adapter_is_kept_by_every_process_together(tiny_models, tmp_path):
+    """Two real processes (torchrun, gloo): the main process's validation τ decides for both, the trainer's own
+    save_model writes the adapter of the best step, and it reloads equal to that step's weights (not the last)."""
+    import os
+
+    out = tmp_path / "grpo"
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           str(ROOT / "tests" / "scripts" / "keep_best_adapter.py"), str(tiny_models["qwen3-vl"]),
+                           str(out)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    reports = sorted((json.loads(line) for line in done.stdout.splitlines() if line.startswith("{\"rank\"")),
+                     key=lambda r: r["rank"])
+    assert [r["rank"] for r in reports] == [0, 1]
+    assert all(r["best"] == 0.6 and r["best_step"] == 2 for r in reports)  # process 1 follows the main process
+    assert [h["kept"] for h in reports[1]["history"]] == [True, True, False]
+    saved, expected = load_file(out / "adapter_model.safetensors"), load_file(out / "expected.safetensors")
+    assert saved.keys() == expected.keys() and all(torch.equal(saved[k], expected[k]) for k in saved)
+    assert json.loads((out / "selection.json").read_text())["best"] == 0.6
+
+
 def test_internvl_ablation_recipe_trains_and_scores(tiny_models, demo_built, tmp_path):
     """Table 6's InternVL3.5 backbone: its recipe (the 8B one differs only in the checkpoint) on the tiny
     transformers-native InternVL, then the adapter scores through PAE."""
@@ -190,7 +232,8 @@ def test_model_card_indexes_real_results():
                            "coverage": 0.99, "coverage_ci": [0.98, 1.0], "mae": 0.13, "mae_ci": [0.12, 0.14],
                            "within_0.05": 0.6, "within_one_anchor": 0.9, "kendall_tau": 0.4, "spearman": 0.5,
                            "per_dimension": {}},
-             "noise_floor": {"per_dimension": {"safety": {"loo_deviation": 0.1, "within_one_level": 0.9}},
+             "noise_floor": {"per_dimension": {"safety": {"loo_deviation": 0.1, "within_one_level": 0.9,
+                                                          "n_deviations": 30, "n_pairs": 20}},
                              "rater_vs_rest_tau": 0.5}}
     card = render_model_card(agree, base_model="Qwen/Qwen3-VL-8B-Instruct", adapter_ref="org/pae")
     assert "model-index:" in card and "value: 0.13" in card and "type: mae" in card

@@ -73,6 +73,8 @@ def main(script_args: GRPOScriptArguments, training_args: PAEGRPOConfig, model_a
         peft_config=peft_config,
         callbacks=callbacks,
     )
+    for callback in callbacks:
+        callback.bind(trainer)
     assert_vision_frozen(trainer.model)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     if not callbacks or callbacks[0].best is None:  # no validation τ was ever defined: keep the last step

@@ -6,8 +6,6 @@ not applicable) and `tradition` (which rubric)."""
 
 from __future__ import annotations
 
-import json
-
 from tangpoetrybench.parsing import parse_answer
 from tangpoetrybench.rubric import rubric_for_tradition
 
@@ -38,14 +36,7 @@ def accuracy_reward(completions, targets, tradition=None, **kwargs) -> list[floa
 
 
 def format_reward(completions, tradition=None, **kwargs) -> list[float]:
-    """1 when the whole answer is one JSON object with exactly the rubric's keys, else 0."""
-    rewards = []
-    for i, completion in enumerate(completions):
-        keys = set(rubric_for_tradition(tradition[i] if tradition else "tang").keys)
-        try:
-            answer = json.loads(completion_text(completion).strip())
-        except ValueError:
-            rewards.append(0.0)
-            continue
-        rewards.append(1.0 if isinstance(answer, dict) and set(answer) == keys else 0.0)
-    return rewards
+    """1 when the parser reads the answer as `ok` — one JSON object with exactly the rubric's keys, each a number in
+    [0, 1] or null where the dimension can be excluded, and nothing around it — else 0."""
+    return [1.0 if parse_answer(completion_text(c), rubric_for_tradition(tradition[i] if tradition else "tang")).status
+            == "ok" else 0.0 for i, c in enumerate(completions)]

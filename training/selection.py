@@ -1,5 +1,9 @@
 """Checkpoint selection for GRPO: validation per-poem Kendall τ, computed with the package's PAE evaluator
-and agreement statistics on the model being trained; the best adapter is kept in the output folder."""
+and agreement statistics on the model being trained; the best adapter is kept in the output folder.
+
+Under ZeRO-3 or FSDP2 each process holds a shard of the weights, so the adapter is saved through the trainer's
+`save_model`, called on every process: it gathers the weights (accelerate's `get_state_dict`) and the main process
+writes them. Every process follows the main process's τ, so all of them save at the same steps."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import json
 from pathlib import Path
 
 import torch
+from accelerate.utils import broadcast_object_list
 from transformers import TrainerCallback
 
 from tangpoetrybench.agreement import AgreementData, agreement
@@ -25,6 +30,12 @@ class TauSelection(TrainerCallback):
         self.batch_size, self.max_new_tokens = batch_size, max_new_tokens
         self.best: float | None = None
         self.history: list[dict] = []
+        self.trainer = None
+
+    def bind(self, trainer) -> "TauSelection":
+        """The trainer whose `save_model` keeps the best adapter (a callback is not given its trainer)."""
+        self.trainer = trainer
+        return self
 
     def validation_tau(self, model) -> float | None:
         rubric = rubric_for_tradition("tang")
@@ -47,14 +58,17 @@ class TauSelection(TrainerCallback):
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if state.global_step % self.every and state.global_step != state.max_steps:
             return
-        tau = self.validation_tau(model)
+        self.record(args, state, self.validation_tau(model))
+
+    def record(self, args, state, tau: float | None) -> None:
+        """Keep the adapter if τ improved (every process saves together), and write `selection.json`."""
+        [tau] = broadcast_object_list([tau], from_process=0)
         improved = tau is not None and (self.best is None or tau > self.best)
         self.history.append({"step": state.global_step, "validation_tau": tau, "kept": improved})
         if improved:
             self.best = tau
+            self.trainer.save_model(args.output_dir)
         if state.is_world_process_zero:
-            if improved:
-                model.save_pretrained(args.output_dir)
             Path(args.output_dir).mkdir(parents=True, exist_ok=True)
             (Path(args.output_dir) / "selection.json").write_text(json.dumps(
                 {"metric": "validation per-poem kendall_tau", "best": self.best, "history": self.history}, indent=1))

@@ -11,7 +11,6 @@ from typing import Any, Sequence
 
 import torch
 
-from ..numbers import mean_or_none
 from ..parsing import parse_answer
 from ..prompt import build_messages
 from ..rubric import Rubric
@@ -70,5 +69,4 @@ class PAE(Evaluator):
 
     def answer_result(self, item: ScoringItem, answer: str) -> EvalResult:
         parsed = parse_answer(answer, self.rubric_for(item))
-        return self.result(item, parsed.scores, mean_or_none(parsed.scores.values()), answer, parsed.status,
-                           parsed.error)
+        return self.result(item, parsed.scores, parsed.quality, answer, parsed.status, parsed.error)
