@@ -13,6 +13,7 @@ except ImportError:
 
 CONFIG = SpaceConfig.from_env()
 SCORER = Scorer(CONFIG)
+SCORER.preload()  # at start-up, not per request (on ZeroGPU, a GPU call would load them again each time)
 POEMS = poem_catalogue(CONFIG)
 EXAMPLE_POEMS = list(POEMS.values())[:3]
 EXAMPLES = [[str(path), p.text, p.title, p.author] for path, p in zip(example_images(EXAMPLE_POEMS), EXAMPLE_POEMS)]
@@ -31,8 +32,8 @@ def score(image, poem_text, title="", author="", rubric=next(iter(RUBRICS)), rub
     note = " — random-weight test model: these numbers mean nothing" if SCORER.random_weights else ""
     quality = "—" if result.quality is None else f"{result.quality:.3f}"
     failure = f" — {result.error}" if result.error and result.parse_status == "failed" else ""
-    summary = (f"**Quality {quality}** (mean of the applicable dimensions; answer parse: {result.parse_status}"
-               f"{failure}){note}")
+    summary = (f"**{SCORER.pae_label}: quality {quality}** (mean of the applicable dimensions; answer parse: "
+               f"{result.parse_status}{failure}){note}")
     return result.table, summary, result.figure, result.raw_output, result.baselines
 
 
@@ -78,7 +79,7 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
             button = gr.Button("Score", variant="primary")
             gr.Examples(EXAMPLES, [image, text, title, author], label="Examples (synthetic paintings)")
         with gr.Column():
-            summary = gr.Markdown()
+            summary = gr.Markdown(label="Summary")
             table = gr.Dataframe(headers=TABLE_HEADERS, label="Per dimension", wrap=True,
                                  column_widths=["26%", "10%", "28%", "36%"])
             plot = gr.Plot(label="Profile")

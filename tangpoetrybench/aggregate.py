@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from .numbers import mean_or_none as mean
+from .numeric import mean_or_none as mean
 from .release import Rating, Release
 
 

@@ -9,8 +9,12 @@ Over the (image, dimension) pairs whose human score is non-null:
   poems where it is defined (`kendall_tau_poems` says how many); spearman: over all images.
 
 Intervals resample poems with replacement (10,000 times, seed 0 by default) and report the 2.5th and 97.5th
-percentiles as `<stat>_ci`. Every statistic is a sum over poems, so a resample is a matrix product: the
-whole bootstrap is vectorised (Spearman with ranks weighted by how often each poem was drawn).
+percentiles as `<stat>_ci`; without poem ids, images are resampled and τ is undefined. Every statistic is a
+sum over poems, so a resample is a matrix product: the whole bootstrap is vectorised (Spearman with ranks
+weighted by how often each poem was drawn).
+
+This module needs only numpy, scipy and `numeric.py`: the published `evaluate` module carries both files as
+they are (`tpb publish`), so the statistics have one source.
 """
 
 from __future__ import annotations
@@ -22,8 +26,7 @@ from typing import Sequence
 import numpy as np
 from scipy import stats
 
-from .parsing import answer_quality
-from .rubric import Rubric
+from .numeric import whole_mean
 
 ANCHOR_SLACK = 0.01
 CLOSE = 0.05
@@ -39,6 +42,24 @@ def anchor_tolerance(step: float) -> float:
     return (0.0 if step >= 1.0 else step) + ANCHOR_SLACK
 
 
+@dataclass(frozen=True)
+class RubricScale:
+    """What the statistics need of a rubric: its dimensions in order, their anchor steps, and which always apply."""
+
+    keys: tuple[str, ...]
+    anchor_steps: tuple[float, ...]
+    always_applies: tuple[bool, ...]
+
+    @classmethod
+    def of(cls, rubric) -> "RubricScale":
+        """From a `tangpoetrybench.rubric.Rubric` (or a RubricScale, returned as it is)."""
+        if isinstance(rubric, RubricScale):
+            return rubric
+        dims = [rubric.dimension(k) for k in rubric.keys]
+        return cls(tuple(rubric.keys), tuple(d.anchor_step for d in dims),
+                   tuple(not any(o.score is None for o in d.options) for d in dims))
+
+
 @dataclass
 class AgreementData:
     """Aligned arrays over images: NaN marks a null score. `pred` is all-NaN for scalar metrics."""
@@ -52,17 +73,22 @@ class AgreementData:
     human_quality: np.ndarray  # (N,)
     pred_quality: np.ndarray  # (N,)
     scalar: bool = False  # a scalar metric: only the ranking statistics apply
+    by_poem: bool = True  # False without poem ids: each image is its own unit and τ is undefined
 
     @classmethod
-    def from_lists(cls, predictions: Sequence, references: Sequence, poem_ids: Sequence[str], rubric: Rubric,
+    def from_lists(cls, predictions: Sequence, references: Sequence, poem_ids: Sequence[str] | None, rubric,
                    image_ids: Sequence[str] | None = None,
                    reference_quality: Sequence[float | None] | None = None) -> "AgreementData":
         """Lists per image: a reference is the ten human scores (None: not applicable); a prediction is the ten
         predicted scores, or one number for a scalar metric, or None when the evaluator gave nothing. A prediction's
-        quality is the parser's (`answer_quality`): null unless every always-applicable dimension has a score.
-        `reference_quality` is the dataset's `quality` column; without it, the mean of the non-null reference
-        scores (which differs from SPEC §3 only for an image whose ratings QC dropped entirely)."""
-        n, keys = len(references), rubric.keys
+        quality is the parser's rule (`numeric.whole_mean`): null unless every always-applicable dimension has a
+        score. `rubric` is a `Rubric` or a `RubricScale`. `reference_quality` is the dataset's `quality` column;
+        without it, the mean of the non-null reference scores (which differs from SPEC §3 only for an image whose
+        ratings QC dropped entirely). Without `poem_ids`, every image is its own unit."""
+        scale = RubricScale.of(rubric)
+        n, keys = len(references), scale.keys
+        by_poem = poem_ids is not None
+        poem_ids = poem_ids if by_poem else [f"image {i}" for i in range(n)]
         if not (len(predictions) == n == len(poem_ids)):
             raise ValueError(f"{len(predictions)} predictions, {n} references and {len(poem_ids)} poem_ids: "
                              "they must be the same length")
@@ -74,7 +100,7 @@ class AgreementData:
                 pred_quality[i] = np.nan if p is None else float(p)
             else:
                 pred[i] = _row(p, len(keys), f"predictions[{i}]")
-                quality = answer_quality(dict(zip(keys, p)), rubric)
+                quality = whole_mean(list(p), scale.always_applies)
                 pred_quality[i] = np.nan if quality is None else quality
         if reference_quality is not None and len(reference_quality) != n:
             raise ValueError(f"{len(reference_quality)} reference_quality values for {n} references")
@@ -82,7 +108,7 @@ class AgreementData:
                          if reference_quality is not None else np.array([_nanmean(row) for row in human]))
         scalar = all(p is None or isinstance(p, (int, float)) for p in predictions)
         return cls(list(image_ids or map(str, range(n))), [str(p) for p in poem_ids], keys,
-                   np.array([rubric.anchor_step(k) for k in keys]), human, pred, human_quality, pred_quality, scalar)
+                   np.array(scale.anchor_steps), human, pred, human_quality, pred_quality, scalar, by_poem)
 
 
 def _row(values, width: int, where: str) -> np.ndarray:
@@ -188,7 +214,8 @@ def agreement(data: AgreementData, n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: i
         "n_images": len(data.image_ids), "n_poems": n_poems,
         "n_pairs": int(has_h.sum()), "n_scored_pairs": int(both.sum()),
         "kendall_tau_poems": int(tau_ok.sum()), "spearman_images": int(q_ok.sum()),
-        "bootstrap": {"resamples": n_bootstrap, "seed": seed, "unit": "poem", "percentiles": [2.5, 97.5]},
+        "bootstrap": {"resamples": n_bootstrap, "seed": seed, "unit": "poem" if data.by_poem else "image",
+                      "percentiles": [2.5, 97.5]},
     }
     overall = ("coverage", "mae", "within_0.05", "within_one_anchor", "kendall_tau", "spearman")
     for stat in overall:

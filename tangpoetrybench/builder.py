@@ -33,7 +33,9 @@ from .splits import default_splits
 CONFIGS = ("images", "ratings", "poems", "song_ci", "unseen_generator")
 SPLIT_ORDER = ("train", "validation", "test")
 MAX_SHARD_BYTES = 500 * 2**20
-IMAGE_ROW_GROUP = 100  # rows per Parquet row group for image configs, as datasets does for image data
+# Bytes of image files per Parquet row group: readers (streaming, the dataset viewer) take a group at a time, and
+# 100 rows (datasets' default for images) of 1024² PNGs would be 130 MB.
+ROW_GROUP_BYTES = 64 * 2**20
 
 
 @dataclass
@@ -67,7 +69,11 @@ def build_dataset(
         )
         fingerprint = _fingerprint(tmp, files + ["qc_report.json"])
         rows = {cfg: {split: len(r) for split, r in by_split.items()} for cfg, by_split in tables.items()}
-        card = render_card(release, scores, qc_result.report, rows, sizes, tables, fingerprint)
+        downloads: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for rel in files:  # data/<config>/<split>-NNNNN-of-NNNNN.parquet
+            _, cfg, name = rel.split("/")
+            downloads[cfg][name.split("-")[0]] += (tmp / rel).stat().st_size
+        card = render_card(release, scores, qc_result.report, rows, sizes, tables, fingerprint, downloads)
         (tmp / "README.md").write_text(card, encoding="utf-8")
     return BuildSummary(out=out, rows=rows, qc=qc_result.report, fingerprint=fingerprint)
 
@@ -161,6 +167,12 @@ def _shards(rows: list[dict]) -> list[list[dict]]:
     return shards
 
 
+def _rows_per_group(rows: list[dict]) -> int | None:
+    """Rows per Parquet row group so that a group holds at most ROW_GROUP_BYTES of images (None: no images)."""
+    sizes = [row["image"]["_file"].stat().st_size for row in rows if "image" in row]
+    return max(1, ROW_GROUP_BYTES // max(sizes)) if sizes else None
+
+
 def _write_parquet(
     tables: dict[str, dict[str, list[dict]]], folder: Path, progress: bool
 ) -> tuple[list[str], dict[str, dict[str, int]]]:
@@ -183,7 +195,7 @@ def _write_parquet(
                         columns = {name: [_embed(row[name]) if name == "image" else row[name] for row in shard]
                                    for name in features}
                         ds = datasets.Dataset.from_dict(columns, features=features)
-                        ds.to_parquet(str(folder / rel), batch_size=IMAGE_ROW_GROUP if "image" in features else None)
+                        ds.to_parquet(str(folder / rel), batch_size=_rows_per_group(shard))
                         sizes[cfg][split] += ds.data.nbytes
                         files.append(rel)
                         bar.update(len(shard))
@@ -202,17 +214,17 @@ def _fingerprint(folder: Path, files: list[str]) -> str:
     digest = hashlib.sha256()
     for rel in sorted(files):
         digest.update(rel.encode())
+        file_digest = hashlib.sha256()  # hashlib.file_digest is Python 3.11+; Spaces default to 3.10
         with open(folder / rel, "rb") as f:
-            digest.update(hashlib.file_digest(f, "sha256").digest())
+            for block in iter(lambda: f.read(1 << 20), b""):
+                file_digest.update(block)
+        digest.update(file_digest.digest())
     return digest.hexdigest()[:16]
 
 
-def push_dataset(out: Path | str, repo_id: str, private: bool = False, token: str | None = None) -> str:
-    """Upload a built dataset folder to the Hub as a dataset repo (untested here: no Hub access)."""
-    from huggingface_hub import HfApi
+def push_dataset(out: Path | str, repo_id: str, private: bool | None = None, token: str | None = None) -> str:
+    """Upload a built dataset folder to the Hub as a dataset repo that then holds exactly this build (untested
+    here: no Hub access)."""
+    from .publish import upload
 
-    api = HfApi(token=token)
-    api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-    commit = api.upload_folder(folder_path=str(out), repo_id=repo_id, repo_type="dataset",
-                               commit_message="Upload TangPoetryBench build")
-    return commit.commit_url
+    return upload(out, repo_id, "dataset", private=private, token=token)

@@ -23,6 +23,8 @@ CITATION = """@article{hu2026tangpoetrybench,
   journal = {arXiv preprint arXiv:2608.11452},
   year    = {2026}
 }"""
+ARXIV = "2608.11452"
+DATASET_PLACEHOLDER = "path/to/this/folder"
 CONFIG_DESCRIPTIONS = {
     "images": "Tang poems, seen generators",
     "ratings": "kept ratings",
@@ -47,7 +49,9 @@ def render_card(
     sizes: dict[str, dict[str, int]],
     tables: dict[str, dict[str, list[dict]]],
     fingerprint: str,
+    download_sizes: dict[str, dict[str, int]],
 ) -> str:
+    """`sizes` are each split's Arrow bytes, `download_sizes` its Parquet files' bytes."""
     rubric = rubric_for_tradition("tang")
     features = {"ratings": rating_features(rubric), "poems": POEM_FEATURES}
     configs, infos = [], []
@@ -66,13 +70,15 @@ def render_card(
             "splits": [{"name": split, "num_bytes": sizes[cfg][split], "num_examples": n}
                        for split, n in by_split.items()],
             "dataset_size": sum(sizes[cfg].values()),
+            "download_size": sum(download_sizes[cfg].values()),
         })
     synthetic = release.synthetic
-    license_id = release.metadata.get("license", "other")
+    license_id = release.metadata.get("license", "unknown")  # never a licence the release did not state
     card_data = DatasetCardData(
         pretty_name=_pretty_name(release),
         language=["zh", "en"],
         license=license_id,
+        **{k: release.metadata[k] for k in ("license_name", "license_link") if k in release.metadata},
         task_categories=["text-to-image", "image-text-to-text"],
         tags=["poetry", "chinese", "evaluation", "human-ratings", "benchmark"] + (["synthetic"] if synthetic else []),
         size_categories=size_category(len(scores)),
@@ -95,7 +101,8 @@ def render_card(
         pretty_name=_pretty_name(release),
         synthetic=synthetic,
         description=release.metadata.get("description", ""),
-        repo_hint=release.metadata.get("homepage") or "path/to/this/folder",
+        repo_hint=DATASET_PLACEHOLDER,  # `tpb publish` writes the repo id here
+        arxiv=ARXIV,
         config_rows=[{"config": c, "what": CONFIG_DESCRIPTIONS[c], "split": s, "rows": n}
                      for c, by_split in rows.items() for s, n in by_split.items()],
         splits=splits,

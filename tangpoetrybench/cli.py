@@ -50,7 +50,7 @@ def _build(args: argparse.Namespace) -> None:
     qc_line = ", ".join(f"{k} {v}" for k, v in summary.qc["by_rule"].items())
     print(f"  QC: kept {summary.qc['n_kept']} of {summary.qc['n_ratings']} ratings ({qc_line})")
     if args.push:
-        print(f"Pushed to {push_dataset(summary.out, args.push, private=args.private)}")
+        print(f"Pushed to {push_dataset(summary.out, args.push, private=args.private or None)}")
 
 
 def _convert_poems(args: argparse.Namespace) -> None:
@@ -87,7 +87,7 @@ def _score(args: argparse.Namespace) -> None:
               f"scored {summary.process_scored}", file=sys.stderr)
     if not summary.main_process:
         return
-    retry = f", {summary.transient} of them transient: run again to retry" if summary.transient else ""
+    retry = (f", {summary.retryable} of them in the model: run again to retry them" if summary.retryable else "")
     print(f"{summary.out}: {summary.scored} scored now ({summary.failed} failed{retry}), "
           f"{summary.skipped} already there, {summary.total} in the source")
     if evaluator.random_weights:
@@ -127,6 +127,21 @@ def _model_card(args: argparse.Namespace) -> None:
     out = args.out or Path(args.adapter) / "README.md"
     out.write_text(card, encoding="utf-8")
     print(f"Wrote {out}")
+
+
+def _publish(args: argparse.Namespace) -> None:
+    from .publish import PLACEHOLDER_ORG, publish, push
+
+    org = args.push or args.org
+    written = publish(args.out, org=org, dataset=args.dataset, adapter=args.adapter, agree=args.agree,
+                      base_model=args.base_model)
+    for name, path in written.items():
+        print(f"{name:<8} {path}")
+    if args.push:
+        for name, url in push(written, org, private=args.private or None).items():
+            print(f"Pushed {name}: {url}")
+    elif org == PLACEHOLDER_ORG:
+        print(f"The cards name the repos {PLACEHOLDER_ORG}/…: give --org ORG (or --push ORG) for the real ids.")
 
 
 def _tiny_models(args: argparse.Namespace) -> None:
@@ -174,7 +189,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-image-pixels", type=int, default=DEFAULT_MAX_IMAGE_PIXELS)
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     p.add_argument("--push", metavar="ORG/NAME", help="upload the built folder to the Hub as a dataset repo")
-    p.add_argument("--private", action="store_true", help="with --push: create a private repo")
+    p.add_argument("--private", action="store_true",
+                   help="with --push: create a private repo (default: the owner's default visibility)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_build)
 
@@ -231,6 +247,18 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--recipe", help="a line on this run's settings")
     p.add_argument("--out", type=Path, help="default: ADAPTER/README.md")
     p.set_defaults(func=_model_card)
+
+    p = sub.add_parser("publish", help="write the Hub repos (dataset, model, metric, Space), each self-contained")
+    p.add_argument("out", type=Path, help="a folder: OUT/dataset, OUT/model, OUT/metric, OUT/space")
+    p.add_argument("--dataset", type=Path, help="a dataset folder made by tpb build")
+    p.add_argument("--adapter", type=Path, help="a trained PAE adapter folder")
+    p.add_argument("--agree", type=Path, help="with --adapter: tpb agree --out results for its model card")
+    p.add_argument("--base-model", default="Qwen/Qwen3-VL-8B-Instruct")
+    p.add_argument("--org", default="ORG", help="the Hub owner the cards name (default: a placeholder)")
+    p.add_argument("--push", metavar="ORG", help="upload each folder to its repo under ORG (needs `hf auth login`)")
+    p.add_argument("--private", action="store_true",
+                   help="with --push: private repos (default: the owner's default visibility)")
+    p.set_defaults(func=_publish)
 
     p = sub.add_parser("tiny-models", help="build tiny random-weight models for offline smoke runs")
     p.add_argument("out", type=Path)

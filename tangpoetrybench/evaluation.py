@@ -11,7 +11,7 @@ import numpy as np
 from .agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement
 from .dataset_io import dataset_rows
 from .noise import RatingTable, floor_summary, noise_floor
-from .numbers import fmt, fmt_ci
+from .numeric import fmt, fmt_ci
 from .rubric import Rubric, rubric_for_tradition
 
 

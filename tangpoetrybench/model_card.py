@@ -7,9 +7,9 @@ from importlib import resources
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from .card import CITATION
+from .card import ARXIV, CITATION
 from .noise import floor_summary
-from .numbers import fmt, fmt_ci
+from .numeric import fmt, fmt_ci
 
 INDEXED = (("mae", "MAE"), ("within_0.05", "Within 0.05"), ("within_one_anchor", "Within one anchor"),
            ("kendall_tau", "Per-poem Kendall tau-b"), ("spearman", "Spearman rho"))
@@ -24,8 +24,8 @@ def render_model_card(agree: dict, base_model: str, adapter_ref: str, model_name
     random_weights = bool(agree.get("random_weights"))
     eval_results = [] if random_weights else [
         EvalResult(task_type="image-text-to-text", task_name="Poem illustration scoring", dataset_type=dataset,
-                   dataset_name="TangPoetryBench", dataset_split=agree["split"], metric_type=key, metric_name=name,
-                   metric_value=round(a[key], 4))
+                   dataset_name="TangPoetryBench", dataset_config=agree.get("config", "images"),
+                   dataset_split=agree["split"], metric_type=key, metric_name=name, metric_value=round(a[key], 4))
         for key, name in INDEXED if a.get(key) is not None
     ]
     card_data = ModelCardData(
@@ -46,6 +46,6 @@ def render_model_card(agree: dict, base_model: str, adapter_ref: str, model_name
         recipe=recipe, split=agree["split"], n_images=a["n_images"], n_poems=a["n_poems"],
         resamples=a["bootstrap"]["resamples"],
         parse_status=", ".join(f"{n} {s}" for s, n in agree["parse_status"].items()),
-        rows=rows, dims=dim_rows, citation=CITATION,
+        rows=rows, dims=dim_rows, citation=CITATION, arxiv=ARXIV,
     )
     return str(card)

@@ -1,22 +1,24 @@
 """Reading PAE's answer. Never raises, and never guesses: where two readings are possible the answer fails.
 
 1. A `<think>…</think>` block (or everything before a lone `</think>`) is dropped, and a code fence unwrapped.
-2. The answer is the last complete JSON object that names a rubric dimension — directly, one level down under a
-   key (`{"scores": {…}}`), or as a list of `{"dimension": …, "score": …}` pairs — and a note says when an
-   earlier one was ignored. Without one, "key: value" pairs in the text are read. An object cut off before its
-   closing brace is a truncated answer: `failed`, unless every dimension made it.
+2. The answer is the last whole JSON object that names a rubric dimension — directly, one level down under a
+   key (`{"scores": {…}}`; the mapping with the most usable scores), or as a list of `{"dimension": …,
+   "score": …}` pairs — and a note says when another was ignored. An object cut off before its closing brace
+   is read only when there is no whole one, and is `failed` unless every dimension made it, each value ended
+   by a separator. Without an object, "key: value" pairs in the text are read.
 3. A key given twice keeps its last value (JSON's own rule), with a note, in JSON and in free text alike.
-4. Numbers are on the 0–1 scale the prompt asks for. Another scale counts only when it is stated: in the value
-   ("4/5", "4 out of 5", "80%") or in the text ("on a 1-5 scale", "scale of 0 to 10", "out of 10"). Unstated,
-   numbers above 1 are read as 0–100 when one is above 10 and none is a fraction of 1; a value above 1 beside
-   fractions such as 0.67 is out of range; any other number above 1 (0–10? 1–5?) fails the answer.
+4. Numbers are on the 0–1 scale the prompt asks for. Another scale counts only when it is stated — in the value
+   ("4/5", "4 out of 5", "80%") or in the prose around the answer ("on a 1-5 scale", "scale of 0 to 10",
+   "out of 10") — and only for numbers above 1. Unstated, numbers above 1 are read as 0–100 when one is above
+   10 and none is a fraction of 1; a value above 1 beside fractions such as 0.67 is out of range; any other
+   number above 1 (0–10? 1–5?) fails the answer, as do 1s under a stated 1–5 scale (best or worst?).
 5. Option letters read as their scores and "N/A" words as null; values that are not scores become null.
 
 `ok`: the whole answer is one JSON object with exactly the rubric's keys, once each, every value a number in
 [0, 1] (or null where the dimension can be excluded). `repaired`: scores were read, and the notes say every
 repair. `failed`: nothing usable — no rubric key, every score null, a truncated object, an unstated scale
 that could be read two ways, or two different stated scales. `quality` is the mean of the scores, and null
-unless every dimension that always applies has one.
+unless every dimension that always applies has one. `PARSER_VERSION` changes whenever these rules do.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from .numbers import mean_or_none
+from .numeric import whole_mean
 from .rubric import Rubric
 
+PARSER_VERSION = 2  # recorded with every PAE result: a results file is resumed only under the same rules
 NULL_WORDS = {"null", "none", "n/a", "na", "nan", "excluded", "not applicable", "not_applicable", "不适用", "无"}
 FENCE = re.compile(r"```[a-zA-Z]*\s*(.*?)```", re.S)
 THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S)
@@ -77,9 +80,7 @@ def excludable(rubric: Rubric, key: str) -> bool:
 def answer_quality(scores: dict[str, float | None], rubric: Rubric) -> float | None:
     """Mean of the scores; null unless every dimension that always applies has one (a partial answer's mean is
     not comparable with a whole one's)."""
-    if any(scores.get(k) is None for k in rubric.keys if not excludable(rubric, k)):
-        return None
-    return mean_or_none(scores.get(k) for k in rubric.keys)
+    return whole_mean([scores.get(k) for k in rubric.keys], [not excludable(rubric, k) for k in rubric.keys])
 
 
 def parse_answer(text: str | None, rubric: Rubric) -> ParsedAnswer:
@@ -117,28 +118,32 @@ def _parse(text: str, rubric: Rubric) -> ParsedAnswer:
         notes.append("removed a code fence")
 
     segments = _segments(body)
-    found = [(i, seg, complete, raw) for i, (seg, complete) in enumerate(segments)
-             if (raw := _rubric_mapping(seg, complete, rubric, [])) is not None]
+    found = [(seg, complete) for seg, complete in segments if _rubric_mapping(seg, complete, rubric, []) is not None]
+    closed = [f for f in found if f[1]]
     if found:
-        i, seg, complete, _ = found[-1]
+        seg, complete = closed[-1] if closed else found[-1]  # the last whole answer; a cut-off one only if no other
         raw = _rubric_mapping(seg, complete, rubric, notes)
         if len(found) > 1:
-            notes.append(f"read the last of {len(found)} answer objects; the earlier ones were ignored")
+            later = found[found.index((seg, complete)) + 1:]
+            notes.append(f"read answer object {found.index((seg, complete)) + 1} of {len(found)}"
+                         + ("; a later one was cut off" if later else "; the earlier ones were ignored"))
         if seg != body:
             notes.append("removed text around the JSON object")
         if not complete:
             present = {_alias(rubric, k) for k in raw} - {None}
             if len(present) < len(rubric.keys):
                 return _failed(rubric, notes + [f"the answer was cut off: {len(present)} of {len(rubric.keys)} "
-                                                 "dimensions before the end"])
+                                                 "dimensions complete before the end"])
             notes.append("the object was not closed")
+        prose = body.replace(seg, " ")  # a scale is stated in the prose, not inside the answer's own strings
     else:
         pairs = PAIR.findall(body)
         if not pairs:
             return _failed(rubric, notes + ["no JSON object or key: value pairs found"])
         raw = _free_text(pairs, notes)
         notes.append("read key: value pairs from free text")
-    scores = _map(raw, rubric, notes, _stated_scale(body))
+        prose = body
+    scores = _map(raw, rubric, notes, _stated_scale(prose))
     if isinstance(scores, str):
         return _failed(rubric, notes + [scores])
     return ParsedAnswer(scores, "repaired" if notes else "ok", notes)
@@ -192,19 +197,36 @@ def _segments(text: str) -> list[tuple[str, bool]]:
 def _rubric_mapping(segment: str, complete: bool, rubric: Rubric, notes: list[str]) -> dict | None:
     """The key → value mapping of a segment that names at least one rubric dimension, or None."""
     if not complete:
-        pairs = PAIR.findall(segment)
+        matches = list(PAIR.finditer(segment))
+        if matches and not re.match(r"\s*[,;，；\n]", segment[matches[-1].end():]):
+            matches.pop()  # the last value may have been cut off mid-number: only what a separator ends is whole
+        pairs = [m.groups() for m in matches]
         return _free_text(pairs, notes) if any(_alias(rubric, k) for k, _ in pairs) else None
     value = _loads_lenient(segment, notes)
     candidates: list[tuple[object, str | None]] = [(value, None)]
     if isinstance(value, dict):
         candidates += [(v, f"read the scores under {k!r}") for k, v in value.items() if isinstance(v, (dict, list))]
-    for candidate, note in candidates:
-        mapping = _as_mapping(candidate, notes)
-        if mapping is not None and any(_alias(rubric, k) for k in mapping):
-            if note:
-                notes.append(note)
-            return mapping
-    return None
+    best, best_note, best_usable = None, None, 0
+    for candidate, note in candidates:  # the mapping with the most usable scores ({"reasoning": {…}, "scores": {…}})
+        mapping = _as_mapping(candidate, [])
+        usable = sum(_usable(rubric, k, v) for k, v in mapping.items()) if mapping else 0
+        if usable > best_usable or best is None and mapping and any(_alias(rubric, k) for k in mapping):
+            best, best_note, best_usable = candidate, note, usable
+    if best is None:
+        return None
+    if best_note:
+        notes.append(best_note)
+    return _as_mapping(best, notes)
+
+
+def _usable(rubric: Rubric, key, value) -> bool:
+    """Whether a key names a rubric dimension and its value reads as a score."""
+    dim = _alias(rubric, key)
+    if dim is None:
+        return False
+    if isinstance(value, dict):
+        value = next((value[k] for k in value if str(k).lower() in SCORE_FIELDS), None)
+    return _value(value, rubric, dim)[0] is not None
 
 
 def _as_mapping(value, notes: list[str]) -> dict | None:
@@ -320,8 +342,6 @@ def _stated_scale(text: str) -> tuple[float, float] | str | None:
 
 def _map(raw: dict, rubric: Rubric, notes: list[str], stated) -> dict[str, float | None] | str:
     """Rubric scores from the answer's mapping, or the reason it cannot be read."""
-    if isinstance(stated, str):
-        return stated
     found: dict[str, object] = {}
     renamed, unknown = [], []
     for k, v in raw.items():
@@ -415,6 +435,15 @@ def _apply_scale(plain: dict[str, float], values: dict[str, float | None], notes
     answer cannot be read."""
     if not plain:
         return None
+    nums = list(plain.values())
+    if max(nums) <= 1:  # the 0–1 scale asked for, whatever the prose says about other scales, unless it reads both ways
+        if isinstance(stated, tuple) and stated[0] >= 1 and min(nums) >= stated[0]:
+            return f"numbers of 1 read as the best on 0–1 and the worst on the stated {stated[0]:g}–{stated[1]:g} scale"
+        return None
+    if isinstance(stated, str):
+        return stated
+    if stated is not None and any(0 < v < 1 for v in nums):
+        return f"numbers above 1 and fractions of 1 together under a stated {stated[0]:g}–{stated[1]:g} scale"
     if stated is not None:
         low, high = stated
         if (low, high) != (0.0, 1.0):
@@ -425,9 +454,8 @@ def _apply_scale(plain: dict[str, float], values: dict[str, float | None], notes
                 if not inside:
                     notes.append(f"{key}: {v:g} is outside the stated scale, set to null")
         return None
-    nums = list(plain.values())
-    if max(nums) <= 1 or any(0 < v < 1 for v in nums):
-        return None  # the 0–1 scale asked for; anything above 1 beside fractions of 1 is out of range
+    if any(0 < v < 1 for v in nums):
+        return None  # the 0–1 scale asked for: a number above 1 beside fractions of 1 is out of range
     if 10 < max(nums) <= 100:
         for key, v in plain.items():
             values[key] = v / 100

@@ -3,7 +3,7 @@
 ```
 RAW/
   release.json      optional: name, version, generators {key: {display, unseen}}, and the card's
-                    synthetic, license, description, citation, homepage
+                    synthetic, license (+ license_name, license_link for "other"), description, citation, homepage
   poems.jsonl
   images/<generator>/<poem_id>.(png|jpg|jpeg|webp)
   ratings.csv
@@ -41,7 +41,8 @@ RATING_COLUMNS = (
 )
 TEXT_LABEL_COLUMNS = ("generator", "poem_id", "text_issue", "issue_type")
 ISSUE_TYPES = ("none", "leakage", "fake_characters")
-RELEASE_KEYS = ("name", "version", "generators", "synthetic", "license", "description", "citation", "homepage")
+RELEASE_KEYS = ("name", "version", "generators", "synthetic", "license", "license_name", "license_link", "description",
+                "citation", "homepage")
 N_PHASE1_CANDIDATES = 4
 
 
@@ -166,9 +167,13 @@ def _read_release_json(root: Path, problems: list[Problem]) -> tuple[dict, dict[
         return {}, None
     for key in sorted(set(meta) - set(RELEASE_KEYS)):
         problems.append(Problem("release.json", "unknown field", field=key))
-    for key in ("name", "version", "license", "description", "citation", "homepage"):
+    for key in ("name", "version", "license", "license_name", "license_link", "description", "citation", "homepage"):
         if key in meta and not isinstance(meta[key], str):
             problems.append(Problem("release.json", f"expected a string, got {meta[key]!r}", field=key))
+    if meta.get("license") == "other":  # the Hub shows an "other" licence by its name and link
+        for key in ("license_name", "license_link"):
+            if key not in meta:
+                problems.append(Problem("release.json", 'required with "license": "other"', field=key))
     if "synthetic" in meta and not isinstance(meta["synthetic"], bool):
         problems.append(Problem("release.json", "expected true or false", field="synthetic"))
     if "generators" not in meta:

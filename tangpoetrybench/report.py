@@ -29,7 +29,7 @@ from .agreement import DEFAULT_BOOTSTRAP, agreement
 from .dataset_io import dataset_rows
 from .evaluation import agreement_data, rating_table, read_scores
 from .noise import floor_summary, noise_floor
-from .numbers import fmt, fmt_ci, mean_or_none
+from .numeric import fmt, fmt_ci, mean_or_none
 from .plots import radar, scatter
 from .rubric import rubric_for_tradition
 

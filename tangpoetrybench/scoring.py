@@ -6,8 +6,8 @@
 - Batches are prepared (decoded, resized, run through the processor) by `torch.utils.data.DataLoader`
   workers while the model scores the previous ones, then copied to the GPU from page-locked memory.
 - Results are appended as they are made and flushed after every batch. A rerun skips every image already
-  in the file, except those whose failure was transient (out of memory, a timeout): those are tried again
-  and their new result replaces the old. A line cut short by a kill is dropped. Resuming with other settings
+  in the file, except those that failed in the model (out of memory, a timeout, an error of the model on that
+  image alone): those are tried again and their new result replaces the old. A line cut short by a kill is dropped. Resuming with other settings
   (model, adapter, rubric, pixel budget, answer length, backend) is refused, naming the setting.
 - An item that fails on its own is recorded as failed and the run goes on. If every item that reached the
   model in the first batches failed in the model, the run stops (`SystematicFailure`) and records nothing
@@ -34,14 +34,14 @@ from tqdm.auto import tqdm
 
 from .dataset_io import dataset_rows
 from .errors import DataError, Problem, SystematicFailure
-from .evaluators.base import TRANSIENT, EvalResult, Evaluator, Prepared, ScoringItem
+from .evaluators.base import TRANSIENT, EvalResult, Evaluator, Prepared, ScoringItem, rgb_item
 from .evaluators.loading import process_state
 from .poems import Poem, read_poems
 from .release import IMAGE_EXTENSIONS
 
 DEFAULT_BATCH_SIZE = 8
 SYSTEMATIC_BATCHES = 3  # the first batches that must not all fail in the model
-MODEL_FAILURES = ("model", TRANSIENT)
+MODEL_FAILURES = ("model", TRANSIENT)  # tried again by a rerun; unreadable images and unreadable answers are final
 
 
 @dataclass
@@ -55,10 +55,9 @@ class SourceItem:
     def load(self) -> ScoringItem:
         try:
             image = self.load_image()
-            image.load()
-            return ScoringItem(self.image_id, image.convert("RGB"), self.poem)
         except Exception as exc:  # an unreadable image is one failed result, not a failed run
             return ScoringItem(self.image_id, None, self.poem, f"unreadable image: {exc}")
+        return rgb_item(self.image_id, image, self.poem)
 
 
 class Source(Protocol):
@@ -71,9 +70,17 @@ class Source(Protocol):
 
 
 class DatasetSource:
-    """Items of a built dataset, streamed from its Parquet files (no cache copy)."""
+    """Items of a built dataset, streamed from its Parquet files (no cache copy). A Hub dataset is downloaded once
+    (its card and this config's files), so that every data-loader worker and every process reads local files
+    rather than streaming the split again."""
 
     def __init__(self, dataset: str | Path, config: str = "images", split: str = "test"):
+        if not Path(dataset).exists():
+            from huggingface_hub import snapshot_download
+
+            if str(dataset).startswith(("/", ".", "~")) or str(dataset).count("/") != 1:
+                raise DataError(Problem(str(dataset), "no such dataset folder (a Hub dataset is named ORG/NAME)"))
+            dataset = snapshot_download(str(dataset), repo_type="dataset", allow_patterns=["README.md", f"data/{config}/*"])
         self.dataset, self.config, self.split = str(dataset), config, split
         dataset_rows(self.dataset, config, split)  # a wrong folder, config or split fails here, before any model loads
 
@@ -127,7 +134,7 @@ class ScoreSummary:
     skipped: int  # already in the output before this run
     scored: int  # scored by this run (all processes)
     failed: int  # of those, failed (unreadable or refused images, model errors, answers that did not parse)
-    transient: int = 0  # of the failed, those a rerun will try again
+    retryable: int = 0  # of the failed, those a rerun tries again (failures in the model)
     process_scored: int = 0  # scored by this process
     process_index: int = 0
     num_processes: int = 1
@@ -148,6 +155,17 @@ def read_done(path: Path, repair: bool = True) -> list[dict]:
         with open(path, "r+b") as f:
             f.truncate(end)
     return [json.loads(line) for line in data[:end].decode("utf-8").splitlines() if line.strip()]
+
+
+def final_records(records: Iterable[dict]) -> dict[str, dict]:
+    """One record per image: a final one (scored, or an unreadable image or answer) wins over a model or transient
+    failure, which a rerun tries again, whatever file or line either is in."""
+    out: dict[str, dict] = {}
+    for record in records:
+        held = out.get(record["image_id"])
+        if held is None or (held.get("error_kind") in MODEL_FAILURES and record.get("error_kind") not in MODEL_FAILURES):
+            out[record["image_id"]] = record
+    return out
 
 
 def _check_same_run(records: list[dict], evaluator: Evaluator, out: Path) -> None:
@@ -231,7 +249,7 @@ class FailureGuard:
         return released
 
     def finish(self) -> list[EvalResult]:
-        if self.failed_batches:
+        if self.failed_batches and not self.trusted:
             self.stop()
         released, self.held = self.held, []
         return released
@@ -270,9 +288,9 @@ def score_to_jsonl(
     parts = sorted(set(out.parent.glob(f"{out.name}.part*")) | ({target} if world > 1 else set()))
     records = [r for path in [out, *parts] for r in read_done(path, repair=path == target)]
     _check_same_run(records, evaluator, out)
-    latest = {r["image_id"]: r for r in records}  # a later record replaces an earlier one (a retried failure)
-    done = {i for i, r in latest.items() if i in order and r.get("error_kind") != TRANSIENT}
-    retry = any(r.get("error_kind") == TRANSIENT for r in latest.values())
+    latest = final_records(records)
+    done = {i for i, r in latest.items() if i in order and r.get("error_kind") not in MODEL_FAILURES}
+    retry = any(r.get("error_kind") in MODEL_FAILURES for r in latest.values())
     # Items belong to processes by their place in the source, so no item falls between two processes
     # however far apart in time they read what is done.
     todo = [i for i in ids if i not in done and order[i] % world == rank]
@@ -284,18 +302,18 @@ def score_to_jsonl(
     )
     guard = FailureGuard(trusted=any(r.get("error_kind") not in (*MODEL_FAILURES, "input") for r in records))
 
-    scored = failed = transient = 0
+    scored = failed = retryable = 0
     with open(target, "a", encoding="utf-8") as f, tqdm(
         total=len(todo), desc=f"Scoring ({evaluator.name})", unit="image", disable=not progress or rank != 0
     ) as bar:
         def write(results: list[EvalResult]) -> None:
-            nonlocal scored, failed, transient
+            nonlocal scored, failed, retryable
             f.write("".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in results))
             f.flush()
             os.fsync(f.fileno())
             scored += len(results)
             failed += sum(r.parse_status == "failed" for r in results)
-            transient += sum(r.error_kind == TRANSIENT for r in results)
+            retryable += sum(r.error_kind in MODEL_FAILURES for r in results)
 
         seen = 0
         for batch in loader:
@@ -307,8 +325,8 @@ def score_to_jsonl(
         raise RuntimeError(f"the source gave {seen} of the {len(todo)} items to score; rerun to score the rest")
     local = scored
     if parts or retry:
-        scored, failed, transient = _merge(state, out, order, (scored, failed, transient))
-    return ScoreSummary(out=out, total=len(ids), skipped=len(done), scored=scored, failed=failed, transient=transient,
+        scored, failed, retryable = _merge(state, out, order, (scored, failed, retryable))
+    return ScoreSummary(out=out, total=len(ids), skipped=len(done), scored=scored, failed=failed, retryable=retryable,
                         process_scored=local, process_index=rank, num_processes=world)
 
 
@@ -325,7 +343,7 @@ def _merge(state, out: Path, order: dict[str, int], counts: tuple[int, ...]) -> 
         state.wait_for_everyone()
     if state is None or state.is_main_process:
         parts = sorted(out.parent.glob(f"{out.name}.part*"))
-        records = {r["image_id"]: r for path in [out, *parts] for r in read_done(path, repair=False)}
+        records = final_records(r for path in [out, *parts] for r in read_done(path, repair=False))
         tmp = out.with_name(out.name + ".merging")
         tmp.write_text("".join(json.dumps(records[i], ensure_ascii=False) + "\n"
                                for i in sorted(records, key=lambda i: order.get(i, len(order)))), encoding="utf-8")

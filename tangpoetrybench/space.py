@@ -23,6 +23,7 @@ from PIL import Image, UnidentifiedImageError
 from .errors import DataError
 from .evaluators import Evaluator, ScoringItem, load_evaluator
 from .evaluators.pae import DEFAULT_MODEL
+from .evaluators.vqascore import VQAScore
 from .plots import label, radar
 from .poems import Poem, read_poems, sample_poems
 from .release import DEFAULT_MAX_IMAGE_PIXELS
@@ -144,24 +145,56 @@ def example_images(poems: list[Poem], folder: Path | None = None) -> list[Path]:
 
 
 class Scorer:
-    """Evaluators loaded on first use and kept."""
+    """Evaluators loaded once and kept: `preload` loads them all when the app starts (not inside a GPU call, which
+    on ZeroGPU would load them again for every request). VQAScore shares PAE's Qwen3-VL when they name the same
+    checkpoint; PAE then keeps its adapter apart, so VQAScore asks the base model."""
 
     def __init__(self, config: SpaceConfig):
         self.config = config
         self._loaded: dict[str, Evaluator] = {}
+        self._failed: dict[str, str] = {}
+
+    @property
+    def shares_qwen(self) -> bool:
+        c = self.config
+        return c.backend == "transformers" and (c.vqa_model or c.model) == c.model
+
+    @property
+    def pae_label(self) -> str:
+        """What the rubric scores are: PAE only with its adapter; without one, the zero-shot open baseline."""
+        return "PAE" if self.config.adapter else "zero-shot base model (no PAE adapter)"
+
+    def preload(self) -> None:
+        for name in ("pae", *BASELINES):
+            try:
+                self.evaluator(name)
+            except UserError:
+                pass  # kept in _failed: said on use
 
     def evaluator(self, name: str) -> Evaluator:
+        if name in self._failed:
+            raise UserError(self._failed[name])
         if name not in self._loaded:
             c = self.config
             model = {"pae": c.model, "clipscore": c.clip_model, "blipscore": c.blip_model,
                      "vqascore": c.vqa_model or c.model}[name]
             kwargs = {"device": c.device} if c.device else {}
             try:
-                self._loaded[name] = load_evaluator(name, model=model, adapter=c.adapter if name == "pae" else None,
-                                                    backend=c.backend if name == "pae" else "transformers", **kwargs)
+                if name == "vqascore" and self.shares_qwen:
+                    pae = self.evaluator("pae")
+                    self._loaded[name] = VQAScore.from_loaded(pae.model, pae.processor, model_name=c.model)
+                elif name == "pae":
+                    merge = {"merge_adapter": False} if self.shares_qwen and c.adapter else {}
+                    self._loaded[name] = load_evaluator(name, model=model, adapter=c.adapter, backend=c.backend,
+                                                        **kwargs, **merge)
+                else:
+                    self._loaded[name] = load_evaluator(name, model=model, **kwargs)
+            except UserError:
+                raise
             except Exception as exc:  # any failure to load is reported, never a stack trace
-                raise UserError(f"The {name} model ({model or 'default'}) could not be loaded: "
-                                f"{type(exc).__name__}: {str(exc)[:300]}") from None
+                self._failed[name] = (f"The {name} model ({model or 'default'}) could not be loaded: "
+                                      f"{type(exc).__name__}: {str(exc)[:300]}")
+                raise UserError(self._failed[name]) from None
         return self._loaded[name]
 
     def score(self, image_path, poem_text: str, title: str = "", author: str = "", rubric_choice: str = "",
@@ -174,7 +207,9 @@ class Scorer:
                     text=poem_text.strip(), tradition=rubric.tradition if rubric.tradition in ("tang", "song_ci") else "tang")
         item = ScoringItem("uploaded", image, poem, rubric=rubric)
         [result] = self.evaluator("pae").score([item])
-        figure = radar({"PAE": result.scores}, rubric, title=label(f"PAE · 《{poem.title}》 {poem.author}", "PAE profile"))
+        name = self.pae_label
+        figure = radar({name: result.scores}, rubric, title=label(f"{name} · 《{poem.title}》 {poem.author}",
+                                                                 f"{name} profile"))
         baselines = [self.baseline(name, image, poem) for name in BASELINES] if with_baselines else []
         return SpaceResult(table=dimension_table(result.scores, rubric),
                            quality=None if result.quality is None else round(result.quality, 3), figure=figure,

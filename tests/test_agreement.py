@@ -15,7 +15,14 @@ from tangpoetrybench.agreement import AgreementData, _weighted_spearman, agreeme
 from tangpoetrybench.rubric import load_rubric
 
 RUBRIC = load_rubric("tang")
-METRIC_DIR = Path(__file__).resolve().parents[1] / "metric" / "pae"
+
+
+@pytest.fixture(scope="module")
+def metric_dir(tmp_path_factory) -> Path:
+    """The evaluate module as `tpb publish` writes it (in a folder named like the module, so the folder loads too)."""
+    from tangpoetrybench.publish import write_metric
+
+    return write_metric(tmp_path_factory.mktemp("published") / "pae", org="acme")
 N = None
 
 
@@ -164,16 +171,16 @@ def test_length_mismatch_is_a_clear_error():
         AgreementData.from_lists([[1] * 10], [[1, 1, 1]], ["a"], RUBRIC)
 
 
-@pytest.mark.parametrize("path", [METRIC_DIR, METRIC_DIR / "pae.py"])
-def test_evaluate_load_from_folder_and_file(path):
-    metric = evaluate.load(str(path))
+@pytest.mark.parametrize("file", ["", "pae.py"])
+def test_evaluate_load_from_folder_and_file(metric_dir, file):
+    metric = evaluate.load(str(metric_dir / file))
     preds, refs, poems = synthetic(12)
     got = metric.compute(predictions=preds, references=refs, poem_ids=poems, n_bootstrap=300)
     want = agreement(AgreementData.from_lists(preds, refs, poems, RUBRIC), n_bootstrap=300)
     assert got == want
 
 
-def test_evaluate_equals_tpb_agree(demo_built, tmp_path):
+def test_evaluate_equals_tpb_agree(demo_built, metric_dir, tmp_path):
     """Synthetic predictions (human scores plus noise) for the demo's test split, through both front ends."""
     from tangpoetrybench.dataset_io import dataset_rows
 
@@ -198,7 +205,7 @@ def test_evaluate_equals_tpb_agree(demo_built, tmp_path):
     assert "Agreement of synthetic-noise" in done.stdout and "within_one_anchor" in done.stdout
     cli = json.loads(out.read_text())["agreement"]
     refs = [[r[k] for k in keys] for r in rows]
-    via_evaluate = evaluate.load(str(METRIC_DIR)).compute(predictions=preds, references=refs,
+    via_evaluate = evaluate.load(str(metric_dir)).compute(predictions=preds, references=refs,
                                                           poem_ids=[r["poem_id"] for r in rows], n_bootstrap=1000)
     assert json.loads(json.dumps(via_evaluate)) == cli
     assert cli["coverage"] < 1  # the failed parse counts against coverage
@@ -232,9 +239,9 @@ def test_agree_on_the_generalization_configs(demo_built, tmp_path, config, tradi
     assert result["noise_floor"]["n_ratings"] == len(ratings) > 0
 
 
-def test_metric_app_over_gradio_client():
+def test_metric_app_over_gradio_client(metric_dir):
     gradio_client = pytest.importorskip("gradio_client")
-    app = load_module(METRIC_DIR / "app.py", "metric_app")
+    app = load_module(metric_dir / "app.py", "metric_app")
     _, url, _ = app.demo.launch(server_name="127.0.0.1", prevent_thread_lock=True, quiet=True)
     try:
         table, details = gradio_client.Client(url, verbose=False).predict(*app.EXAMPLE, 200, api_name="/compute")

@@ -11,6 +11,7 @@ from tangpoetrybench.evaluators import load_evaluator
 from tangpoetrybench.evaluators.base import ScoringItem
 from tangpoetrybench.evaluators.loading import fit_pixels
 from tangpoetrybench.evaluators.pae_vllm import engine_kwargs, sampling_kwargs, vllm_messages
+from tangpoetrybench.parsing import PARSER_VERSION
 from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.prompt import build_messages
 from tangpoetrybench.rubric import load_rubric
@@ -38,7 +39,7 @@ def test_end_to_end_over_the_demo_dataset(name, model, bounds, tiny_models, demo
             assert r["parse_status"] in ("ok", "repaired", "failed") and isinstance(r["raw_output"], str)
             assert set(r["scores"]) == set(load_rubric("tang").keys)
             assert r["settings"] == {"backend": "transformers", "max_pixels": 1024 * 1024, "max_new_tokens": 256,
-                                     "rubric": load_rubric("tang").fingerprint}
+                                     "parser": PARSER_VERSION, "rubric": load_rubric("tang").fingerprint}
             if r["parse_status"] == "failed":
                 assert all(v is None for v in r["scores"].values()) and r["quality"] is None and r["error"]
                 assert r["error_kind"] == "parse"

@@ -114,6 +114,7 @@ def test_outputs_and_cli(planted, tmp_path, demo_built):
     assert "**Synthetic data.**" in (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not shutil.which("chromium"), reason="Debian's chromium is not installed")
 def test_html_renders_without_console_errors(planted, tmp_path):
     playwright = pytest.importorskip("playwright.sync_api")

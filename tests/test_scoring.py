@@ -76,6 +76,7 @@ def test_killed_run_resumes_with_every_image_once(tiny_models, demo_built, tmp_p
     assert "0 scored now" in again.stdout and len(records(out)) == 40
 
 
+@pytest.mark.slow
 def test_two_processes_equal_one(tiny_models, demo_built, tmp_path):
     """Two real processes under torchrun (gloo on the CPU), each with a preparing worker: both ranks say they ran,
     and the merged file is the one a single process writes."""
@@ -151,13 +152,15 @@ def test_cli_errors(tmp_path, demo_raw, capsys):
     assert "error:" in capsys.readouterr().err and not (tmp_path / "x.jsonl").exists()
 
 
-def test_resuming_with_other_settings_is_refused(tiny_models, demo_built, tmp_path):
+def test_resuming_with_other_settings_is_refused(tiny_models, demo_built, tmp_path, capsys):
     """Every setting that changes an answer is checked on resume, and the error names it."""
     out = tmp_path / "s.jsonl"
     qwen = str(tiny_models["qwen3-vl"])
     score_to_jsonl(load_evaluator("pae", model=qwen, max_new_tokens=4), DatasetSource(demo_built, "images", "test"),
                    out, limit=2, progress=False)
     source = DatasetSource(demo_built, "images", "test")
+    for record in records(out):  # scored under an older parser's rules
+        assert record["settings"]["parser"] >= 2
     cases = [(load_evaluator("clipscore", model=str(tiny_models["clip"])), "evaluator 'pae', not 'clipscore'"),
              (load_evaluator("pae", model=qwen, max_new_tokens=8), "max_new_tokens 4, not 8"),
              (load_evaluator("pae", model=qwen, max_new_tokens=4, max_pixels=256 * 256), "max_pixels 1048576, not 65536"),
@@ -168,6 +171,7 @@ def test_resuming_with_other_settings_is_refused(tiny_models, demo_built, tmp_pa
     assert len(records(out)) == 2
     lines = records(out)
     for edit, message in ((lambda r: r["settings"].update(backend="vllm"), "backend 'vllm', not 'transformers'"),
+                          (lambda r: r["settings"].pop("parser"), "parser None"),
                           (lambda r: r.pop("settings"), "without their settings")):
         edited = tmp_path / "edited.jsonl"
         changed = [json.loads(json.dumps(r)) for r in lines]
@@ -175,6 +179,7 @@ def test_resuming_with_other_settings_is_refused(tiny_models, demo_built, tmp_pa
         edited.write_text("".join(json.dumps(r) + "\n" for r in changed))
         assert main(["score", "--dataset", str(demo_built), "--evaluator", "pae", "--model", qwen,
                      "--max-new-tokens", "4", "--out", str(edited), "--quiet"]) == 2
+        assert message in capsys.readouterr().err
     assert len(records(out)) == 2
 
 
@@ -185,7 +190,7 @@ def test_transient_failures_are_retried_and_parse_failures_are_not(tiny_models, 
     Flaky(pae, {ids[5]}, torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"))
     summary = score_to_jsonl(pae, DatasetSource(demo_built, "images", "test"), out, batch_size=4, progress=False)
     first = records(out)
-    assert summary.scored == 12 and summary.transient == 1 and first[5]["error_kind"] == "transient"
+    assert summary.scored == 12 and summary.retryable == 1 and first[5]["error_kind"] == "transient"
     assert all(r["error_kind"] == "parse" for i, r in enumerate(first) if i != 5)  # random weights: gibberish
     assert main(["score", "--dataset", str(demo_built), "--evaluator", "pae", "--model", str(tiny_models["qwen3-vl"]),
                  "--max-new-tokens", "4", "--out", str(out), "--quiet"]) == 0
@@ -219,6 +224,39 @@ def mismatched_model(tiny_models, folder):
         if path.name not in ("config.json", "model.safetensors", "generation_config.json"):
             shutil.copy(path, folder / path.name)
     return folder
+
+
+def test_a_model_failure_in_the_first_batch_of_a_working_run_is_one_items(tiny_models, demo_built, tmp_path):
+    """Batch size 1, the first image fails in the model, the rest work: the run finishes, records the failure, and
+    a rerun tries it again."""
+    clip = load_evaluator("clipscore", model=str(tiny_models["clip"]))
+    ids = DatasetSource(demo_built, "images", "test").ids()
+    Flaky(clip, {ids[0]}, RuntimeError("this image breaks the model"))
+    out = tmp_path / "s.jsonl"
+    summary = score_to_jsonl(clip, DatasetSource(demo_built, "images", "test"), out, batch_size=1, progress=False)
+    assert summary.scored == 12 and summary.retryable == 1 and records(out)[0]["error_kind"] == "model"
+    fixed = load_evaluator("clipscore", model=str(tiny_models["clip"]))
+    again = score_to_jsonl(fixed, DatasetSource(demo_built, "images", "test"), out, progress=False)
+    assert again.scored == 1 and [r["image_id"] for r in records(out)] == ids and records(out)[0]["error_kind"] is None
+
+
+def test_a_retried_result_wins_over_the_failure_in_any_file(tiny_models, demo_built, tmp_path):
+    """A transient failure left in a part file by a killed parallel run, retried by a one-process resume: the new
+    result is the one kept, whichever file is read last."""
+    clip = load_evaluator("clipscore", model=str(tiny_models["clip"]))
+    full = tmp_path / "full.jsonl"
+    score_to_jsonl(clip, DatasetSource(demo_built, "images", "test"), full, progress=False)
+    rows = records(full)
+    failed = dict(rows[0], quality=None, parse_status="failed", error="OutOfMemoryError: CUDA out of memory",
+                  error_kind="transient")
+    out = tmp_path / "s.jsonl"
+    (tmp_path / "s.jsonl.part0").write_text(json.dumps(failed) + "\n")
+    (tmp_path / "s.jsonl.part1").write_text("".join(json.dumps(r) + "\n" for r in rows[1:4]))
+    summary = score_to_jsonl(clip, DatasetSource(demo_built, "images", "test"), out, progress=False)
+    assert summary.skipped == 3 and summary.retryable == 0
+    merged = records(out)
+    assert [r["image_id"] for r in merged] == [r["image_id"] for r in rows] and merged[0]["error_kind"] is None
+    assert [r["quality"] for r in merged] == pytest.approx([r["quality"] for r in rows], abs=1e-5)  # other batches
 
 
 def test_a_broken_model_stops_the_run_and_writes_nothing(tiny_models, demo_built, tmp_path, capsys):

@@ -107,6 +107,38 @@ def test_a_baseline_that_cannot_load_leaves_pae_standing(env, tiny_models, png, 
     assert blip[1] is not None and blip[3] == "" and vqa[1] is not None
 
 
+def test_vqascore_shares_paes_model_and_asks_the_base(env, tiny_models, png, tmp_path):
+    """One Qwen3-VL in memory for PAE and VQAScore; with an adapter PAE keeps it apart and VQAScore asks the base
+    model, exactly as a VQAScore of its own would."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForImageTextToText
+
+    from tangpoetrybench.evaluators import load_evaluator
+
+    plain = Scorer(SpaceConfig.from_env(env))
+    plain.preload()
+    assert plain.evaluator("vqascore").model is plain.evaluator("pae").model
+    assert plain.pae_label.startswith("zero-shot")
+    base = AutoModelForImageTextToText.from_pretrained(tiny_models["qwen3-vl"])
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(3)
+    get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], exclude_modules=r".*\.visual\..*",
+                                    init_lora_weights=False)).save_pretrained(tmp_path / "adapter")
+    adapted = Scorer(SpaceConfig.from_env({**env, "PAE_ADAPTER": str(tmp_path / "adapter")}))
+    adapted.preload()
+    assert adapted.pae_label == "PAE" and adapted.evaluator("vqascore").model is adapted.evaluator("pae").model
+    image = Image.open(png).convert("RGB")
+    poem = poem_catalogue(SpaceConfig())["枫桥夜泊 — 张继"]
+    alone = load_evaluator("vqascore", model=str(tiny_models["qwen3-vl"]))
+    shared = adapted.evaluator("vqascore")([image], [poem])[0].quality
+    assert shared == pytest.approx(alone([image], [poem])[0].quality, abs=1e-5)
+    merged = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), adapter=str(tmp_path / "adapter"),
+                            max_new_tokens=8)
+    unmerged = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), adapter=str(tmp_path / "adapter"),
+                              max_new_tokens=8, merge_adapter=False)
+    assert merged([image], [poem])[0].raw_output == unmerged([image], [poem])[0].raw_output
+
+
 def test_an_image_the_model_refuses_is_a_failed_result(scorer, tmp_path):
     sliver = tmp_path / "sliver.png"
     Image.new("RGB", (16, 4000), "white").save(sliver)
@@ -153,6 +185,7 @@ def test_api_over_gradio_client(app, png):
         client.predict(handle_file(str(png)), " ", api_name="/score")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not shutil.which("chromium"), reason="Debian's chromium is not installed")
 def test_real_browser(app, png, tmp_path):
     playwright = pytest.importorskip("playwright.sync_api")

@@ -146,6 +146,7 @@ def test_vision_check_catches_a_lora_on_the_vision_tower(tiny_models):
     assert assert_vision_frozen(right)
 
 
+@pytest.mark.slow
 def test_sft_then_grpo_then_score(tiny_models, demo_built, tmp_path):
     base = str(tiny_models["qwen3-vl"])
     sft_out, grpo_out = tmp_path / "sft", tmp_path / "grpo"
@@ -181,6 +182,7 @@ def test_sft_then_grpo_then_score(tiny_models, demo_built, tmp_path):
     assert "The paper's numbers, for reference (not measured here)" in card
 
 
+@pytest.mark.slow
 def test_the_best_adapter_is_kept_by_every_process_together(tiny_models, tmp_path):
     """Two real processes (torchrun, gloo): the main process's validation τ decides for both, the trainer's own
     save_model writes the adapter of the best step, and it reloads equal to that step's weights (not the last)."""
@@ -202,6 +204,7 @@ def test_the_best_adapter_is_kept_by_every_process_together(tiny_models, tmp_pat
     assert json.loads((out / "selection.json").read_text())["best"] == 0.6
 
 
+@pytest.mark.slow
 def test_internvl_ablation_recipe_trains_and_scores(tiny_models, demo_built, tmp_path):
     """Table 6's InternVL3.5 backbone: its recipe (the 8B one differs only in the checkpoint) on the tiny
     transformers-native InternVL, then the adapter scores through PAE."""

@@ -9,9 +9,7 @@ from pathlib import Path
 import evaluate
 import gradio as gr
 
-from tangpoetrybench.metric import DESCRIPTION
-
-METRIC = evaluate.load(str(Path(__file__).parent))
+METRIC = evaluate.load(str(Path(__file__).parent / "pae.py"))
 EXAMPLE = (
     "[[1, 0.5, 0.67, 1, null, 1, 0.5, 0.67, 0.67, 0.75], [1, 1, 0.67, 0, 0.67, 1, 1, 0.33, 0.33, 0.5]]",
     "[[1, 0.5, 0.67, 1, null, 1, 1, 0.67, 0.33, 0.75], [1, 0.5, 0.33, 0, 0.67, 1, 0.5, 0.33, null, 0.25]]",
@@ -23,7 +21,8 @@ STATS = ("coverage", "mae", "within_0.05", "within_one_anchor", "kendall_tau", "
 def compute(predictions: str, references: str, poem_ids: str, resamples: float) -> tuple[str, dict]:
     try:
         result = METRIC.compute(predictions=json.loads(predictions), references=json.loads(references),
-                                poem_ids=json.loads(poem_ids), n_bootstrap=int(resamples))
+                                poem_ids=json.loads(poem_ids) if poem_ids.strip() else None,
+                                n_bootstrap=int(resamples))
     except (ValueError, TypeError, KeyError) as exc:
         raise gr.Error(f"Could not compute: {exc}") from None
     rows = ["| statistic | value | 95% CI |", "|---|---|---|"]
@@ -36,11 +35,12 @@ def compute(predictions: str, references: str, poem_ids: str, resamples: float) 
 
 
 with gr.Blocks(title="PAE metric") as demo:
-    gr.Markdown("# PAE: agreement with human ratings\n" + DESCRIPTION)
+    gr.Markdown("# PAE: agreement with human ratings\n" + METRIC.info.description)
     predictions = gr.Textbox(label="predictions (JSON: one list of ten scores per image, null = not applicable)",
                              value=EXAMPLE[0], lines=3)
     references = gr.Textbox(label="references (JSON: the human scores, same shape)", value=EXAMPLE[1], lines=3)
-    poem_ids = gr.Textbox(label="poem_ids (JSON: the poem of each image)", value=EXAMPLE[2])
+    poem_ids = gr.Textbox(label="poem_ids (JSON: the poem of each image; empty: each image its own unit, no τ)",
+                          value=EXAMPLE[2])
     resamples = gr.Number(label="bootstrap resamples over poems", value=10_000, precision=0)
     button = gr.Button("Compute", variant="primary")
     table = gr.Markdown()

@@ -226,5 +226,14 @@ class Evaluator(ABC):
         """Score images against poems (dicts with title, author, text, optional tradition), batch by batch."""
         if len(images) != len(poems):
             raise ValueError(f"{len(images)} images but {len(poems)} poems")
-        items = [ScoringItem(str(i), img.convert("RGB"), as_poem(p, i)) for i, (img, p) in enumerate(zip(images, poems))]
+        items = [rgb_item(str(i), img, as_poem(p, i)) for i, (img, p) in enumerate(zip(images, poems))]
         return [r for start in range(0, len(items), batch_size) for r in self.score(items[start:start + batch_size])]
+
+
+def rgb_item(image_id: str, image: Image.Image, poem: Poem) -> ScoringItem:
+    """An item with its image decoded and in RGB; an image that cannot be read is the item's error, not an exception."""
+    try:
+        image.load()
+        return ScoringItem(image_id, image.convert("RGB"), poem)
+    except Exception as exc:
+        return ScoringItem(image_id, None, poem, f"unreadable image: {exc}")

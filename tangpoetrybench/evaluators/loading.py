@@ -70,8 +70,9 @@ def load_with_processor(model_class, model: str, device: str | None = None):
     return AutoProcessor.from_pretrained(model), model_class.from_pretrained(model).to(dev).eval(), dev
 
 
-def load_qwen_vl(model: str, adapter: str | None = None, device: str | None = None):
-    """(processor, model, device) for a Qwen3-VL checkpoint, with an optional LoRA adapter merged in.
+def load_qwen_vl(model: str, adapter: str | None = None, device: str | None = None, merge: bool = True):
+    """(processor, model, device) for a Qwen3-VL checkpoint, with an optional LoRA adapter merged in (or kept apart,
+    `merge=False`, so that the base model can also be run with the adapter disabled).
 
     The processor pads on the left so that a batch can be generated together."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
@@ -83,7 +84,8 @@ def load_qwen_vl(model: str, adapter: str | None = None, device: str | None = No
     if adapter:
         from peft import PeftModel
 
-        net = PeftModel.from_pretrained(net, adapter).merge_and_unload()
+        net = PeftModel.from_pretrained(net, adapter)
+        net = net.merge_and_unload() if merge else net
     return processor, net.to(dev).eval(), dev
 
 

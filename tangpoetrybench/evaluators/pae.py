@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import torch
 
-from ..parsing import parse_answer
+from ..parsing import PARSER_VERSION, parse_answer
 from ..prompt import build_messages
 from ..rubric import Rubric
 from .base import EvalResult, Evaluator, ScoringItem
@@ -28,9 +28,10 @@ class PAE(Evaluator):
 
     def __init__(self, model: str = DEFAULT_MODEL, adapter: str | None = None, device: str | None = None,
                  max_pixels: int = DEFAULT_MAX_PIXELS, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-                 rubric: Rubric | str | None = None):
+                 rubric: Rubric | str | None = None, merge_adapter: bool = True):
+        """`merge_adapter=False` keeps the LoRA apart, so the same model can serve the base (VQAScore) too."""
         super().__init__(rubric)
-        self.processor, self.model, self.device = load_qwen_vl(model, adapter, device)
+        self.processor, self.model, self.device = load_qwen_vl(model, adapter, device, merge=merge_adapter)
         self.model_name = model_label(model, adapter)
         self.random_weights = has_random_weights(self.model)
         self.max_pixels = max_pixels
@@ -48,7 +49,8 @@ class PAE(Evaluator):
         return self
 
     def settings(self) -> dict[str, Any]:
-        return {"backend": self.backend, "max_pixels": self.max_pixels, "max_new_tokens": self.max_new_tokens}
+        return {"backend": self.backend, "max_pixels": self.max_pixels, "max_new_tokens": self.max_new_tokens,
+                "parser": PARSER_VERSION}
 
     def messages(self, item: ScoringItem) -> list[dict]:
         return build_messages(item.poem, self.rubric_for(item), fit_pixels(item.image, self.max_pixels))

@@ -1,5 +1,6 @@
-"""Small number helpers shared by the aggregation, the evaluators, the agreement table, the report and the
-model card: a mean that skips nulls, and numbers as the tables print them."""
+"""Small number helpers shared by the aggregation, the parser, the agreement statistics, the report and the
+model card: means that skip nulls, and numbers as the tables print them. Standard library only: the published
+`evaluate` module carries this file as it is."""
 
 from __future__ import annotations
 
@@ -11,6 +12,15 @@ def mean_or_none(values: Iterable[float | None]) -> float | None:
     """The mean of the non-null values; None when there are none."""
     present = [v for v in values if v is not None]
     return sum(present) / len(present) if present else None
+
+
+def whole_mean(values: Sequence[float | None], required: Sequence[bool]) -> float | None:
+    """The mean of the non-null values, or None unless every required value is present: a partial answer's mean
+    is not comparable with a whole one's. (An evaluator's quality: `required` marks the dimensions that always
+    apply.)"""
+    if any(v is None for v, needed in zip(values, required) if needed):
+        return None
+    return mean_or_none(values)
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
