@@ -73,14 +73,15 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
                 title = gr.Textbox(label="Title", value="")
                 author = gr.Textbox(label="Author", value="")
             rubric = gr.Radio(label="Rubric", choices=[*RUBRICS, UPLOADED], value=next(iter(RUBRICS)))
-            rubric_file = gr.File(label="Rubric YAML (for an uploaded rubric)", file_types=[".yaml", ".yml"],
+            rubric_file = gr.File(label="Rubric YAML (for an uploaded rubric)", file_types=[".yaml", ".yml"], visible=False,
                                   type="filepath")
             baselines = gr.Checkbox(label="Also compute CLIPScore, BLIPScore, VQAScore", value=True)
             button = gr.Button("Score", variant="primary")
-            gr.Examples(EXAMPLES, [image, text, title, author], label="Examples (synthetic paintings)")
+            gr.Examples(EXAMPLES, [image, text, title, author], label="Examples (synthetic paintings)",
+                        example_labels=[f"《{p.title}》 {p.author} — synthetic painting" for p in EXAMPLE_POEMS])
         with gr.Column():
             summary = gr.Markdown(label="Summary")
-            table = gr.Dataframe(headers=TABLE_HEADERS, label="Per dimension", wrap=True,
+            table = gr.Dataframe(headers=TABLE_HEADERS, label="Per dimension", wrap=True, max_height=900,
                                  column_widths=["26%", "10%", "28%", "36%"])
             plot = gr.Plot(label="Profile")
             baseline_table = gr.Dataframe(headers=BASELINE_HEADERS, label="Literal metrics")
@@ -88,6 +89,7 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
                 raw = gr.Code(language="json", label="answer")
     image.change(show, image, preview, api_name=False)
     choice.change(pick_poem, choice, [text, title, author], api_name=False)
+    rubric.change(lambda c: gr.update(visible=c == UPLOADED), rubric, rubric_file, api_name=False)
     button.click(score, [image, text, title, author, rubric, rubric_file, baselines],
                  [table, summary, plot, raw, baseline_table], api_name="score")
 

@@ -227,7 +227,7 @@ def agreement(data: AgreementData, n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: i
     if not scalar:
         result["per_dimension"] = {
             key: {
-                "n_pairs": int(has_h[:, j].sum()),
+                "n_pairs": int(has_h[:, j].sum()), "n_scored_pairs": int(both[:, j].sum()),
                 **{stat: estimate[f"{key}/{stat}"] for stat in ("coverage", "mae", "within_0.05", "within_one_anchor")},
                 **({f"{stat}_ci": intervals.get(f"{key}/{stat}") for stat in ("mae", "within_0.05")}
                    if n_bootstrap > 0 else {}),

@@ -1,4 +1,5 @@
-"""The `tangpoetrybench` / `tpb` command line (SPEC §8)."""
+"""tpb (tangpoetrybench): build the benchmark's dataset, score illustrations of poems with PAE or a baseline,
+measure agreement with people, report the human-data findings, and publish to the Hub."""
 
 from __future__ import annotations
 
@@ -78,8 +79,6 @@ def _score(args: argparse.Namespace) -> None:
     extra = {k: v for k, v in (("device", args.device), ("max_pixels", args.max_pixels),
                                ("max_new_tokens", args.max_new_tokens)) if v is not None}
     evaluator = load_evaluator(args.evaluator, model=args.model, adapter=args.adapter, backend=args.backend, **extra)
-    if evaluator.random_weights and state.is_main_process:
-        print(RANDOM_WEIGHTS_BANNER, file=sys.stderr)
     summary = score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,
                              num_workers=args.num_workers, progress=not args.quiet)
     if summary.num_processes > 1:
@@ -91,7 +90,9 @@ def _score(args: argparse.Namespace) -> None:
     print(f"{summary.out}: {summary.scored} scored now ({summary.failed} failed{retry}), "
           f"{summary.skipped} already there, {summary.total} in the source")
     if evaluator.random_weights:
-        print("These results come from random weights: they test the pipeline and measure nothing.")
+        from .evaluation import RANDOM_WEIGHTS_NOTE
+
+        print(RANDOM_WEIGHTS_NOTE)
 
 
 def _agree(args: argparse.Namespace) -> None:
@@ -152,123 +153,143 @@ def _tiny_models(args: argparse.Namespace) -> None:
     print("Random weights: use these to run the pipeline offline, never to measure anything.")
 
 
-RANDOM_WEIGHTS_BANNER = ("NOTE: this model has random weights (a tiny test model). The scores test the "
-                         "pipeline and mean nothing.")
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Each option's default where it has one; descriptions and examples kept as written."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "%(default)" not in text and action.option_strings and not any(
+                action.default is none for none in (None, False, argparse.SUPPRESS)):
+            text += " (default: %(default)s)"
+        return text
+
+
+POEMS_FILE = "a poems file (JSON Lines: poem_id, title, author, text, tradition; see the README)"
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tpb", description=__doc__)
+    parser = argparse.ArgumentParser(prog="tpb", description=__doc__, formatter_class=_Help, epilog=(
+        "start with: tpb demo-release sample/raw && tpb build sample/raw sample/dataset\n"
+        "every command: tpb COMMAND --help"))
     parser.add_argument("--version", action="version", version=f"%(prog)s {__import__('tangpoetrybench').__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("demo-release", help="write a synthetic raw release (labelled synthetic)")
-    p.add_argument("out", type=Path)
+    def command(name: str, summary: str, example: str, func):
+        p = sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".",
+                           epilog="example:\n  " + example, formatter_class=_Help)
+        p.set_defaults(func=func)
+        return p
+
+    p = command("demo-release", "write a synthetic raw release: real poems, painted images, simulated ratings",
+                "tpb demo-release sample/raw --poems 8 --seed 1", _demo_release)
+    p.add_argument("out", type=Path, help="the folder to write (poems.jsonl, images/, ratings.csv, ...)")
     p.add_argument("--poems", type=int, default=None, help="use the first N poems (default: all)")
-    p.add_argument("--poems-file", type=Path, default=None,
-                   help="a SPEC poems file (default: the poems bundled with the package)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--poems-file", type=Path, default=None, help=POEMS_FILE + " (default: the bundled poems)")
+    p.add_argument("--seed", type=int, default=0, help="the same seed gives the same bytes")
     p.add_argument("--size", type=int, default=512, help="image side in pixels")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.set_defaults(func=_demo_release)
 
-    p = sub.add_parser("build", help="validate, QC and aggregate a raw release into a dataset folder")
-    p.add_argument("raw", type=Path)
-    p.add_argument("out", type=Path)
+    p = command("build", "validate, quality-control and aggregate a raw release into a dataset folder (Parquet)",
+                "tpb build sample/raw sample/dataset --qc-min-seconds 30", _build)
+    p.add_argument("raw", type=Path, help="the raw release folder (layout in the README)")
+    p.add_argument("out", type=Path, help="the dataset folder to write; load it with datasets.load_dataset(OUT)")
     p.add_argument("--no-qc", action="store_true", help="keep every rating")
     defaults = QCConfig()
     p.add_argument("--qc-min-seconds", type=_number_or_off(float), default=defaults.min_seconds,
-                   help="drop ratings faster than this (default %(default)s; 'off' disables)")
+                   help="drop ratings faster than this many seconds ('off' disables)")
     p.add_argument("--qc-straightline-min", type=_number_or_off(int), default=defaults.straightline_min_ratings,
-                   help="straight-lining: minimum ratings of a rater (default %(default)s; 'off')")
+                   help="straight-lining: the fewest ratings of a rater for the rule to apply ('off')")
     p.add_argument("--qc-phase1-min-answers", type=_number_or_off(int), default=defaults.phase1_min_answers,
-                   help="Phase-1 floor: minimum answers of a rater (default %(default)s; 'off')")
+                   help="Phase-1 floor: the fewest answers of a rater for the rule to apply ('off')")
     p.add_argument("--qc-phase1-min-accuracy", type=_number_or_off(float), default=defaults.phase1_min_accuracy,
-                   help="Phase-1 floor: minimum accuracy (default %(default)s; 'off')")
+                   help="Phase-1 floor: drop raters below this accuracy ('off')")
     p.add_argument("--qc-no-consistency", action="store_true", help="turn off the consistency rule")
-    p.add_argument("--max-image-pixels", type=int, default=DEFAULT_MAX_IMAGE_PIXELS)
+    p.add_argument("--max-image-pixels", type=int, default=DEFAULT_MAX_IMAGE_PIXELS,
+                   help="refuse larger images before decoding them")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
-    p.add_argument("--push", metavar="ORG/NAME", help="upload the built folder to the Hub as a dataset repo")
+    p.add_argument("--push", metavar="ORG/NAME", help="then upload OUT to the Hub as this dataset repo")
     p.add_argument("--private", action="store_true",
-                   help="with --push: create a private repo (default: the owner's default visibility)")
+                   help="with --push: a private repo (without it: the owner's default visibility)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.set_defaults(func=_build)
 
-    p = sub.add_parser("score", help="score images with PAE or a baseline, to resumable JSON Lines")
+    p = command("score", "score images with PAE or a baseline, to JSON Lines that a rerun resumes",
+                "tpb score --dataset sample/dataset --evaluator pae --adapter ORG/PAE --out scores.jsonl", _score)
     p.add_argument("--dataset", help="a built dataset folder or Hub id")
-    p.add_argument("--config", default="images", help="with --dataset (default %(default)s)")
-    p.add_argument("--split", default="test", help="with --dataset (default %(default)s)")
-    p.add_argument("--images", type=Path, help="a folder of <poem_id>.png or <generator>/<poem_id>.png")
-    p.add_argument("--poems", type=Path, help="with --images: a SPEC poems file")
-    p.add_argument("--evaluator", required=True, choices=["pae", "clipscore", "blipscore", "vqascore"])
+    p.add_argument("--config", default="images", help="with --dataset: images, unseen_generator or song_ci")
+    p.add_argument("--split", default="test", help="with --dataset: train, validation or test")
+    p.add_argument("--images", type=Path, help="instead of --dataset: a folder of <poem_id>.png or <generator>/<poem_id>.png")
+    p.add_argument("--poems", type=Path, help="with --images: " + POEMS_FILE)
+    p.add_argument("--evaluator", required=True, choices=["pae", "clipscore", "blipscore", "vqascore"],
+                   help="pae (the ten rubric scores) or a scalar baseline")
     p.add_argument("--model", help="Hub id or local folder (default: the evaluator's checkpoint)")
-    p.add_argument("--adapter", help="PAE's LoRA adapter: Hub id or local folder")
-    p.add_argument("--backend", default="transformers", choices=["transformers", "vllm"])
-    p.add_argument("--batch-size", type=int, help="images per batch (default 8; vLLM takes chunks of at least 256)")
+    p.add_argument("--adapter", help="PAE's LoRA adapter, Hub id or local folder (without it: zero-shot)")
+    p.add_argument("--backend", default="transformers", choices=["transformers", "vllm"],
+                   help="vllm: its own environment and a GPU")
+    p.add_argument("--batch-size", type=int, help="images per batch (default: 8; vLLM takes chunks of at least 256)")
     p.add_argument("--num-workers", type=int,
                    help="processes that decode and prepare batches while the model scores (default: up to 4 beside "
                         "a GPU, 0 on the CPU)")
-    p.add_argument("--limit", type=int, help="score only the first N items of the source")
-    p.add_argument("--device", help="e.g. cpu, cuda, cuda:1 (default: cuda when available)")
-    p.add_argument("--max-pixels", type=int, help="shrink larger images to this many pixels (default 1024×1024)")
-    p.add_argument("--max-new-tokens", type=int, help="PAE's answer length limit (default 256)")
-    p.add_argument("--out", type=Path, required=True, help="results, JSON Lines; an existing file is resumed")
+    p.add_argument("--limit", type=int, help="score only the first N images (default: all)")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: the GPU when there is one)")
+    p.add_argument("--max-pixels", type=int, help="shrink larger images to this many pixels (default: 1024×1024)")
+    p.add_argument("--max-new-tokens", type=int, help="PAE's answer length limit (default: 256)")
+    p.add_argument("--out", type=Path, required=True, help="the results file (JSON Lines); an existing one is resumed")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=_score)
 
-    p = sub.add_parser("agree", help="agreement of scores with the human ratings, with intervals and noise floor")
+    p = command("agree", "how well an evaluator's scores agree with the human ones, with intervals and the human "
+                "noise floor", "tpb agree --dataset sample/dataset --scores scores.jsonl --out agree.json", _agree)
     p.add_argument("--dataset", required=True, help="a built dataset folder or Hub id")
-    p.add_argument("--scores", type=Path, required=True, help="results of one evaluator (tpb score)")
+    p.add_argument("--scores", type=Path, required=True, help="one evaluator's results (tpb score --out)")
     p.add_argument("--config", default="images", choices=["images", "unseen_generator", "song_ci"],
-                   help="the held-out poems (images, default), or a generalization test (unseen_generator, song_ci); "
-                        "the rubric follows the poems' tradition")
-    p.add_argument("--split", default="test")
-    p.add_argument("--bootstrap", type=int, default=10_000, help="resamples over poems (0: no intervals)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, help="write every figure as JSON here")
-    p.set_defaults(func=_agree)
+                   help="the held-out poems, or a generalization test; the rubric follows the poems' tradition")
+    p.add_argument("--split", default="test", help="the split the scores cover")
+    p.add_argument("--bootstrap", type=int, default=10_000, help="resamples of poems for the 95%% intervals (0: none)")
+    p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+    p.add_argument("--out", type=Path, help="also write every figure as JSON here")
 
-    p = sub.add_parser("report", help="the paper's human-data analysis of a built dataset, as Markdown, HTML and JSON")
+    p = command("report", "the paper's human-data analysis of a built dataset, as Markdown, HTML and JSON",
+                "tpb report --dataset sample/dataset --out report/ --scores scores.jsonl", _report)
     p.add_argument("--dataset", required=True, help="a built dataset folder or Hub id")
-    p.add_argument("--out", type=Path, required=True, help="the report folder")
-    p.add_argument("--scores", type=Path, nargs="*", help="results of evaluators (tpb score), one file each: Table 4")
-    p.add_argument("--split", default="test", help="the split the scores cover (default %(default)s)")
-    p.add_argument("--bootstrap", type=int, default=10_000)
-    p.add_argument("--seed", type=int, default=0)
-    p.set_defaults(func=_report)
+    p.add_argument("--out", type=Path, required=True, help="the report folder (report.md, report.html, numbers.json)")
+    p.add_argument("--scores", type=Path, nargs="*", help="evaluators' results (tpb score), one file each: Table 4")
+    p.add_argument("--split", default="test", help="the split the scores cover")
+    p.add_argument("--bootstrap", type=int, default=10_000, help="resamples for the 95%% intervals")
+    p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
 
-    p = sub.add_parser("model-card", help="write a trained adapter's model card from tpb agree results")
-    p.add_argument("--agree", type=Path, required=True, help="the JSON of tpb agree --out on the test split")
+    p = command("model-card", "write a trained adapter's model card from tpb agree results",
+                "tpb model-card --agree agree.json --adapter pae-grpo --dataset ORG/TangPoetryBench", _model_card)
+    p.add_argument("--agree", type=Path, required=True, help="tpb agree --out results on the test split")
     p.add_argument("--adapter", required=True, help="the adapter folder (the card goes to its README.md) or Hub id")
-    p.add_argument("--base-model", default="Qwen/Qwen3-VL-8B-Instruct")
-    p.add_argument("--name", default="PAE")
+    p.add_argument("--base-model", default="Qwen/Qwen3-VL-8B-Instruct", help="the model the adapter was trained on")
+    p.add_argument("--name", default="PAE", help="the model's name in the card")
     p.add_argument("--dataset", help="the dataset's Hub id (default: as in the agree results)")
-    p.add_argument("--license", default="apache-2.0")
+    p.add_argument("--license", default="apache-2.0", help="the adapter's licence (a Hub licence id)")
     p.add_argument("--recipe", help="a line on this run's settings")
-    p.add_argument("--out", type=Path, help="default: ADAPTER/README.md")
-    p.set_defaults(func=_model_card)
+    p.add_argument("--out", type=Path, help="where to write the card (default: ADAPTER/README.md)")
 
-    p = sub.add_parser("publish", help="write the Hub repos (dataset, model, metric, Space), each self-contained")
+    p = command("publish", "write the Hub repos (dataset, model, metric, Space), each self-contained, and push them",
+                "tpb publish hub --dataset sample/dataset --adapter pae-grpo --agree agree.json --push ORG", _publish)
     p.add_argument("out", type=Path, help="a folder: OUT/dataset, OUT/model, OUT/metric, OUT/space")
     p.add_argument("--dataset", type=Path, help="a dataset folder made by tpb build")
     p.add_argument("--adapter", type=Path, help="a trained PAE adapter folder")
     p.add_argument("--agree", type=Path, help="with --adapter: tpb agree --out results for its model card")
-    p.add_argument("--base-model", default="Qwen/Qwen3-VL-8B-Instruct")
-    p.add_argument("--org", default="ORG", help="the Hub owner the cards name (default: a placeholder)")
+    p.add_argument("--base-model", default="Qwen/Qwen3-VL-8B-Instruct", help="the model the adapter was trained on")
+    p.add_argument("--org", default="ORG", help="the Hub owner the cards name (ORG is a placeholder)")
     p.add_argument("--push", metavar="ORG", help="upload each folder to its repo under ORG (needs `hf auth login`)")
     p.add_argument("--private", action="store_true",
-                   help="with --push: private repos (default: the owner's default visibility)")
-    p.set_defaults(func=_publish)
+                   help="with --push: private repos (without it: the owner's default visibility)")
 
-    p = sub.add_parser("tiny-models", help="build tiny random-weight models for offline smoke runs")
-    p.add_argument("out", type=Path)
-    p.add_argument("--overwrite", action="store_true")
-    p.set_defaults(func=_tiny_models)
+    p = command("tiny-models", "build tiny random-weight models, for offline runs of the pipeline (never for figures)",
+                "tpb tiny-models sample/models", _tiny_models)
+    p.add_argument("out", type=Path, help="the folder to write: OUT/qwen3-vl, OUT/clip, OUT/chinese-clip, ...")
+    p.add_argument("--overwrite", action="store_true", help="rebuild even if OUT holds this version's models")
 
-    p = sub.add_parser("convert-poems", help="convert chinese-poetry JSONL (tang300, songci) to a SPEC poems file")
-    p.add_argument("sources", type=Path, nargs="+")
-    p.add_argument("out", type=Path)
-    p.set_defaults(func=_convert_poems)
+    p = command("convert-poems", "convert chinese-poetry JSONL files (tang300, songci) to a poems file",
+                "tpb convert-poems tang300.jsonl songci_busuanzi.jsonl poems.jsonl", _convert_poems)
+    p.add_argument("sources", type=Path, nargs="+", help="chinese-poetry JSON Lines files")
+    p.add_argument("out", type=Path, help="the poems file to write")
     return parser
 
 

@@ -16,7 +16,17 @@ def dataset_rows(dataset: str | Path, config: str, split: str, columns: list[str
     A wrong folder, config or split fails here, not at the first row."""
     import datasets
 
-    ds = datasets.load_dataset(str(dataset), config, split=split, streaming=True)
+    folder = Path(dataset)
+    if (folder / "ratings.csv").is_file() and (folder / "poems.jsonl").is_file():
+        raise ValueError(f"{dataset} is a raw release (poems.jsonl, images/, ratings.csv), not a built dataset: "
+                         f"build it first with `tpb build {dataset} OUT`, then give OUT")
+    try:
+        ds = datasets.load_dataset(str(dataset), config, split=split, streaming=True)
+    except ValueError as exc:
+        if "BuilderConfig" in str(exc) or "Unknown split" in str(exc) or "Bad split" in str(exc):
+            raise ValueError(f"{dataset} has no config {config!r} with a split {split!r} ({str(exc).splitlines()[0]})"
+                             ) from None
+        raise
     if columns:
         ds = ds.select_columns(columns)
     return _rows(ds if decode else ds.decode(False))

@@ -4,19 +4,22 @@ with intervals and the human noise floor of the same split, as JSON and as a tab
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import numpy as np
 
 from .agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement
 from .dataset_io import dataset_rows
-from .noise import RatingTable, floor_summary, noise_floor
+from .noise import MIN_MULTI_RATED, RatingTable, floor_summary, noise_floor
 from .numeric import fmt, fmt_ci
 from .rubric import Rubric, rubric_for_tradition
 
 
 def read_scores(path: Path | str) -> tuple[str, dict[str, dict]]:
     """(evaluator, records by image_id) of a results file made by one evaluator."""
+    if not Path(path).is_file():
+        raise ValueError(f"no scores file {path}: make one with `tpb score ... --out {path}`")
     records: dict[str, dict] = {}
     evaluators = set()
     for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
@@ -42,6 +45,18 @@ def config_rubric(dataset: str | Path, config: str, split: str) -> Rubric:
     if len(traditions) > 1:
         raise ValueError(f"{config}/{split} mixes traditions ({', '.join(traditions)}): score them one at a time")
     return rubric_for_tradition(traditions[0] if traditions else "tang")
+
+
+def matched(data: AgreementData, records: dict[str, dict], scores: Path | str, where: str) -> str | None:
+    """A scores file must be about these images: none of them is an error; some missing is a warning (returned)."""
+    found = sum(i in records for i in data.image_ids)
+    if found == 0:
+        raise ValueError(f"{scores} has results for none of the {len(data.image_ids)} images of {where} "
+                         f"(its {len(records)} results are for other images): check --dataset, --config and --split")
+    if found < len(data.image_ids):
+        return (f"{len(data.image_ids) - found} of the {len(data.image_ids)} images of {where} have no result in "
+                f"{scores}: they count against coverage")
+    return None
 
 
 def agreement_data(dataset: str | Path, records: dict[str, dict], split: str, config: str = "images") -> AgreementData:
@@ -83,13 +98,14 @@ def agree(dataset: str | Path, scores: Path | str, split: str = "test", n_bootst
     `unseen_generator` and `song_ci`: the paper's two generalization tests), beside the same images' noise floor."""
     evaluator, records = read_scores(scores)
     data = agreement_data(dataset, records, split, config)
+    warning = matched(data, records, scores, f"{dataset} ({config}, {split})")
     first = next(iter(records.values()))
     result = {
         "evaluator": evaluator, "model": first.get("model", ""), "dataset": str(dataset), "config": config,
         "split": split, "scores": str(scores), "random_weights": any(r.get("random_weights") for r in records.values()),
         "parse_status": {s: sum(records.get(i, {}).get("parse_status") == s for i in data.image_ids)
                          for s in ("ok", "repaired", "failed")},
-        "missing": sum(i not in records for i in data.image_ids),
+        "missing": sum(i not in records for i in data.image_ids), "warning": warning,
         "agreement": agreement(data, n_bootstrap=n_bootstrap, seed=seed),
     }
     result["noise_floor"] = noise_floor(rating_table(dataset, split, config))
@@ -100,35 +116,47 @@ def _fmt(value, ci=None) -> str:
     return fmt(value) + (f"  {fmt_ci(ci)}" if ci else "")
 
 
+RANDOM_WEIGHTS_NOTE = ("NOTE: random weights (a tiny test model): these scores test the pipeline and measure nothing.")
+LEGEND = ("human noise floor, from this split's images rated more than once: LOO dev = mean |one rater − the mean of "
+          "the other raters| (beside MAE); ±1 level = share of pairs of raters within one anchor step (beside within "
+          "one anchor); α = Krippendorff's alpha, interval; τ = one rater's ranking against the others', per poem")
+
+
 def format_table(result: dict) -> str:
     a, nf = result["agreement"], result["noise_floor"]
-    lines = []
-    if result["random_weights"]:
-        lines.append("NOTE: these scores come from random weights. They test the pipeline; they measure nothing.")
+    unit = a["bootstrap"]["unit"]
+    lines = [RANDOM_WEIGHTS_NOTE] if result["random_weights"] else []
+    if result.get("warning"):
+        lines.append(f"WARNING: {result['warning']}")
     lines += [
         f"Agreement of {result['evaluator']} ({result['model']}) with human scores — {result.get('config', 'images')}, "
-        f"{result['split']} split, "
-        f"{a['n_images']} images, {a['n_poems']} poems",
-        f"parse: {result['parse_status']['ok']} ok, {result['parse_status']['repaired']} repaired, "
-        f"{result['parse_status']['failed']} failed; {result['missing']} images without a result",
-        f"95% intervals: bootstrap over poems, {a['bootstrap']['resamples']} resamples, seed {a['bootstrap']['seed']}",
+        f"{result['split']} split, {a['n_images']} images, {a['n_poems']} poems",
+        f"answers: {result['parse_status']['ok']} ok, {result['parse_status']['repaired']} repaired, "
+        f"{result['parse_status']['failed']} failed, {result['missing']} without a result",
+        f"95% intervals: bootstrap over {unit}s, {a['bootstrap']['resamples']} resamples, seed {a['bootstrap']['seed']}",
         "",
-        f"{'statistic':<22}{'value  [95% CI]':<32}human noise floor",
+        f"{'statistic':<24}{'value   [95% CI]':<30}human noise floor",
     ]
-    dims = nf["per_dimension"]
     floor = floor_summary(nf)
     for stat in ("coverage", "mae", "within_0.05", "within_one_anchor", "kendall_tau", "spearman"):
         if stat in a:
             label = f"kendall_tau ({a['kendall_tau_poems']} poems)" if stat == "kendall_tau" else stat
-            lines.append(f"{label:<22}{_fmt(a[stat], a.get(f'{stat}_ci')):<32}{_fmt(floor.get(stat)) if stat in floor else ''}")
+            lines.append(f"{label:<24}{_fmt(a[stat], a.get(f'{stat}_ci')):<30}"
+                         f"{_fmt(floor[stat]) if stat in floor else ''}")
     if "per_dimension" in a:
-        lines += ["", f"{'dimension':<22}{'pairs':>6}  {'MAE  [95% CI]':<28}{'≤0.05  [95% CI]':<28}"
-                      f"{'human LOO dev':>14}{'human ±1 level':>15}{'human α':>9}"]
+        lines += ["", f"{'dimension':<22}{'scored/pairs':>13}  {'MAE   [95% CI]':<27}{'within 0.05   [95% CI]':<27}"
+                      f"{'LOO dev':>9}{'±1 level':>10}{'α':>8}"]
         for key, d in a["per_dimension"].items():
-            h = dims[key]
-            lines.append(f"{key:<22}{d['n_pairs']:>6}  {_fmt(d['mae'], d.get('mae_ci')):<28}"
-                         f"{_fmt(d['within_0.05'], d.get('within_0.05_ci')):<28}{_fmt(h['loo_deviation']):>14}"
-                         f"{_fmt(h['within_one_level']):>15}{_fmt(h['krippendorff_alpha']):>9}")
-    lines.append(f"\nnoise floor: {nf['n_multi_rated_images']} multi-rated images of {nf['n_images']} rated; "
-                 f"rater-vs-rest τ over {nf['rater_vs_rest_tau_cases']} (poem, rater) cases")
+            h = nf["per_dimension"][key] if nf["enough"] else {}
+            scored = f"{d['n_scored_pairs']}/{d['n_pairs']}"
+            lines.append(f"{key:<22}{scored:>13}  {_fmt(d['mae'], d.get('mae_ci')):<27}"
+                         f"{_fmt(d['within_0.05'], d.get('within_0.05_ci')):<27}{_fmt(h.get('loo_deviation')):>9}"
+                         f"{_fmt(h.get('within_one_level')):>10}{_fmt(h.get('krippendorff_alpha')):>8}")
+    if nf["enough"]:
+        lines += ["", textwrap.fill(LEGEND + ".", width=110),
+                  f"noise floor: {nf['n_multi_rated_images']} multi-rated images of {nf['n_images']} rated; "
+                  f"rater-vs-rest τ over {nf['rater_vs_rest_tau_cases']} (poem, rater) cases"]
+    else:
+        lines += ["", f"noise floor: too few multi-rated images ({nf['n_multi_rated_images']} of {nf['n_images']} "
+                      f"rated; at least {MIN_MULTI_RATED} needed), so none is shown"]
     return "\n".join(lines)

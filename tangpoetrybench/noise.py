@@ -44,6 +44,9 @@ class RatingTable:
             return np.nanmean(self.scores, axis=1)
 
 
+MIN_MULTI_RATED = 5  # fewer multi-rated images make no floor: one image's two raters agreeing says nothing
+
+
 def noise_floor(table: RatingTable) -> dict:
     by_unit: dict[str, list[int]] = defaultdict(list)
     for i, unit in enumerate(table.units):
@@ -77,6 +80,7 @@ def noise_floor(table: RatingTable) -> dict:
         "n_ratings": len(table.units),
         "n_images": len(by_unit),
         "n_multi_rated_images": len(multi),
+        "enough": len(multi) >= MIN_MULTI_RATED,
         "per_dimension": per_dim,
         "rater_vs_rest_tau": tau,
         "rater_vs_rest_tau_cases": n_tau,
@@ -86,7 +90,10 @@ def noise_floor(table: RatingTable) -> dict:
 def floor_summary(nf: dict) -> dict[str, float | None]:
     """The noise floor beside an evaluator's overall statistics, pooled over dimensions the way they are (every
     rater deviation, every pair of raters, not a mean of per-dimension figures): leave-one-out deviation (beside
-    MAE), within-one-level agreement (beside within one anchor) and the rater-vs-rest τ (beside per-poem τ)."""
+    MAE), within-one-level agreement (beside within one anchor) and the rater-vs-rest τ (beside per-poem τ); all
+    None with fewer than MIN_MULTI_RATED multi-rated images."""
+    if not nf.get("enough", True):
+        return {"mae": None, "within_one_anchor": None, "kendall_tau": None}
     dims = list(nf["per_dimension"].values())
     return {"mae": _pooled(dims, "loo_deviation", "n_deviations"),
             "within_one_anchor": _pooled(dims, "within_one_level", "n_pairs"),

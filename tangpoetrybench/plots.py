@@ -32,7 +32,8 @@ def label(text: str, fallback: str) -> str:
 
 def radar(profiles: Mapping[str, Mapping[str, float | None]], rubric: Rubric, title: str = "",
           rmin: float = 0.0, rmax: float = 1.0, size: float = 5.5) -> Figure:
-    """One polygon per profile over the rubric's dimensions; a null score leaves a gap."""
+    """One polygon per profile over the rubric's dimensions; a null score leaves a gap. A value below `rmin` is drawn
+    on the inner ring with a ▼ marker, so a clipped value is never mistaken for the ring's own."""
     keys = list(rubric.keys)
     angles = [2 * math.pi * i / len(keys) for i in range(len(keys))]
     fig = Figure(figsize=(size, size), layout="constrained")
@@ -45,6 +46,9 @@ def radar(profiles: Mapping[str, Mapping[str, float | None]], rubric: Rubric, ti
         colour = PALETTE[i % len(PALETTE)]
         ax.plot(angles + angles[:1], values + values[:1], color=colour, linewidth=1.8, label=name)
         ax.fill(angles + angles[:1], [rmin if math.isnan(v) else v for v in values + values[:1]], color=colour, alpha=0.08)
+        below = [a for a, k in zip(angles, keys) if scores.get(k) is not None and float(scores[k]) < rmin]
+        if below:
+            ax.plot(below, [rmin] * len(below), linestyle="none", marker="v", color=colour, markersize=7)
     ax.set_xticks(angles)
     ax.set_xticklabels([rubric.dimension(k).name["en"].replace(" ", "\n", 1) for k in keys], fontsize=8)
     ax.set_ylim(rmin, rmax)

@@ -18,6 +18,7 @@ import base64
 import html
 import io
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,7 @@ from scipy import stats
 
 from .agreement import DEFAULT_BOOTSTRAP, agreement
 from .dataset_io import dataset_rows
-from .evaluation import agreement_data, rating_table, read_scores
+from .evaluation import agreement_data, matched, rating_table, read_scores
 from .noise import floor_summary, noise_floor
 from .numeric import fmt, fmt_ci, mean_or_none
 from .plots import radar, scatter
@@ -158,8 +159,10 @@ def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "tes
     strong = [g for g in generators if quality[g] / 100 >= best_q / 100 - STRONG_GAP]
     rep.numbers["strong_generators"] = strong
     rep.heading("Figure 2 — profiles")
-    rep.figure("figure2a_all.png", radar(profiles, rubric, "All generators (0.5–1)", rmin=0.5),
-               "All generators on one scale (0.5 to 1).")
+    every = [v for g in generators for v in profiles[g].values() if v is not None]
+    floor = min(0.5, math.floor(min(every, default=0.5) * 10) / 10)  # never below the lowest value: nothing clipped
+    rep.figure("figure2a_all.png", radar(profiles, rubric, f"All generators ({floor:.1f}–1)", rmin=floor),
+               f"All generators on one scale ({floor:.1f} to 1, low enough for every value).")
     zoom = [v for g in strong for v in profiles[g].values() if v is not None]
     rmin = max(0.0, np.floor((min(zoom) if zoom else 0.5) * 50 - 1) / 50)
     rep.figure("figure2b_strong.png", radar({g: profiles[g] for g in strong}, rubric,
@@ -291,12 +294,15 @@ def _findings(rep: Report, rows, ratings, keys, generators, rubric, n_bootstrap,
 def _table4(rep: Report, dataset, path: Path, split: str, n_bootstrap: int, seed: int) -> None:
     evaluator, records = read_scores(path)
     data = agreement_data(dataset, records, split)
+    warning = matched(data, records, path, f"the {split} split")
     result = agreement(data, n_bootstrap=n_bootstrap, seed=seed)
     random_weights = any(r.get("random_weights") for r in records.values())
     rep.numbers.setdefault("table4", {})[evaluator] = {**result, "scores": str(path), "random_weights": random_weights}
     rep.heading(f"Table 4 — {evaluator} against the human scores ({split} split)")
     if random_weights:
         rep.text("**Random weights.** These scores come from a tiny test model: they check the pipeline and measure nothing.")
+    if warning:
+        rep.text(f"**Warning.** {warning}.")
     floor = floor_summary(noise_floor(rating_table(dataset, split)))
     rows = []
     for stat in ("coverage", "mae", "within_0.05", "within_one_anchor", "kendall_tau", "spearman"):

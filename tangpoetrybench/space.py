@@ -208,8 +208,10 @@ class Scorer:
         item = ScoringItem("uploaded", image, poem, rubric=rubric)
         [result] = self.evaluator("pae").score([item])
         name = self.pae_label
-        figure = radar({name: result.scores}, rubric, title=label(f"{name} · 《{poem.title}》 {poem.author}",
-                                                                 f"{name} profile"))
+        drawn = any(v is not None for v in result.scores.values())
+        title = (label(f"{name} · 《{poem.title}》 {poem.author}", f"{name} profile") if drawn
+                 else "No scores to draw: the answer could not be read")
+        figure = radar({name: result.scores}, rubric, title=title)
         baselines = [self.baseline(name, image, poem) for name in BASELINES] if with_baselines else []
         return SpaceResult(table=dimension_table(result.scores, rubric),
                            quality=None if result.quality is None else round(result.quality, 3), figure=figure,

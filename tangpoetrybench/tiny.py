@@ -31,7 +31,7 @@ MODELS = ("qwen3-vl", "clip", "chinese-clip", "blip", "internvl")
 QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                 "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]
 SEED = 0
-REVISION = 2  # raise when a model or processor here changes, so that older folders are rebuilt
+REVISION = 3  # raise when a model or processor here changes, so that older folders are rebuilt
 # Qwen3-VL-8B-Instruct's published preprocessor_config.json and video_preprocessor_config.json: the tiny model
 # sees exactly the image tokens the real one does (a 1024×1024 image is 1,024 tokens).
 QWEN3_VL_IMAGE_PROCESSOR = dict(size={"longest_edge": 16777216, "shortest_edge": 65536}, patch_size=16,
@@ -64,10 +64,16 @@ def _bpe(vocab_size: int, special: list[str]):
 
 
 def _save(model_class, config, processor, out: Path) -> None:
-    """Seeded random weights, marked as such in the config, saved with the processor."""
+    """Seeded random weights, marked as such in the config, saved with the processor. A generating model's output
+    head is drawn at std 1/√hidden, not transformers' 0.02: with width 64 that would cap every logit near ±1.3, and
+    the tiny model could never learn to answer in a format (the README's main job trains it to)."""
     setattr(config, RANDOM_WEIGHTS_FLAG, True)
     torch.manual_seed(SEED)
-    model_class(config).eval().save_pretrained(out)
+    model = model_class(config).eval()
+    head = getattr(model, "lm_head", None)
+    if head is not None:
+        torch.nn.init.normal_(head.weight, std=head.weight.shape[1] ** -0.5)
+    model.save_pretrained(out)
     processor.save_pretrained(out)
 
 

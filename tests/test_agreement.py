@@ -82,16 +82,21 @@ def test_noise_floor_summary_pools_like_the_evaluator():
     dimensions): with 3 deviations of 0.5 on one dimension and 2 of 0 on another, 0.3 — not 0.25."""
     from tangpoetrybench.noise import RatingTable, floor_summary, noise_floor
 
-    humans = RatingTable(["u"] * 3 + ["v"] * 3, ["p"] * 6, ["a", "b", "c"] * 2, ("x", "y"), np.array([0.5, 0.5]),
-                         np.array([[1, 1], [0, 1], [0.5, np.nan], [np.nan, 0], [np.nan, 0], [np.nan, np.nan]]))
+    copies = 5  # images: five like u, five like v (a floor needs at least five multi-rated images)
+    units = [f"{u}{i}" for i in range(copies) for u in ("u", "u", "u", "v", "v", "v")]
+    humans = RatingTable(units, ["p"] * len(units), ["a", "b", "c"] * 2 * copies, ("x", "y"), np.array([0.5, 0.5]),
+                         np.array([[1, 1], [0, 1], [0.5, np.nan], [np.nan, 0], [np.nan, 0], [np.nan, np.nan]] * copies))
     nf = noise_floor(humans)
     x, y = nf["per_dimension"]["x"], nf["per_dimension"]["y"]
-    assert (x["n_deviations"], y["n_deviations"]) == (3, 4)
+    assert (x["n_deviations"], y["n_deviations"]) == (3 * copies, 4 * copies)
     summary = floor_summary(nf)
     assert summary["mae"] == pytest.approx((x["loo_deviation"] * 3 + y["loo_deviation"] * 4) / 7)
     assert summary["within_one_anchor"] == pytest.approx((x["within_one_level"] * x["n_pairs"] + y["within_one_level"]
                                                           * y["n_pairs"]) / (x["n_pairs"] + y["n_pairs"]))
     assert summary["mae"] != pytest.approx((x["loo_deviation"] + y["loo_deviation"]) / 2)
+    few = noise_floor(RatingTable(units[:6], ["p"] * 6, ["a", "b", "c"] * 2, ("x", "y"), np.array([0.5, 0.5]),
+                                  humans.scores[:6]))
+    assert not few["enough"] and floor_summary(few) == {"mae": None, "within_one_anchor": None, "kendall_tau": None}
 
 
 def test_a_partial_prediction_has_no_quality():
@@ -248,3 +253,31 @@ def test_metric_app_over_gradio_client(metric_dir):
         assert "| mae | 0.135 |" in table and details["kendall_tau"] == 1.0
     finally:
         app.demo.close()
+
+
+def test_what_a_newcomer_gets_wrong_is_one_plain_sentence(demo_raw, demo_built, tiny_models, tmp_path, capsys):
+    from tangpoetrybench.cli import main
+    from tangpoetrybench.dataset_io import dataset_rows
+
+    rows = list(dataset_rows(demo_built, "images", "test", ["image_id", "quality", *RUBRIC.keys]))
+    record = lambda image_id, r: {"image_id": image_id, "evaluator": "synthetic", "scores": {k: r[k] for k in RUBRIC.keys},
+                                  "quality": r["quality"], "parse_status": "ok"}  # noqa: E731
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps(record(f"elsewhere/{i}", r)) + "\n" for i, r in enumerate(rows)))
+    some = tmp_path / "some.jsonl"
+    some.write_text("".join(json.dumps(record(r["image_id"], r)) + "\n" for r in rows[:9]))
+    cases = [
+        (["agree", "--dataset", str(demo_built), "--scores", str(other)], "has results for none of the 12 images"),
+        (["agree", "--dataset", str(demo_built), "--scores", str(tmp_path / "missing.jsonl")], "no scores file"),
+        (["agree", "--dataset", str(demo_raw), "--scores", str(some)], "is a raw release"),
+        (["score", "--dataset", str(demo_built), "--evaluator", "pae", "--model", str(tiny_models["clip"]), "--out",
+          str(tmp_path / "x.jsonl")], "is a CLIP checkpoint, which this evaluator cannot use"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1 and "Errno" not in err, err
+    assert main(["agree", "--dataset", str(demo_built), "--scores", str(some), "--bootstrap", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "WARNING: 3 of the 12 images of" in out and "count against coverage" in out
+    assert "noise floor: too few multi-rated images" in out  # the demo's test split has fewer than five

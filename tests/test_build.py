@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -17,6 +18,8 @@ from tangpoetrybench.builder import build_dataset
 from tangpoetrybench.demo import write_demo_release
 from tangpoetrybench.files import atomic_folder
 from tangpoetrybench.poems import convert_chinese_poetry, read_poems, sample_poems, strip_variant_notes
+
+ROOT = Path(__file__).resolve().parents[1]
 from tangpoetrybench.splits import default_splits
 
 CONFIGS = {"images": ("train", "validation", "test"), "ratings": ("train", "validation", "test"),
@@ -96,8 +99,14 @@ def test_given_splits_are_kept(tmp_path):
 
 
 def test_demo_release_is_deterministic(demo_raw, tmp_path):
+    """The same seed gives the same bytes, in this process and in two others with other string-hash seeds (the
+    order of a set of strings changes between processes)."""
     again = write_demo_release(tmp_path / "again", sample_poems(), seed=0, progress=False)
     assert tree_digest(again) == tree_digest(demo_raw)
+    for hash_seed in ("1", "2"):
+        subprocess.run([sys.executable, "-m", "tangpoetrybench.cli", "demo-release", str(tmp_path / hash_seed),
+                        "--quiet"], check=True, env={**os.environ, "PYTHONHASHSEED": hash_seed})
+        assert tree_digest(tmp_path / hash_seed) == tree_digest(demo_raw)
     other = write_demo_release(tmp_path / "other", sample_poems(), n_poems=6, seed=1, progress=False)
     assert (other / "ratings.csv").read_bytes() != (demo_raw / "ratings.csv").read_bytes()
     assert json.loads((other / "release.json").read_text())["synthetic"] is True
@@ -154,6 +163,25 @@ def test_main_job_commands(tmp_path):
     assert (ds / "README.md").is_file() and (ds / "qc_report.json").is_file()
     bad = subprocess.run(tpb + ["build", str(tmp_path / "nowhere"), str(tmp_path / "x")], capture_output=True, text=True)
     assert bad.returncode == 2 and "not a folder" in bad.stderr and not (tmp_path / "x").exists()
+
+
+@pytest.mark.slow
+def test_the_readmes_main_job(tmp_path):
+    """The README's first command as written (after its install step), in a fresh folder: the tiny PAE learns the
+    answer format, its answers parse, and the agreement table and the report with Table 4 come out."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    first = readme.split("```bash\n", 1)[1].splitlines()[0]
+    install, _, job = first.partition(" && ")
+    assert install.startswith("python -m pip install -e")
+    (tmp_path / "training").symlink_to(ROOT / "training")
+    done = subprocess.run(job, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=1200,
+                          env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = [json.loads(line) for line in (tmp_path / "sample" / "scores.jsonl").read_text().splitlines()]
+    assert len(records) == 12 and sum(r["parse_status"] != "failed" for r in records) >= 9
+    assert "NOTE: random weights" in done.stdout and "mae " in done.stdout
+    html = (tmp_path / "sample" / "report" / "report.html").read_text(encoding="utf-8")
+    assert "Table 4" in html
 
 
 def test_bundled_poems():

@@ -113,8 +113,13 @@ def test_every_recipe_parses_into_trl_configs():
     from trl import TrlParser
 
     recipes = sorted((TRAINING / "recipes").glob("*.yaml"))
-    assert len(recipes) == 6
-    for recipe in recipes:
+    assert len(recipes) == 7
+    demo = TRAINING / "recipes" / "demo_tiny_sft.yaml"  # the README's main job, not the paper's
+    script, args, model = TrlParser((sft.ScriptArguments, sft.PAESFTConfig, sft.ModelConfig)).parse_args_and_config(
+        ["--config", str(demo)])
+    assert (script.dataset_name, args.output_dir, args.max_steps, model.lora_r) == ("sample/dataset", "sample/pae-tiny",
+                                                                                   200, 64)
+    for recipe in [r for r in recipes if r != demo]:
         module = grpo if "grpo" in recipe.name else sft
         config = module.PAEGRPOConfig if module is grpo else module.PAESFTConfig
         script_args = module.GRPOScriptArguments if module is grpo else module.ScriptArguments
@@ -131,6 +136,40 @@ def test_every_recipe_parses_into_trl_configs():
             assert (args.num_generations, args.temperature, args.reward_weights) == (4, 0.7, [1.0, 0.2])
         else:
             assert args.learning_rate == 5e-6 and args.metric_for_best_model == "eval_loss"
+
+
+def test_model_options_are_honoured_or_refused():
+    """No trl.ModelConfig option is dropped silently."""
+    import sft
+    from common import check_model_args, lora_config
+    from trl import TrlParser
+
+    parser = TrlParser((sft.ScriptArguments, sft.PAESFTConfig, sft.ModelConfig))
+    argv = ["--dataset_name", "x", "--output_dir", "/tmp/unused"]
+    model = parser.parse_args_and_config(argv + ["--use_dora", "true", "--use_rslora", "true", "--lora_modules_to_save",
+                                                 "lm_head", "--lora_target_parameters", "experts.gate_up_proj"])[2]
+    config = lora_config(model)
+    assert config.use_dora and config.use_rslora and config.modules_to_save == ["lm_head"]
+    assert config.target_parameters == ["experts.gate_up_proj"]
+    assert parser.parse_args_and_config(argv)[2].dtype is None  # bf16 on a GPU, fp32 on the CPU
+    assert parser.parse_args_and_config(argv + ["--dtype", "bfloat16"])[2].dtype == "bfloat16"
+    for flag, value, reason in (("--use_peft", "false", "full fine-tuning is not supported"),
+                                ("--load_in_4bit", "true", r"quantized \(4-bit\) training")):
+        with pytest.raises(SystemExit, match=reason):
+            check_model_args(parser.parse_args_and_config(argv + [flag, value])[2])
+
+
+def test_grpo_says_when_every_reward_ties(capsys):
+    from grpo import TiedRewards
+    from transformers import TrainerControl, TrainerState
+
+    callback, state = TiedRewards(patience=3), TrainerState()
+    for frac in (1.0, 1.0, 0.5, 1.0, 1.0):  # the run restarts after a step with some spread
+        callback.on_log(None, state, TrainerControl(), logs={"frac_reward_zero_std": frac})
+    assert capsys.readouterr().err == ""
+    callback.on_log(None, state, TrainerControl(), logs={"frac_reward_zero_std": 1.0})
+    callback.on_log(None, state, TrainerControl(), logs={"frac_reward_zero_std": 1.0})
+    assert capsys.readouterr().err.count("GRPO learns nothing") == 1
 
 
 def test_vision_check_catches_a_lora_on_the_vision_tower(tiny_models):

@@ -35,6 +35,9 @@ class ModelConfig(trl.ModelConfig):
     """The paper's LoRA on Qwen3-VL-8B-Instruct."""
 
     model_name_or_path: str = "Qwen/Qwen3-VL-8B-Instruct"
+    dtype: str | None = field(default=None, metadata={
+        "help": "the weights' dtype (default: bfloat16 on a GPU, float32 on the CPU)",
+        "choices": ["auto", "bfloat16", "float16", "float32"]})
     use_peft: bool = True
     lora_r: int = 16
     lora_alpha: int = 32
@@ -56,28 +59,49 @@ class GPUDefaults:
         gradient_checkpointing: bool = CUDA
 
 
+# trl.ModelConfig options these scripts cannot honour, with the value that would be ignored: refused, never dropped.
+REFUSED = {
+    "use_peft": (False, "PAE is a LoRA adapter: full fine-tuning is not supported (leave --use_peft true)"),
+    "load_in_8bit": (True, "quantized (8-bit) training is not supported"),
+    "load_in_4bit": (True, "quantized (4-bit) training is not supported"),
+}
+
+
+def check_model_args(model_args) -> None:
+    """Every ModelConfig option is honoured or refused with a reason."""
+    for name, (value, reason) in REFUSED.items():
+        if getattr(model_args, name) == value:
+            raise SystemExit(f"--{name} {value}: {reason}")
+
+
 def lora_config(model_args) -> LoraConfig:
     return LoraConfig(
         r=model_args.lora_r, lora_alpha=model_args.lora_alpha, lora_dropout=model_args.lora_dropout,
         target_modules=model_args.lora_target_modules or "all-linear", exclude_modules=VISION,
-        task_type="CAUSAL_LM",
+        target_parameters=model_args.lora_target_parameters, modules_to_save=model_args.lora_modules_to_save,
+        use_rslora=model_args.use_rslora, use_dora=model_args.use_dora,
+        task_type=model_args.lora_task_type or "CAUSAL_LM",
     )
 
 
 def load_model(model_args):
-    """Model and processor from a Hub id or folder: bf16 on a GPU, fp32 on the CPU, never remote code."""
-    processor = AutoProcessor.from_pretrained(model_args.model_name_or_path)
+    """Model and processor from a Hub id or folder, at --model_revision: in --dtype when given, else bf16 on a GPU
+    and fp32 on the CPU; never remote code."""
+    check_model_args(model_args)
+    dtype = model_args.dtype if model_args.dtype not in (None, "auto") else torch.bfloat16 if CUDA else torch.float32
+    processor = AutoProcessor.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision)
     model = AutoModelForImageTextToText.from_pretrained(
-        model_args.model_name_or_path, dtype=torch.bfloat16 if CUDA else torch.float32,
+        model_args.model_name_or_path, revision=model_args.model_revision, dtype=dtype,
         attn_implementation=model_args.attn_implementation,
     )
     return model, processor
 
 
 def assert_vision_frozen(model) -> list[str]:
-    """Fail unless every trainable parameter is a LoRA weight outside the vision encoder and aligner."""
+    """Fail unless every trainable parameter is a LoRA weight (or a module to save) outside the vision encoder and
+    aligner."""
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
-    wrong = [n for n in trainable if "lora_" not in n or re.match(VISION, "." + n)]
+    wrong = [n for n in trainable if re.match(VISION, "." + n) or ("lora_" not in n and ".modules_to_save." not in n)]
     assert trainable, "no trainable parameters"
     assert not wrong, f"trainable parameters outside the language model's LoRA: {wrong[:5]}"
     return trainable

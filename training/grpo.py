@@ -20,9 +20,11 @@ up to 256 tokens, rewards weighted 1.0 and 0.2, bf16 and gradient checkpointing 
 Without `--adapter_path` GRPO starts from the base model with a fresh LoRA (the "GRPO only" ablation).
 """
 
+import sys
 from dataclasses import dataclass, field
 
 from peft import PeftModel
+from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 
 from common import GPUDefaults, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config
@@ -52,6 +54,22 @@ class PAEGRPOConfig(GPUDefaults, GRPOConfig):
     report_to: str = "none"
 
 
+class TiedRewards(TrainerCallback):
+    """Says so, once, when every group's rewards have tied for `patience` logged steps in a row: each advantage is
+    then 0, so is the loss, and nothing is learned (training/README.md, "When GRPO learns nothing")."""
+
+    def __init__(self, patience: int = 3):
+        self.patience, self.run = patience, 0
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or "frac_reward_zero_std" not in logs:
+            return
+        self.run = self.run + 1 if logs["frac_reward_zero_std"] >= 1 else 0
+        if self.run == self.patience and state.is_world_process_zero:
+            print(f"warning: the rewards of every group have tied for {self.patience} logged steps (frac_reward_zero_std"
+                  " 1): the loss is 0 and GRPO learns nothing; see training/README.md", file=sys.stderr, flush=True)
+
+
 def main(script_args: GRPOScriptArguments, training_args: PAEGRPOConfig, model_args: ModelConfig) -> None:
     dataset = load_images(script_args.dataset_name, script_args.dataset_config)
     model, processor = load_model(model_args)
@@ -60,10 +78,9 @@ def main(script_args: GRPOScriptArguments, training_args: PAEGRPOConfig, model_a
         model = PeftModel.from_pretrained(model, script_args.adapter_path, is_trainable=True)
     else:
         peft_config = lora_config(model_args)
-    callbacks = []
-    if script_args.dataset_test_split in dataset:
-        callbacks.append(TauSelection(dataset[script_args.dataset_test_split], processor, script_args.select_every,
-                                      max_new_tokens=training_args.max_completion_length))
+    selection = (TauSelection(dataset[script_args.dataset_test_split], processor, script_args.select_every,
+                              max_new_tokens=training_args.max_completion_length)
+                 if script_args.dataset_test_split in dataset else None)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[accuracy_reward, format_reward],
@@ -71,13 +88,13 @@ def main(script_args: GRPOScriptArguments, training_args: PAEGRPOConfig, model_a
         train_dataset=to_grpo(dataset[script_args.dataset_train_split]),
         processing_class=processor,
         peft_config=peft_config,
-        callbacks=callbacks,
+        callbacks=[TiedRewards(), *([selection] if selection else [])],
     )
-    for callback in callbacks:
-        callback.bind(trainer)
+    if selection:
+        selection.bind(trainer)
     assert_vision_frozen(trainer.model)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-    if not callbacks or callbacks[0].best is None:  # no validation τ was ever defined: keep the last step
+    if selection is None or selection.best is None:  # no validation τ was ever defined: keep the last step
         trainer.save_model(training_args.output_dir)
     trainer.accelerator.print(f"Saved the adapter to {training_args.output_dir}")
 

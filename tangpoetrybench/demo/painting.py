@@ -44,8 +44,10 @@ MOTIFS = {
 }
 
 
-def motifs(text: str) -> set[str]:
-    return {name for name, chars in MOTIFS.items() if any(c in text for c in chars)}
+def motifs(text: str) -> list[str]:
+    """The motifs a text names, in MOTIFS order: a list, not a set, whose order (and so the random draws made per
+    motif) would change with PYTHONHASHSEED from one process to the next."""
+    return [name for name, chars in MOTIFS.items() if any(c in text for c in chars)]
 
 
 def paint(

@@ -8,6 +8,7 @@ made with them says so.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import torch
@@ -62,12 +63,26 @@ def fit_pixels(image: Image.Image, max_pixels: int) -> Image.Image:
     return image.resize((max(1, int(w * scale)), max(1, int(h * scale))), Image.Resampling.BICUBIC)
 
 
+def from_pretrained(model_class, model: str, **kwargs):
+    """`model_class.from_pretrained`, where a checkpoint of the wrong kind is one plain sentence, not transformers'
+    list of every configuration class."""
+    try:
+        return model_class.from_pretrained(model, **kwargs)
+    except ValueError as exc:
+        found = re.search(r"configuration class <class '[\w.]*?(\w+)Config'>", str(exc))
+        if found is None:
+            raise
+        raise ValueError(f"{model} is a {found.group(1)} checkpoint, which this evaluator cannot use: PAE and "
+                         "VQAScore need a Qwen3-VL checkpoint (e.g. Qwen/Qwen3-VL-8B-Instruct), CLIPScore a CLIP or "
+                         "Chinese-CLIP one, BLIPScore a BLIP image-text-matching one") from None
+
+
 def load_with_processor(model_class, model: str, device: str | None = None):
     """(processor, model, device) for a Hub id or folder, the model in eval mode on the device."""
     from transformers import AutoProcessor
 
     dev = pick_device(device)
-    return AutoProcessor.from_pretrained(model), model_class.from_pretrained(model).to(dev).eval(), dev
+    return AutoProcessor.from_pretrained(model), from_pretrained(model_class, model).to(dev).eval(), dev
 
 
 def load_qwen_vl(model: str, adapter: str | None = None, device: str | None = None, merge: bool = True):
@@ -80,7 +95,7 @@ def load_qwen_vl(model: str, adapter: str | None = None, device: str | None = No
     dev = pick_device(device)
     processor = AutoProcessor.from_pretrained(model)
     processor.tokenizer.padding_side = "left"
-    net = AutoModelForImageTextToText.from_pretrained(model, dtype=pick_dtype(dev))
+    net = from_pretrained(AutoModelForImageTextToText, model, dtype=pick_dtype(dev))
     if adapter:
         from peft import PeftModel
 
