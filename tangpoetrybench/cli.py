@@ -4,7 +4,6 @@ measure agreement with people, report the human-data findings, and publish to th
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Callable

@@ -117,16 +117,20 @@ def _parse(text: str, rubric: Rubric) -> ParsedAnswer:
         body = fenced.group(1).strip()
         notes.append("removed a code fence")
 
-    segments = _segments(body)
-    found = [(seg, complete) for seg, complete in segments if _rubric_mapping(seg, complete, rubric, []) is not None]
-    closed = [f for f in found if f[1]]
+    found = []  # (segment, closed, its mapping, the notes reading it made), each segment read once
+    for seg, complete in _segments(body):
+        seg_notes: list[str] = []
+        mapping = _rubric_mapping(seg, complete, rubric, seg_notes)
+        if mapping is not None:
+            found.append((seg, complete, mapping, seg_notes))
     if found:
-        seg, complete = closed[-1] if closed else found[-1]  # the last whole answer; a cut-off one only if no other
-        raw = _rubric_mapping(seg, complete, rubric, notes)
+        closed = [i for i, f in enumerate(found) if f[1]]
+        chosen = closed[-1] if closed else len(found) - 1  # the last whole answer; a cut-off one only if no other
+        seg, complete, raw, seg_notes = found[chosen]
+        notes += seg_notes
         if len(found) > 1:
-            later = found[found.index((seg, complete)) + 1:]
-            notes.append(f"read answer object {found.index((seg, complete)) + 1} of {len(found)}"
-                         + ("; a later one was cut off" if later else "; the earlier ones were ignored"))
+            rest = "a later one was cut off" if chosen < len(found) - 1 else "the earlier ones were ignored"
+            notes.append(f"read answer object {chosen + 1} of {len(found)}; {rest}")
         if seg != body:
             notes.append("removed text around the JSON object")
         if not complete:
@@ -206,17 +210,15 @@ def _rubric_mapping(segment: str, complete: bool, rubric: Rubric, notes: list[st
     candidates: list[tuple[object, str | None]] = [(value, None)]
     if isinstance(value, dict):
         candidates += [(v, f"read the scores under {k!r}") for k, v in value.items() if isinstance(v, (dict, list))]
-    best, best_note, best_usable = None, None, 0
+    best, best_notes, best_usable = None, [], 0
     for candidate, note in candidates:  # the mapping with the most usable scores ({"reasoning": {…}, "scores": {…}})
-        mapping = _as_mapping(candidate, [])
+        candidate_notes = [note] if note else []
+        mapping = _as_mapping(candidate, candidate_notes)
         usable = sum(_usable(rubric, k, v) for k, v in mapping.items()) if mapping else 0
         if usable > best_usable or best is None and mapping and any(_alias(rubric, k) for k in mapping):
-            best, best_note, best_usable = candidate, note, usable
-    if best is None:
-        return None
-    if best_note:
-        notes.append(best_note)
-    return _as_mapping(best, notes)
+            best, best_notes, best_usable = mapping, candidate_notes, usable
+    notes += best_notes
+    return best
 
 
 def _usable(rubric: Rubric, key, value) -> bool:

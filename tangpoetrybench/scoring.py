@@ -7,8 +7,9 @@
   workers while the model scores the previous ones, then copied to the GPU from page-locked memory.
 - Results are appended as they are made and flushed after every batch. A rerun skips every image already
   in the file, except those that failed in the model (out of memory, a timeout, an error of the model on that
-  image alone): those are tried again and their new result replaces the old. A line cut short by a kill is dropped. Resuming with other settings
-  (model, adapter, rubric, pixel budget, answer length, backend) is refused, naming the setting.
+  image alone): those are tried again and their new result replaces the old. A line cut short by a kill is
+  dropped. Resuming with other settings (model, adapter, rubric, pixel budget, answer length, backend, parser)
+  is refused, naming the setting.
 - An item that fails on its own is recorded as failed and the run goes on. If every item that reached the
   model in the first batches failed in the model, the run stops (`SystematicFailure`) and records nothing
   for them: that is not one item's problem.
@@ -80,7 +81,8 @@ class DatasetSource:
 
             if str(dataset).startswith(("/", ".", "~")) or str(dataset).count("/") != 1:
                 raise DataError(Problem(str(dataset), "no such dataset folder (a Hub dataset is named ORG/NAME)"))
-            dataset = snapshot_download(str(dataset), repo_type="dataset", allow_patterns=["README.md", f"data/{config}/*"])
+            dataset = snapshot_download(str(dataset), repo_type="dataset",
+                                        allow_patterns=["README.md", f"data/{config}/*"])
         self.dataset, self.config, self.split = str(dataset), config, split
         dataset_rows(self.dataset, config, split)  # a wrong folder, config or split fails here, before any model loads
 
@@ -163,7 +165,8 @@ def final_records(records: Iterable[dict]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for record in records:
         held = out.get(record["image_id"])
-        if held is None or (held.get("error_kind") in MODEL_FAILURES and record.get("error_kind") not in MODEL_FAILURES):
+        retried = held is not None and held.get("error_kind") in MODEL_FAILURES
+        if held is None or (retried and record.get("error_kind") not in MODEL_FAILURES):
             out[record["image_id"]] = record
     return out
 
@@ -279,7 +282,7 @@ def score_to_jsonl(
     state = process_state()
     rank, world = (state.process_index, state.num_processes) if state else (0, 1)
     batch_size = max(batch_size or DEFAULT_BATCH_SIZE, evaluator.min_batch_size)
-    ids = source.ids()[:limit] if limit is not None else source.ids()
+    ids = source.ids()[:limit]
     order = {image_id: i for i, image_id in enumerate(ids)}
     if len(order) != len(ids):
         raise ValueError("the source has repeated image_ids")
@@ -332,7 +335,7 @@ def score_to_jsonl(
 
 def _merge(state, out: Path, order: dict[str, int], counts: tuple[int, ...]) -> tuple[int, ...]:
     """After every process is done: the main process writes out + all part files in source order, one record per
-    image (the latest), then drops the parts. Returns the run's counts summed over all processes."""
+    image (`final_records`), then drops the parts. Returns the run's counts summed over all processes."""
     world = state.num_processes if state else 1
     if world > 1:
         import torch.distributed as dist
