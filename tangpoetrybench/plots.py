@@ -14,13 +14,19 @@ from matplotlib.figure import Figure
 from .rubric import Rubric
 
 PALETTE = ("#8c2d19", "#1f4e79", "#4f7942", "#b8860b", "#6a3d9a", "#555555")
-CJK_FONT_HINTS = ("CJK", "WenQuanYi", "Source Han", "Noto Sans SC", "SimHei", "Heiti", "PingFang")
+# Families that draw Chinese, best first: simplified-Chinese faces before any other CJK face (the JP, KR and TC
+# variants of a pan-CJK font draw some simplified characters with other glyph shapes).
+CJK_FONT_PREFERENCE = ("Noto Sans CJK SC", "Source Han Sans SC", "Source Han Sans CN", "Noto Serif CJK SC",
+                       "WenQuanYi Zen Hei", "WenQuanYi Micro Hei", "PingFang SC", "Heiti SC", "SimHei", "Microsoft YaHei")
+CJK_FONT_HINTS = ("CJK", "WenQuanYi", "Source Han", "SimHei", "Heiti", "PingFang", "YaHei")
 
 
 @lru_cache(maxsize=1)
 def cjk_font() -> str | None:
-    """An installed font family that has Chinese characters, if any."""
-    return next((f.name for f in font_manager.fontManager.ttflist if any(h in f.name for h in CJK_FONT_HINTS)), None)
+    """The installed font family best suited to simplified Chinese, if any (see CJK_FONT_PREFERENCE)."""
+    names = {f.name for f in font_manager.fontManager.ttflist}
+    preferred = next((n for n in CJK_FONT_PREFERENCE if n in names), None)
+    return preferred or next((n for n in sorted(names) if any(h in n for h in CJK_FONT_HINTS)), None)
 
 
 def label(text: str, fallback: str) -> str:
@@ -51,10 +57,16 @@ def radar(profiles: Mapping[str, Mapping[str, float | None]], rubric: Rubric, ti
             ax.plot(below, [rmin] * len(below), linestyle="none", marker="v", color=colour, markersize=7)
     ax.set_xticks(angles)
     ax.set_xticklabels([rubric.dimension(k).name["en"].replace(" ", "\n", 1) for k in keys], fontsize=8)
+    ax.tick_params(axis="x", pad=6)
     ax.set_ylim(rmin, rmax)
+    # the ring values sit halfway between the first two spokes, on a light backing so that no line crosses them
+    ax.set_rlabel_position(180 / len(keys))
     ax.tick_params(axis="y", labelsize=7)
+    for tick in ax.get_yticklabels():
+        tick.set_bbox({"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 0.5})
+        tick.set_zorder(5)
     if len(profiles) > 1:
-        ax.legend(loc="upper right", bbox_to_anchor=(1.35, 1.12), fontsize=8, frameon=False)
+        fig.legend(loc="outside lower center", ncols=min(len(profiles), 4), fontsize=8, frameon=False)
     if title:
         ax.set_title(title, fontsize=10, pad=18, **({"fontfamily": cjk_font()} if cjk_font() else {}))
     return fig

@@ -4,12 +4,11 @@ Writes `report.md`, a self-contained `report.html` (figures embedded), every fig
 `figures/`, and `numbers.json` with every number shown. The report is a list of blocks (headings,
 paragraphs, tables, figures) rendered twice, to Markdown and to HTML, so both say the same.
 
-Definitions where the paper leaves room (also stated in the report):
-- Table 2 and the ranking use the `images` config, all splits; a generator's score on a dimension is the
-  mean over the images where it is non-null; intervals resample images within each generator.
-- "Strong" generators (the zoomed radar) are those within 10 quality points of the best.
-- Poem difficulty is the mean overall impression over a poem's images; poem length counts Han characters.
-- "Highly rated" images have quality ≥ 0.9.
+Every reading where the paper leaves room is stated in the report's own text, beside its table: Table 2 and the
+findings use the `images` config (Tang poems, seen generators), all splits; a generator's score on a dimension is the
+mean over the images where it is non-null, with intervals that resample images within each generator; "strong"
+generators (the zoomed radar) are those within 10 quality points of the best; the findings' definitions are in
+`findings.py`.
 """
 
 from __future__ import annotations
@@ -24,18 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
-from .agreement import DEFAULT_BOOTSTRAP, agreement
+from . import findings
+from .agreement import DEFAULT_BOOTSTRAP, STAT_LABELS, agreement
 from .dataset_io import dataset_rows
 from .evaluation import agreement_data, matched, rating_table, read_scores
-from .noise import floor_summary, noise_floor
+from .noise import MIN_MULTI_RATED, floor_summary, noise_floor
 from .numeric import fmt, fmt_ci, mean_or_none
 from .plots import radar, scatter
 from .rubric import rubric_for_tradition
 
 STRONG_GAP = 0.10
-HIGH_QUALITY = 0.9
 SPLITS = ("train", "validation", "test")
 
 
@@ -65,21 +63,15 @@ def _pct(x: float | None) -> str:
     return "—" if x is None or not np.isfinite(x) else f"{100 * x:.1f}"
 
 
-def _spearman(x, y) -> tuple[float | None, int]:
-    pairs = [(a, b) for a, b in zip(x, y) if a is not None and b is not None]
-    if len(pairs) < 3:
-        return None, len(pairs)
-    a, b = zip(*pairs)
-    if np.ptp(a) == 0 or np.ptp(b) == 0:
-        return None, len(pairs)
-    return float(stats.spearmanr(a, b).statistic), len(pairs)
+ZERO_WIDTH_NOTE = ("‡ Every resample gave the same value (for instance every image at 100): an interval of zero width "
+                   "says nothing about uncertainty.")
 
 
-def bootstrap_means(values: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Means of `n` resamples (with replacement) of `values`."""
-    if len(values) == 0:
-        return np.full(n, np.nan)
-    return values[rng.integers(0, len(values), size=(n, len(values)))].mean(axis=1)
+def _interval(ci, digits: int) -> str:
+    """An interval as "[low, high]", or "‡" where it has zero width (see ZERO_WIDTH_NOTE)."""
+    if ci and ci[0] == ci[1]:
+        return "‡"
+    return fmt_ci(ci, digits)
 
 
 def load_rows(dataset: str | Path, config: str, columns: list[str]) -> list[dict]:
@@ -106,7 +98,9 @@ def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "tes
     keys = list(rubric.keys)
     rows = load_rows(dataset, "images", ["image_id", "poem_id", "generator", "poem", *keys, "quality",
                                          "recognizability", "text_issue", "text_issue_type", "face_avoidance"])
-    ratings = load_rows(dataset, "ratings", ["rater_group", "phase1_correct", "image_config"])
+    ratings = [r for r in load_rows(dataset, "ratings", ["rater_group", "phase1_correct", "image_config", "generator",
+                                                         *(f"{k}_option" for k in keys)])
+               if r["image_config"] == "images"]
     generators = sorted({r["generator"] for r in rows})
     rng = np.random.default_rng(seed)
     rep = Report()
@@ -129,7 +123,7 @@ def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "tes
         for key in row_keys:
             values = np.array([r[key] for r in rows if r["generator"] == g and r[key] is not None], dtype=float)
             if len(values):
-                boot = bootstrap_means(values, n_bootstrap, rng)
+                boot = findings.bootstrap_means(values, n_bootstrap, rng)
                 table2[g][key] = round(100 * float(values.mean()), 4)
                 table2_ci[g][key] = [round(100 * float(np.percentile(boot, 2.5)), 4),
                                      round(100 * float(np.percentile(boot, 97.5)), 4)]
@@ -138,19 +132,23 @@ def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "tes
     avg = {k: mean_or_none([table2[g][k] for g in generators]) for k in row_keys}
     rep.numbers.update(table2=table2, table2_ci=table2_ci, table2_avg=avg)
     rep.heading("Table 2 — human scores by generator (×100)")
-    rep.text("Mean over the images where the dimension applies; best per row in bold; [95 % interval over images].")
-    body = []
+    rep.text("Mean over the images where the dimension applies; best per row in bold; [95 % interval, images "
+             "resampled within each generator].")
+    body, zero_width = [], False
     for key in row_keys:
         present = [table2[g][key] for g in generators if table2[g][key] is not None]
         best = max(present) if present else None
         cells = []
         for g in generators:
             v, ci = table2[g][key], table2_ci[g][key]
-            cell = "—" if v is None else f"{v:.1f} [{ci[0]:.1f}, {ci[1]:.1f}]"
+            cell = "—" if v is None else f"{v:.1f} {_interval(ci, 1)}"
+            zero_width |= v is not None and ci[0] == ci[1]
             cells.append(f"**{cell}**" if v is not None and v == best else cell)
         name = rubric.dimension(key).name["en"] if key in keys else key.capitalize()
         body.append([name, *cells, fmt(avg[key], 1)])
     rep.table(["Dimension", *generators, "Avg"], body)
+    if zero_width:
+        rep.text(ZERO_WIDTH_NOTE)
 
     # Figure 2
     profiles = {g: {k: None if table2[g][k] is None else table2[g][k] / 100 for k in keys} for g in generators}
@@ -182,20 +180,23 @@ def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "tes
               [[g, *(str(table3[g][k]) for k in ("leakage", "fake_characters", "total", "labelled_images"))]
                for g in generators])
 
+    for path in scores:
+        _table4(rep, dataset, Path(path), split, n_bootstrap, seed)
+
     # Table 5 and the noise floor
     nf = noise_floor(rating_table_all(dataset))
     rep.numbers["noise_floor"] = nf
     rep.heading("Table 5 — agreement between raters (multi-rated images)")
-    rep.text(f"{nf['n_multi_rated_images']} multi-rated images. Within one level: the share of pairs of raters "
-             "of an image whose scores differ by at most one anchor step; leave-one-out deviation: mean |one rater "
-             "− mean of the others|; Krippendorff's α on the interval scale.")
+    rep.text(f"{nf['n_multi_rated_images']} multi-rated images (kept ratings of the `images` config, all splits). "
+             "Within one level: the share of pairs of raters of an image, both judging the dimension applicable, "
+             "whose scores differ by at most one anchor step — on a two-level dimension (text integrity, the survey "
+             "answer) the share that agree exactly; leave-one-out deviation: the mean over raters of |one rater − "
+             "the mean of the image's other raters|; Krippendorff's α on the interval scale.")
     rep.table(["Dimension", "Pairs", "Within one level (%)", "LOO deviation", "α"],
               [[rubric.dimension(k).name["en"], str(d["n_pairs"]), _pct(d["within_one_level"]),
                 fmt(d["loo_deviation"]), fmt(d["krippendorff_alpha"])] for k, d in nf["per_dimension"].items()])
 
-    _findings(rep, rows, ratings, keys, generators, rubric, n_bootstrap, rng)
-    for path in scores:
-        _table4(rep, dataset, Path(path), split, n_bootstrap, seed)
+    _findings(rep, rows, ratings, keys, generators, rubric, table2, n_bootstrap, rng)
     return rep
 
 
@@ -215,79 +216,143 @@ def rating_table_all(dataset: str | Path):
     )
 
 
-def _findings(rep: Report, rows, ratings, keys, generators, rubric, n_bootstrap, rng) -> None:
+def _ordinal(rank: int, n: int) -> str:
+    """"highest", "lowest" or "2nd highest" for a 1-based rank among n (1 = highest)."""
+    if rank == 1:
+        return "highest"
+    if rank == n:
+        return "lowest"
+    return f"{rank}{'nd' if rank == 2 else 'rd' if rank == 3 else 'th'} highest"
+
+
+def _findings(rep: Report, rows, ratings, keys, generators, rubric, table2, n_bootstrap, rng) -> None:
+    """The paper's §4 findings: headings name the analysis; every finding is a sentence computed from the numbers."""
+    name = {k: rubric.dimension(k).name["en"] for k in keys}
     f: dict = {}
     rep.heading("Findings of the paper's §4, recomputed")
+    rep.text("Over the `images` config (Tang poems, seen generators), all splits; ratings are the kept ratings of those "
+             "images. ρ is Spearman's rank correlation, over the pairs where both values are present.")
 
-    drivers = {k: _spearman([r[k] for r in rows], [r["overall_impression"] for r in rows]) for k in keys
-               if k != "overall_impression"}
-    f["spearman_with_overall"] = {k: v for k, (v, _) in drivers.items()}
-    rep.heading("What drives overall impression", 3)
+    d = findings.drivers(rows, keys)
+    f["spearman_with_overall"] = {k: v["rho"] for k, v in d.items()}
+    rep.heading("Dimensions and overall impression", 3)
+    ordered = sorted((k for k in d if d[k]["rho"] is not None), key=lambda k: -d[k]["rho"])
+    if len(ordered) >= 3:
+        a, b, z = ordered[0], ordered[1], ordered[-1]
+        rep.text(f"Per image, overall impression goes most with {name[a]} (ρ {fmt(d[a]['rho'], 2)}) and {name[b]} "
+                 f"(ρ {fmt(d[b]['rho'], 2)}), least with {name[z]} (ρ {fmt(d[z]['rho'], 2)}).")
     rep.table(["Dimension", "Spearman ρ with overall impression", "Images"],
-              [[rubric.dimension(k).name["en"], fmt(v), str(n)]
-               for k, (v, n) in sorted(drivers.items(), key=lambda kv: -(kv[1][0] or -2))])
+              [[name[k], fmt(d[k]["rho"]), str(d[k]["images"])] for k in ordered + [k for k in d if k not in ordered]])
 
-    by_poem: dict[str, list[dict]] = {}
-    for r in rows:
-        by_poem.setdefault(r["poem_id"], []).append(r)
-    difficulty = {p: mean_or_none([r["overall_impression"] for r in rs]) for p, rs in by_poem.items()}
-    difficulty = {p: d for p, d in difficulty.items() if d is not None}
-    length = {p: sum("\u4e00" <= c <= "\u9fff" for c in rs[0]["poem"]) for p, rs in by_poem.items()}
-    rho_len, n_len = _spearman([difficulty[p] for p in difficulty], [length[p] for p in difficulty])
-    ordered = sorted(difficulty, key=difficulty.get)
-    q = max(1, len(ordered) // 4)
-    hard, easy = set(ordered[:q]), set(ordered[-q:])
-    gap = {k: (mean_or_none([r[k] for p in easy for r in by_poem[p]]) or 0) - (mean_or_none([r[k] for p in hard for r in by_poem[p]]) or 0)
-           for k in keys}
-    f["difficulty"] = {"min": min(difficulty.values(), default=None), "max": max(difficulty.values(), default=None),
-                       "spearman_with_length": rho_len, "poems": n_len, "quartile_poems": q,
-                       "easy_minus_hard_gap": gap}
-    rep.heading("What makes a poem hard", 3)
-    rep.text(f"Per-poem difficulty (mean overall impression over the poem's images) ranges from "
-             f"{fmt(f['difficulty']['min'], 2)} to {fmt(f['difficulty']['max'], 2)}; its Spearman ρ with poem length "
-             f"(Han characters) is {fmt(rho_len)} over {n_len} poems. Easiest minus hardest quartile ({q} poems each):")
-    rep.table(["Dimension", "Gap (easy − hard)"], [[rubric.dimension(k).name["en"], fmt(v)]
-                                                  for k, v in sorted(gap.items(), key=lambda kv: -kv[1])])
+    diff = f["difficulty"] = findings.difficulty(rows, keys)
+    rep.heading("Poem difficulty", 3)
+    gaps = sorted((k for k, v in diff["easy_minus_hard_gap"].items() if v is not None),
+                  key=lambda k: -diff["easy_minus_hard_gap"][k])
+    text = (f"A poem's difficulty is the mean overall impression over its images; it ranges from {fmt(diff['min'], 2)} "
+            f"to {fmt(diff['max'], 2)}. Its correlation with poem length (Han characters, every CJK ideograph block) is "
+            f"{findings.strength(diff['spearman_with_length'])} (ρ {fmt(diff['spearman_with_length'], 2)}, "
+            f"{diff['poems']} poems).")
+    if gaps:
+        top, low = gaps[0], gaps[-1]
+        text += (f" Between the easiest and the hardest quartile the gap is largest on {name[top]} "
+                 f"({fmt(diff['easy_minus_hard_gap'][top], 2)}) and smallest on {name[low]} "
+                 f"({fmt(diff['easy_minus_hard_gap'][low], 2)}).")
+    rep.text(text)
+    rep.text(f"Quartiles: the {diff['quartile_size']} hardest and the {diff['quartile_size']} easiest of the "
+             f"{diff['poems']} poems, each with every poem tied at its boundary ({diff['hard_poems']} and "
+             f"{diff['easy_poems']} poems). The gap is the "
+             "mean over the easy quartile's poems minus the mean over the hard quartile's, each poem weighing as one "
+             "(its mean over its images); overall impression defines the quartiles and is left out.")
+    rep.table(["Dimension", "Gap (easy − hard)"],
+              [[name[k], fmt(diff["easy_minus_hard_gap"][k])] for k in gaps])
 
-    rho_q, n_q = _spearman([r["recognizability"] for r in rows], [r["quality"] for r in rows])
-    rho_o, _ = _spearman([r["recognizability"] for r in rows], [r["overall_impression"] for r in rows])
-    high = [r["recognizability"] for r in rows if r["quality"] is not None and r["quality"] >= HIGH_QUALITY]
-    f["recognizability"] = {"spearman_with_quality": rho_q, "spearman_with_overall": rho_o, "images": n_q,
-                            "mean_of_highly_rated": mean_or_none(high), "highly_rated_images": len(high)}
-    rep.heading("Recognizing a poem is not illustrating it well", 3)
-    rep.text(f"Per image, recognizability has Spearman ρ {fmt(rho_q)} with quality and {fmt(rho_o)} with overall "
-             f"impression ({n_q} images). Images rated highly (quality ≥ {HIGH_QUALITY}) have mean recognizability "
-             f"{fmt(f['recognizability']['mean_of_highly_rated'])} ({len(high)} images).")
+    rec = f["recognizability"] = findings.recognizability(rows, generators)
+    rep.heading("Recognizability and quality", 3)
+    text = (f"Per image, the correlation of recognizability with quality is "
+            f"{findings.strength(rec['spearman_with_quality'])} (ρ {fmt(rec['spearman_with_quality'], 2)}, "
+            f"{rec['spearman_with_quality_images']} images) and with overall impression "
+            f"{findings.strength(rec['spearman_with_overall'])} (ρ {fmt(rec['spearman_with_overall'], 2)}). The {rec['highly_rated_images']} highly rated images "
+            f"(quality ≥ {findings.HIGH_QUALITY}, with a Phase-1 answer) have mean recognizability "
+            f"{fmt(rec['mean_of_highly_rated'], 2)}.")
+    by_gen = rec["by_generator"]
+    with_mean = [g for g in generators if by_gen[g]["mean"] is not None]
+    if len(with_mean) >= 2:
+        best = max(with_mean, key=lambda g: by_gen[g]["mean"])
+        clean = [g for g in with_mean if by_gen[g]["mean_without_leakage"] is not None]
+        best_clean = max(clean, key=lambda g: by_gen[g]["mean_without_leakage"]) if clean else None
+        text += f" {best} is the most recognizable generator ({fmt(by_gen[best]['mean'], 3)})"
+        if best_clean == best:
+            text += (f"; it stays the most recognizable with every leakage image left out "
+                     f"({fmt(by_gen[best]['mean_without_leakage'], 3)}).")
+        elif best_clean:
+            text += (f"; with every leakage image left out, {best_clean} is "
+                     f"({fmt(by_gen[best_clean]['mean_without_leakage'], 3)}).")
+        else:
+            text += "."
+    rep.text(text)
+    rep.table(["Generator", "Recognizability", "Without leakage images", "Leakage images left out"],
+              [[g, fmt(by_gen[g]["mean"]), fmt(by_gen[g]["mean_without_leakage"]),
+                str(by_gen[g]["leakage_images_left_out"])] for g in generators])
 
-    values = {g: np.array([r["quality"] for r in rows if r["generator"] == g and r["quality"] is not None]) for g in generators}
-    ranked = [g for g in generators if len(values[g])]  # a generator without a kept rating has no mean to rank
-    boots = np.stack([bootstrap_means(values[g], n_bootstrap, rng) for g in ranked]) if ranked else np.zeros((0, 0))
-    first = {g: float(np.mean(np.argmax(boots, axis=0) == ranked.index(g))) if g in ranked else None for g in generators}
-    last = {g: float(np.mean(np.argmin(boots, axis=0) == ranked.index(g))) if g in ranked else None for g in generators}
-    f["ranking_stability"] = {"first": first, "last": last, "resamples": n_bootstrap}
-    rep.heading("How stable is the ranking", 3)
-    rep.text("Share of bootstrap resamples (images resampled within each generator) in which each generator "
-             "has the highest and the lowest mean quality.")
+    st = f["ranking_stability"] = findings.ranking_stability(rows, generators, n_bootstrap, rng)
+    rep.heading("Ranking stability", 3)
+    ranked = [g for g in generators if st["first"][g] is not None]
+    if len(ranked) >= 2:
+        top = max(ranked, key=lambda g: st["first"][g])
+        bottom = max(ranked, key=lambda g: st["last"][g])
+        rep.text(f"{top} has the highest mean quality in {_pct(st['first'][top])} % of the resamples and {bottom} the "
+                 f"lowest in {_pct(st['last'][bottom])} %.")
+    rep.text("Share of bootstrap resamples (images resampled within each generator) in which each generator has the "
+             "highest and the lowest mean quality.")
     rep.table(["Generator", "Ranks first (%)", "Ranks last (%)"],
-              [[g, _pct(first[g]), _pct(last[g])] for g in generators])
+              [[g, _pct(st["first"][g]), _pct(st["last"][g])] for g in generators])
 
-    face = {g: mean_or_none([r["face_avoidance"] for r in rows if r["generator"] == g]) for g in generators}
-    emotion = {g: mean_or_none([r["emotional_resonance"] for r in rows if r["generator"] == g]) for g in generators}
-    f["face_avoidance"] = {g: {"rate": face[g], "emotional_resonance": emotion[g]} for g in generators}
+    emo = findings.emotion(ratings, generators, rubric)
+    f["face_avoidance"] = {g: {**emo["face_avoidance"][g], "emotional_resonance": table2[g][emo["dimension"]]}
+                           for g in generators}
+    f["emotion_option_shares"] = emo["option_shares"]
+    dim = rubric.dimension(emo["dimension"])
     rep.heading("Emotion and face avoidance", 3)
-    rep.text("Face avoidance: the share of applicable emotion ratings answering \"emotion expected but not visible\".")
-    rep.table(["Generator", "Face avoidance (%)", "Emotional resonance (×100)"],
-              [[g, _pct(face[g]), _pct(emotion[g])] for g in generators])
+    rates = [g for g in generators if emo["face_avoidance"][g]["rate"] is not None
+             and table2[g][emo["dimension"]] is not None]
+    if len(rates) >= 2:
+        most = max(rates, key=lambda g: emo["face_avoidance"][g]["rate"])
+        order = sorted(rates, key=lambda g: -table2[g][emo["dimension"]])
+        rho, _ = findings.spearman([emo["face_avoidance"][g]["rate"] for g in rates],
+                                   [table2[g][emo["dimension"]] for g in rates])
+        f["face_avoidance_vs_emotion_spearman"] = rho
+        rep.text(f"{most}, which avoids faces most ({_pct(emo['face_avoidance'][most]['rate'])} % of its applicable "
+                 f"emotion ratings), has the {_ordinal(order.index(most) + 1, len(order))} emotional resonance of the "
+                 f"{len(order)} generators; across generators, face avoidance and emotional resonance have Spearman "
+                 f"ρ {fmt(rho, 2)}.")
+    option = dim.option(emo["face_option"])
+    rep.text(f"Face avoidance: the share of a generator's applicable {dim.name['en'].lower()} ratings (pooled over "
+             f"ratings, not averaged per image) that chose \"{option.label['en']}\".")
+    rep.table(["Generator", "Face avoidance (%)", "Applicable ratings", f"{dim.name['en']} (×100)"],
+              [[g, _pct(emo["face_avoidance"][g]["rate"]), str(emo["face_avoidance"][g]["ratings"]),
+                fmt(table2[g][emo["dimension"]], 1)] for g in generators])
+    rep.text(f"How the {emo['applicable_ratings']} applicable {dim.name['en'].lower()} ratings split over the options, "
+             "all generators pooled:")
+    rep.table(["Option", "Score", "Share (%)"],
+              [[f"{letter}: {dim.option(letter).label['en']}", fmt(o["score"], 2), _pct(o["share"])]
+               for letter, o in emo["option_shares"].items()])
 
-    accuracy = {}
-    for group in ("expert", "crowd"):
-        answers = [r["phase1_correct"] for r in ratings if r["rater_group"] == group and r["image_config"] == "images"
-                   and r["phase1_correct"] is not None]
-        accuracy[group] = {"accuracy": mean_or_none([float(a) for a in answers]), "answers": len(answers)}
-    f["phase1_accuracy_by_group"] = accuracy
-    rep.heading("Experts and crowd workers", 3)
+    app = f["applicability"] = findings.applicability(ratings, rubric)
+    rep.heading("Applicability", 3)
+    rep.text("Dimensions with a not-applicable option: the share of kept ratings, pooled over generators, that judged "
+             "the dimension applicable (Table 2 averages these dimensions over the images where it applies).")
+    rep.table(["Dimension", "Applicable (%)", "Ratings"],
+              [[name[k], _pct(a["share"]), str(a["ratings"])] for k, a in app.items()])
+
+    acc = f["phase1_accuracy_by_group"] = findings.phase1_accuracy(ratings)
+    rep.heading("Phase-1 accuracy by rater group", 3)
+    e, c = acc["expert"]["accuracy"], acc["crowd"]["accuracy"]
+    if e is not None and c is not None:
+        rep.text(f"Experts picked the right poem {'more' if e > c else 'less' if e < c else 'as'} often "
+                 f"{'than' if e != c else 'as'} crowd workers ({_pct(e)} % against {_pct(c)} %).")
+    rep.text("Kept ratings with a Phase-1 answer, of the Tang images by the seen generators.")
     rep.table(["Rater group", "Phase-1 accuracy (%)", "Answers"],
-              [[g, _pct(a["accuracy"]), str(a["answers"])] for g, a in accuracy.items()])
+              [[g, _pct(a["accuracy"]), str(a["answers"])] for g, a in acc.items()])
     rep.numbers["findings"] = f
 
 
@@ -303,13 +368,26 @@ def _table4(rep: Report, dataset, path: Path, split: str, n_bootstrap: int, seed
         rep.text("**Random weights.** These scores come from a tiny test model: they check the pipeline and measure nothing.")
     if warning:
         rep.text(f"**Warning.** {warning}.")
-    floor = floor_summary(noise_floor(rating_table(dataset, split)))
+    nf = noise_floor(rating_table(dataset, split))
+    floor = floor_summary(nf)
     rows = []
-    for stat in ("coverage", "mae", "within_0.05", "within_one_anchor", "kendall_tau", "spearman"):
+    for stat, label in STAT_LABELS.items():
         if stat in result:
-            ci = result.get(f"{stat}_ci")
-            rows.append([stat, fmt(result[stat]), fmt_ci(ci), fmt(floor[stat]) if stat in floor else ""])
-    rep.table(["Statistic", "Value", "95 % CI (poems)", "Human noise floor"], rows)
+            if stat == "kendall_tau":
+                label += f" ({result['kendall_tau_poems']} poems)"
+            rows.append([label, fmt(result[stat]), _interval(result.get(f"{stat}_ci"), 3),
+                         fmt(floor[stat]) if stat in floor else ""])
+    rep.table(["Statistic", "Value", "95 % interval (poems resampled)", "Human noise floor"], rows)
+    if nf["enough"]:
+        rep.text(f"Human noise floor: from the {nf['n_multi_rated_images']} multi-rated images of the {split} split, "
+                 "pooled over dimensions (every rater's leave-one-out deviation beside the mean absolute error, every "
+                 "pair of raters beside within one anchor step, one rater's per-poem τ against the others' beside "
+                 "Kendall τ).")
+    else:
+        rep.text(f"Human noise floor: too few multi-rated images in the {split} split ({nf['n_multi_rated_images']}; "
+                 f"at least {MIN_MULTI_RATED} needed), so none is shown.")
+    if any(ci and ci[0] == ci[1] for ci in (result.get(f"{stat}_ci") for stat in STAT_LABELS)):
+        rep.text(ZERO_WIDTH_NOTE)
     ok = np.isfinite(data.pred_quality) & np.isfinite(data.human_quality)
     if ok.any():
         rep.figure(f"scatter_{evaluator}.png", scatter(list(data.human_quality[ok]), list(data.pred_quality[ok]),
@@ -360,6 +438,7 @@ def render_html(rep: Report) -> str:
                          f"<figcaption>{_inline(caption)}</figcaption></figure>")
     style = ("body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;padding:0 1em;color:#222}"
              "table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}"
+             "td{white-space:nowrap}"
              "th:first-child,td:first-child{text-align:left}img{max-width:100%}figcaption{color:#555;font-size:90%}")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>TangPoetryBench report</title>'
             f"<style>{style}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n")
