@@ -41,6 +41,11 @@ if spaces is not None:
     score = spaces.GPU(score)
 
 
+def pick_example(event: gr.SelectData) -> list[str]:
+    """The clicked example's image, poem text, title and author."""
+    return EXAMPLES[event.index]
+
+
 def show(path):
     try:
         return read_image(path, CONFIG.max_image_bytes, CONFIG.max_image_pixels) if path else None
@@ -77,8 +82,10 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
                                   type="filepath")
             baselines = gr.Checkbox(label="Also compute CLIPScore, BLIPScore, VQAScore", value=True)
             button = gr.Button("Score", variant="primary")
-            gr.Examples(EXAMPLES, [image, text, title, author], label="Examples (synthetic paintings)",
-                        example_labels=[f"《{p.title}》 {p.author} — synthetic painting" for p in EXAMPLE_POEMS])
+            # a gallery, not gr.Examples: the upload is a File (checked before decoding), which Examples would list
+            # by file name
+            examples = gr.Gallery([(row[0], f"《{row[2]}》 {row[3]}") for row in EXAMPLES], columns=len(EXAMPLES),
+                                  label="Examples (synthetic paintings): click one", allow_preview=False, height=230)
         with gr.Column():
             summary = gr.Markdown(label="Summary")
             table = gr.Dataframe(headers=TABLE_HEADERS, label="Per dimension", wrap=True, max_height=900,
@@ -88,6 +95,7 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
             with gr.Accordion("Raw model answer", open=False):
                 raw = gr.Code(language="json", label="answer")
     image.change(show, image, preview, api_name=False)
+    examples.select(pick_example, None, [image, text, title, author], api_name=False)
     choice.change(pick_poem, choice, [text, title, author], api_name=False)
     rubric.change(lambda c: gr.update(visible=c == UPLOADED), rubric, rubric_file, api_name=False)
     button.click(score, [image, text, title, author, rubric, rubric_file, baselines],

@@ -199,6 +199,12 @@ def test_real_browser(app, png, tmp_path):
             errors = []
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(url)
+            thumbnails = page.locator("button.thumbnail-item img")  # the examples gallery: pictures, not file names
+            thumbnails.first.wait_for(timeout=30_000)
+            assert thumbnails.count() == len(module.EXAMPLES)
+            thumbnails.nth(2).click()  # an example fills the form
+            playwright.expect(page.get_by_role("textbox", name="Title", exact=True)).to_have_value(
+                module.EXAMPLES[2][2], timeout=30_000)
             page.locator("input[type=file]").first.set_input_files(str(png))
             page.get_by_label("Poem text").fill(POEM)
             page.get_by_role("button", name="Score", exact=True).click()
