@@ -77,6 +77,8 @@ def _score(args: argparse.Namespace) -> None:
     source = DatasetSource(args.dataset, args.config, args.split) if args.dataset else FolderSource(args.images, args.poems)
     extra = {k: v for k, v in (("device", args.device), ("max_pixels", args.max_pixels),
                                ("max_new_tokens", args.max_new_tokens)) if v is not None}
+    if args.constrained:
+        extra["constrained"] = True
     evaluator = load_evaluator(args.evaluator, model=args.model, adapter=args.adapter, backend=args.backend, **extra)
     summary = score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,
                              num_workers=args.num_workers, progress=not args.quiet)
@@ -234,6 +236,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: the GPU when there is one)")
     p.add_argument("--max-pixels", type=int, help="shrink larger images to this many pixels (default: 1024×1024)")
     p.add_argument("--max-new-tokens", type=int, help="PAE's answer length limit (default: 256)")
+    p.add_argument("--constrained", action="store_true",
+                   help="PAE on transformers: decode only answers in the rubric's JSON form, so every answer parses "
+                        "(the vllm backend always does)")
     p.add_argument("--out", type=Path, required=True, help="the results file (JSON Lines); an existing one is resumed")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 

@@ -185,3 +185,32 @@ def test_tiny_qwen3_vl_processor_is_the_real_ones(tiny_models):
                        return_tensors="pt")
     assert (inputs["input_ids"] == processor.image_token_id).sum() == 1024
     assert inputs["image_grid_thw"].tolist() == [[1, 64, 64]]
+
+
+def test_constrained_decoding_makes_every_answer_a_whole_rubric_answer(tiny_models):
+    """A random-weight model answers gibberish; constrained, the same model's answers are whole rubric answers,
+    with null only where a dimension can be excluded, in a batch that mixes two rubrics."""
+    from tangpoetrybench.constrained import Grammar, state
+    from tangpoetrybench.parsing import parse_answer
+    from tangpoetrybench.prompt import format_answer
+
+    tang, song = load_rubric("tang"), load_rubric("song_ci")
+    poems = sample_poems()[:3]
+    items = [ScoringItem(f"x/{i}", Image.new("RGB", (64, 48), (30 * i, 90, 120)), p) for i, p in enumerate(poems)]
+    free = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", max_new_tokens=40)
+    assert not any(r.parse_status == "ok" for r in free.score(items))
+    pae = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", constrained=True)
+    assert pae.settings()["constrained"] is True
+    pae.rubric_for = lambda item: song if item.image_id.endswith("/1") else tang  # one batch, two rubrics
+    results = pae.score(items)
+    for item, r in zip(items, results):
+        rubric = pae.rubric_for(item)
+        assert r.parse_status == "ok" and r.quality is not None, r.raw_output
+        assert list(json.loads(r.raw_output)) == list(rubric.keys)
+        assert r.raw_output == format_answer(r.scores, rubric)  # the trained form, exactly
+    assert [r.raw_output for r in results] == [r.raw_output for r in pae.score(items)]  # still greedy
+    g = Grammar.of(tang)
+    assert state('{"safety": 0.6', g)[0] == "value" and state('{"safety": 0.67, "technical_quality": null', g)[0] == "bad"
+    assert state('{"safety": 1.5', g)[0] == "bad" and state('{"safety": 1.0, "te', g) == ("literal", 'chnical_quality": ')
+    whole = format_answer({k: 0.5 for k in tang.keys}, tang)
+    assert state(whole, g) == ("done", "") and parse_answer(whole, tang).status == "ok"

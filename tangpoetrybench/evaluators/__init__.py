@@ -18,7 +18,8 @@ BACKENDS = ("transformers", "vllm")
 def load_evaluator(name: str, model: str | None = None, adapter: str | None = None, backend: str = "transformers",
                    **kwargs) -> Evaluator:
     """Build an evaluator by name. `model` and `adapter` are Hub ids or local folders; None means the default
-    checkpoint. Other keyword arguments (device, max_pixels, max_new_tokens, rubric) go to the evaluator."""
+    checkpoint. Other keyword arguments (device, max_pixels, max_new_tokens, rubric, constrained) go to the
+    evaluator."""
     if name not in EVALUATORS:
         raise ValueError(f"unknown evaluator {name!r} (known: {', '.join(EVALUATORS)})")
     if backend not in BACKENDS:
@@ -27,12 +28,15 @@ def load_evaluator(name: str, model: str | None = None, adapter: str | None = No
         raise ValueError(f"--adapter applies to pae only, not {name}")
     if backend == "vllm" and name != "pae":
         raise ValueError(f"the vllm backend serves pae only, not {name}")
+    if kwargs.get("constrained") and name != "pae":
+        raise ValueError(f"--constrained applies to pae only, not {name}")
     model_kw = {"model": model} if model else {}
     if name == "pae":
         if backend == "vllm":
             from .pae_vllm import PAEVLLM
 
             kwargs.pop("device", None)
+            kwargs.pop("constrained", None)  # vLLM always decodes to the rubric's JSON schema
             return PAEVLLM(adapter=adapter, **model_kw, **kwargs)
         from .pae import PAE
 
