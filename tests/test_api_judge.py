@@ -229,7 +229,7 @@ def test_a_refused_response_format_is_asked_again_without(server, demo_built, tm
     assert all(r["settings"]["response_format"].startswith("none (HTTP 400 from http://127.0.0.1:") for r in rows)
     asked = [r for r in proxy.requests if "response_format" in r["fields"]]
     assert 1 <= len(asked) <= 2 and len(proxy.requests) == 8 + len(asked)  # once per request in flight, then never
-    assert any("refused the response format" in m for m in caplog.messages)
+    assert any("to a request with a response format: asking once more without it" in m for m in caplog.messages)
 
 
 @pytest.mark.slow
@@ -276,3 +276,15 @@ def test_served_reward(server):
     poems = sample_poems()[:3]
     rewards = reward([Image.new("RGB", (64, 64), (i * 60, 90, 120)) for i in range(3)], poems)
     assert len(rewards) == 3 and all(isinstance(r, float) and (r == -1.0 or 0 <= r <= 1) for r in rewards)
+
+
+@pytest.mark.slow
+def test_concurrency_benchmark_runs(server, tmp_path):
+    """benchmarks/api_concurrency.py against the module's server (its figures are not asserted)."""
+    script = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "api_concurrency.py")
+    done = subprocess.run([sys.executable, script, "--images", "4", "--concurrency", "1,4", "--base-url",
+                           server["url"] + "/v1", "--model", server["model"], "--out", str(tmp_path / "b.json")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| concurrency | wall s | images/s | × first row | answered |" in done.stdout
+    assert [r["answered"] for r in json.loads((tmp_path / "b.json").read_text())["rows"]] == [4, 4]

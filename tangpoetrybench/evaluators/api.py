@@ -137,13 +137,13 @@ def http_status(exc: BaseException) -> int | None:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """What may pass on a retry: 408, 429, 5xx, a timeout, a lost or refused connection."""
-    import httpx2
-
+    """What may pass on a retry: 408, 429, 5xx, a timeout, a lost or refused connection (httpx's and httpx2's
+    `TransportError`: huggingface_hub 1.x uses the one, 2.x the other)."""
     status = http_status(exc)
     if status is not None:
         return status in (408, 429) or status >= 500
-    return isinstance(exc, (TimeoutError, ConnectionError, httpx2.TransportError))
+    return isinstance(exc, (TimeoutError, ConnectionError)) or any(
+        cls.__name__ == "TransportError" for cls in type(exc).__mro__)
 
 
 def run_coroutine(coroutine: Coroutine) -> Any:
@@ -269,20 +269,16 @@ class APIJudge(PAE):
                                          "that holds one; nothing was written for this batch") from None
                     if fmt is not None and status in (400, 422):
                         refused_now = message
-                        logger.warning("%s: the server refused the response format (%s); asking again without it",
+                        logger.warning("%s: %s, to a request with a response format: asking once more without it",
                                        item.image_id, message)
                         continue
-                    if not is_transient(exc) or attempt >= self.retries:
+                    delay = self._next_delay(exc, attempt)
+                    if delay is None:
                         if attempt:
                             message += f" ({attempt + 1} attempts)"
-                        return self._record(self.result(item, {}, None, None, "failed", message,
-                                                        kind=TRANSIENT if is_transient(exc) else "model"),
-                                            fmt, refused_now)
-                    after = retry_after_seconds(getattr(getattr(exc, "response", None), "headers", {}).get("Retry-After"))
-                    if after is not None and after > MAX_RETRY_AFTER:
-                        return self._record(self.result(item, {}, None, None, "failed", message + (
-                            f" (Retry-After {after:.0f} s)"), kind=TRANSIENT), fmt, refused_now)
-                    delay = retry_delay(attempt, after, base=self.backoff)
+                        kind = TRANSIENT if is_transient(exc) else "model"
+                        return self._record(self.result(item, {}, None, None, "failed", message, kind=kind), fmt,
+                                            refused_now)
                     attempt += 1
                     logger.warning("%s: retry %d of %d in %.1f s: %s", item.image_id, attempt, self.retries, delay,
                                    message)
@@ -295,9 +291,18 @@ class APIJudge(PAE):
         result = self.answer_result(item, answer)
         result.raw_output = redact(result.raw_output, key)
         if out.usage is not None:
-            result.usage = {"prompt_tokens": out.usage.prompt_tokens, "completion_tokens": out.usage.completion_tokens}
+            result.usage = {"prompt_tokens": int(out.usage.prompt_tokens or 0),
+                            "completion_tokens": int(out.usage.completion_tokens or 0)}
         result.settings["served_model"] = out.model
         return self._record(result, fmt, refused_now)
+
+    def _next_delay(self, exc: BaseException, attempt: int) -> float | None:
+        """Seconds to wait before trying again, or None to give up: not transient, retries spent, or a server asking
+        to wait longer than MAX_RETRY_AFTER."""
+        if not is_transient(exc) or attempt >= self.retries:
+            return None
+        after = retry_after_seconds(getattr(getattr(exc, "response", None), "headers", {}).get("Retry-After"))
+        return None if after is not None and after > MAX_RETRY_AFTER else retry_delay(attempt, after, self.backoff)
 
     def _record(self, result: EvalResult, fmt: dict | None, refused_now: str | None) -> EvalResult:
         """The record says whether the answer was constrained to the rubric's schema, and if not, why."""
