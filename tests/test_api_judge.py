@@ -164,20 +164,21 @@ def score_cmd(dataset, model, base_url, out, *extra):
 
 
 @pytest.mark.slow
-def test_scores_the_split_offline_through_the_server(server, demo_built, tmp_path):
-    """`tpb score --evaluator api` with HF_HUB_OFFLINE=1, through a key-checking gateway: every image once, in the
-    source's order, resumed, each record naming the model and carrying the server's token counts — as many prompt
-    tokens as the local PAE feeds its model for the same item. The key appears nowhere."""
+def test_scores_the_split_offline_through_the_server(server, demo_built, tmp_path, capsys, monkeypatch):
+    """`tpb score --evaluator api` through a key-checking gateway, resumed by a run with HF_HUB_OFFLINE=1 (read when
+    huggingface_hub is imported: a process of its own): every image once, in the source's order, each record naming
+    the model and carrying the server's token counts — as many prompt tokens as the local PAE feeds its model for the
+    same item. The key appears nowhere."""
     out = tmp_path / "api.jsonl"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TPB_KEY": SECRET}
+    monkeypatch.setenv("TPB_KEY", SECRET)
     with FaultProxy(server["url"], key=SECRET) as proxy:
         cmd = score_cmd(demo_built, server["model"], proxy.url, out, "--api-key-env", "TPB_KEY")
-        first = subprocess.run(cmd + ["--limit", "5"], capture_output=True, text=True, env=env, timeout=300)
-        assert first.returncode == 0, first.stderr[-3000:]
+        assert main(cmd[3:] + ["--limit", "5"]) == 0
+        first = capsys.readouterr()
         rest = subprocess.run(cmd + ["--price-in", "0.5", "--price-out", "2"], capture_output=True, text=True,
-                              env=env, timeout=300)
+                              env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
         assert rest.returncode == 0, rest.stderr[-3000:]
-    assert "7 scored now" in rest.stdout and "5 already there" in rest.stdout
+    assert "5 scored now" in first.out and "7 scored now" in rest.stdout and "5 already there" in rest.stdout
     assert "estimated cost $" in rest.stdout and "prompt +" in rest.stdout
     rows = records(out)
     ids = DatasetSource(demo_built, "images", "test").ids()
@@ -187,7 +188,7 @@ def test_scores_the_split_offline_through_the_server(server, demo_built, tmp_pat
     assert all(r["usage"]["prompt_tokens"] > 1000 and 0 < r["usage"]["completion_tokens"] <= 8 for r in rows)
     assert {r["error_kind"] for r in rows} <= {None, "parse"}  # answered; random weights rarely parse
     assert len(proxy.requests) == 12 and all(r["authorization"] == f"Bearer {SECRET}" for r in proxy.requests)
-    for text in (out.read_text(), first.stdout, first.stderr, rest.stdout, rest.stderr):
+    for text in (out.read_text(), first.out, first.err, rest.stdout, rest.stderr):
         assert SECRET not in text
     # The same prompt as the local PAE: the server counts exactly the tokens our processor makes for the item.
     pae = load_evaluator("pae", model=server["model"])
