@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from .errors import DataError, SystematicFailure
+from .errors import DataError, RunStopped, SystematicFailure
 from .qc import QCConfig
 from .release import DEFAULT_MAX_IMAGE_PIXELS
 
@@ -70,13 +70,17 @@ def _score(args: argparse.Namespace) -> None:
         raise ValueError("give --dataset DIR, or --images DIR with --poems FILE")
     if args.images and not args.poems:
         raise ValueError("--images needs --poems FILE")
+    if args.evaluator != "api" and (args.price_in is not None or args.price_out is not None):
+        raise ValueError("--price-in and --price-out apply to the api evaluator only")
     state = process_state()  # under a launcher: the process group, before any model is loaded
     if args.backend == "vllm" and state.num_processes > 1:
         raise ValueError("the vLLM backend runs as one process that uses its GPUs itself: start tpb score without "
                          "accelerate launch or torchrun")
     source = DatasetSource(args.dataset, args.config, args.split) if args.dataset else FolderSource(args.images, args.poems)
     extra = {k: v for k, v in (("device", args.device), ("max_pixels", args.max_pixels),
-                               ("max_new_tokens", args.max_new_tokens)) if v is not None}
+                               ("max_new_tokens", args.max_new_tokens), ("base_url", args.base_url),
+                               ("api_key_env", args.api_key_env), ("concurrency", args.concurrency),
+                               ("timeout", args.timeout), ("retries", args.retries)) if v is not None}
     if args.constrained:
         extra["constrained"] = True
     evaluator = load_evaluator(args.evaluator, model=args.model, adapter=args.adapter, backend=args.backend, **extra)
@@ -90,6 +94,11 @@ def _score(args: argparse.Namespace) -> None:
     retry = (f", {summary.retryable} of them in the model: run again to retry them" if summary.retryable else "")
     print(f"{summary.out}: {summary.scored} scored now ({summary.failed} failed{retry}), "
           f"{summary.skipped} already there, {summary.total} in the source")
+    if args.evaluator == "api":
+        from .evaluators.api import usage_line
+
+        usage = usage_line(summary.prompt_tokens, summary.completion_tokens, args.price_in, args.price_out)
+        print(f"{evaluator.model_name}: {usage} in this run")
     if evaluator.random_weights:
         from .evaluation import RANDOM_WEIGHTS_NOTE
 
@@ -215,20 +224,25 @@ def make_parser() -> argparse.ArgumentParser:
                    help="with --push: a private repo (without it: the owner's default visibility)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
-    p = command("score", "score images with PAE or a baseline, to JSON Lines that a rerun resumes",
-                "tpb score --dataset sample/dataset --evaluator pae --adapter ORG/PAE --out scores.jsonl", _score)
+    p = command("score", "score images with PAE, a served or hosted judge, or a baseline, to JSON Lines that a rerun "
+                "resumes", "tpb score --dataset sample/dataset --evaluator pae --adapter ORG/PAE --out scores.jsonl\n"
+                "  tpb score --dataset sample/dataset --evaluator api --model pae --base-url http://127.0.0.1:8000/v1 "
+                "--concurrency 16 --out served.jsonl", _score)
     p.add_argument("--dataset", help="a built dataset folder or Hub id")
     p.add_argument("--config", default="images", help="with --dataset: images, unseen_generator or song_ci")
     p.add_argument("--split", default="test", help="with --dataset: train, validation or test")
     p.add_argument("--images", type=Path, help="instead of --dataset: a folder of <poem_id>.png or <generator>/<poem_id>.png")
     p.add_argument("--poems", type=Path, help="with --images: " + POEMS_FILE)
-    p.add_argument("--evaluator", required=True, choices=["pae", "clipscore", "blipscore", "vqascore"],
-                   help="pae (the ten rubric scores) or a scalar baseline")
-    p.add_argument("--model", help="Hub id or local folder (default: the evaluator's checkpoint)")
+    p.add_argument("--evaluator", required=True, choices=["pae", "api", "clipscore", "blipscore", "vqascore"],
+                   help="pae (the ten rubric scores), api (PAE's question to a served or hosted model) or a scalar "
+                        "baseline")
+    p.add_argument("--model", help="Hub id or local folder (default: the evaluator's checkpoint); for api, required: "
+                                   "the model name the server knows")
     p.add_argument("--adapter", help="PAE's LoRA adapter, Hub id or local folder (without it: zero-shot)")
     p.add_argument("--backend", default="transformers", choices=["transformers", "vllm"],
                    help="vllm: its own environment and a GPU")
-    p.add_argument("--batch-size", type=int, help="images per batch (default: 8; vLLM takes chunks of at least 256)")
+    p.add_argument("--batch-size", type=int, help="images per batch (default: 8; vLLM takes chunks of at least 256, "
+                                                "api batches of at least 4 × --concurrency)")
     p.add_argument("--num-workers", type=int,
                    help="processes that decode and prepare batches while the model scores (default: up to 4 beside "
                         "a GPU, 0 on the CPU)")
@@ -239,6 +253,19 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--constrained", action="store_true",
                    help="PAE on transformers: decode only answers in the rubric's JSON form, so every answer parses "
                         "(the vllm backend always does)")
+    p.add_argument("--base-url", help="api: an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (default: "
+                                      "Hugging Face Inference Providers route --model)")
+    p.add_argument("--api-key-env", metavar="NAME",
+                   help="api: the environment variable that holds the API key; the key itself is never an argument "
+                        "(default: HF_TOKEN)")
+    p.add_argument("--concurrency", type=int, help="api: requests in flight at once (default: 8)")
+    p.add_argument("--timeout", type=float, help="api: seconds a request may take before it is retried (default: 120)")
+    p.add_argument("--retries", type=int,
+                   help="api: retries of a request on 429, 5xx, timeouts and lost connections (default: 5)")
+    p.add_argument("--price-in", type=float, metavar="USD",
+                   help="api: USD per million prompt tokens, for a cost estimate at the end (default: none)")
+    p.add_argument("--price-out", type=float, metavar="USD",
+                   help="api: USD per million completion tokens, for the cost estimate (default: none)")
     p.add_argument("--out", type=Path, required=True, help="the results file (JSON Lines); an existing one is resumed")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -301,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     try:
         args.func(args)
-    except (DataError, FileExistsError, ValueError, ImportError, OSError, SystematicFailure) as exc:  # OSError: a model that cannot be loaded
+    except (DataError, FileExistsError, ValueError, ImportError, OSError, SystematicFailure, RunStopped) as exc:  # OSError: a model that cannot be loaded
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

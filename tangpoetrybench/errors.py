@@ -32,6 +32,10 @@ class DataError(ValueError):
         super().__init__(f"{len(self.problems)} {noun}:\n" + "\n".join(lines))
 
 
-
 class SystematicFailure(RuntimeError):
     """Every item that reached the model in a run's first batches failed in the model: not one item's problem."""
+
+
+class RunStopped(RuntimeError):
+    """Nothing more can be scored (a server refused the API key): the run stops at once, the batch at hand
+    unwritten. Unlike one item's failure, it is never caught per item."""

@@ -11,7 +11,7 @@ give the same text.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from .rubric import Dimension, Rubric
 
@@ -76,6 +76,11 @@ def build_messages(poem: PoemLike, rubric: Rubric, image: Any = None) -> list[di
         {"role": "system", "content": [{"type": "text", "text": system_prompt(rubric)}]},
         {"role": "user", "content": [image_part, {"type": "text", "text": user_prompt(poem)}]},
     ]
+
+
+def with_image_parts(messages: list[dict], part: Callable[[Any], dict]) -> list[dict]:
+    """The messages with each image part replaced by `part(image)`: an engine's or a server's own image format."""
+    return [{**m, "content": [part(p["image"]) if p["type"] == "image" else p for p in m["content"]]} for m in messages]
 
 
 def format_answer(scores: Mapping[str, float | None], rubric: Rubric) -> str:

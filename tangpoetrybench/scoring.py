@@ -140,6 +140,8 @@ class ScoreSummary:
     process_scored: int = 0  # scored by this process
     process_index: int = 0
     num_processes: int = 1
+    prompt_tokens: int = 0  # tokens a served model reported for this run's requests (all processes)
+    completion_tokens: int = 0
 
     @property
     def main_process(self) -> bool:
@@ -305,18 +307,20 @@ def score_to_jsonl(
     )
     guard = FailureGuard(trusted=any(r.get("error_kind") not in (*MODEL_FAILURES, "input") for r in records))
 
-    scored = failed = retryable = 0
+    scored = failed = retryable = prompt_tokens = completion_tokens = 0
     with open(target, "a", encoding="utf-8") as f, tqdm(
         total=len(todo), desc=f"Scoring ({evaluator.name})", unit="image", disable=not progress or rank != 0
     ) as bar:
         def write(results: list[EvalResult]) -> None:
-            nonlocal scored, failed, retryable
+            nonlocal scored, failed, retryable, prompt_tokens, completion_tokens
             f.write("".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in results))
             f.flush()
             os.fsync(f.fileno())
             scored += len(results)
             failed += sum(r.parse_status == "failed" for r in results)
             retryable += sum(r.error_kind in MODEL_FAILURES for r in results)
+            prompt_tokens += sum(r.usage["prompt_tokens"] for r in results if r.usage)
+            completion_tokens += sum(r.usage["completion_tokens"] for r in results if r.usage)
 
         seen = 0
         for batch in loader:
@@ -327,10 +331,13 @@ def score_to_jsonl(
     if seen != len(todo):  # a source whose stream and ids disagree must not pass for a finished run
         raise RuntimeError(f"the source gave {seen} of the {len(todo)} items to score; rerun to score the rest")
     local = scored
+    counts = (scored, failed, retryable, prompt_tokens, completion_tokens)
     if parts or retry:
-        scored, failed, retryable = _merge(state, out, order, (scored, failed, retryable))
+        counts = _merge(state, out, order, counts)
+    scored, failed, retryable, prompt_tokens, completion_tokens = counts
     return ScoreSummary(out=out, total=len(ids), skipped=len(done), scored=scored, failed=failed, retryable=retryable,
-                        process_scored=local, process_index=rank, num_processes=world)
+                        process_scored=local, process_index=rank, num_processes=world, prompt_tokens=prompt_tokens,
+                        completion_tokens=completion_tokens)
 
 
 def _merge(state, out: Path, order: dict[str, int], counts: tuple[int, ...]) -> tuple[int, ...]:

@@ -1,4 +1,5 @@
-"""Evaluators behind one interface: PAE (transformers or vLLM) and the scalar baselines.
+"""Evaluators behind one interface: PAE (transformers or vLLM), any served or hosted model asked PAE's question
+(`api`), and the scalar baselines.
 
     >>> from tangpoetrybench.evaluators import load_evaluator
     >>> clip = load_evaluator("clipscore", model="OFA-Sys/chinese-clip-vit-base-patch16")
@@ -11,15 +12,19 @@ from __future__ import annotations
 
 from .base import EvalResult, Evaluator, ScoringItem
 
-EVALUATORS = ("pae", "clipscore", "blipscore", "vqascore")
+EVALUATORS = ("pae", "api", "clipscore", "blipscore", "vqascore")
 BACKENDS = ("transformers", "vllm")
+API_OPTIONS = ("base_url", "api_key_env", "concurrency", "timeout", "retries", "structured", "backoff")
 
 
 def load_evaluator(name: str, model: str | None = None, adapter: str | None = None, backend: str = "transformers",
                    **kwargs) -> Evaluator:
     """Build an evaluator by name. `model` and `adapter` are Hub ids or local folders; None means the default
     checkpoint. Other keyword arguments (device, max_pixels, max_new_tokens, rubric, constrained) go to the
-    evaluator."""
+    evaluator.
+
+    `api` asks a served or hosted model: `model` is the name the server knows, and `base_url`, `api_key_env`,
+    `concurrency`, `timeout` and `retries` (see `evaluators.api.APIJudge`) apply to it alone."""
     if name not in EVALUATORS:
         raise ValueError(f"unknown evaluator {name!r} (known: {', '.join(EVALUATORS)})")
     if backend not in BACKENDS:
@@ -30,6 +35,16 @@ def load_evaluator(name: str, model: str | None = None, adapter: str | None = No
         raise ValueError(f"the vllm backend serves pae only, not {name}")
     if kwargs.get("constrained") and name != "pae":
         raise ValueError(f"--constrained applies to pae only, not {name}")
+    given = [k for k in API_OPTIONS if kwargs.get(k) is not None]
+    if given and name != "api":
+        raise ValueError(f"--{given[0].replace('_', '-')} applies to the api evaluator only, not {name}")
+    if name == "api":
+        from .api import APIJudge
+
+        kwargs.pop("device", None)
+        return APIJudge(model, **{k: v for k, v in kwargs.items() if v is not None})
+    for option in API_OPTIONS:
+        kwargs.pop(option, None)
     model_kw = {"model": model} if model else {}
     if name == "pae":
         if backend == "vllm":

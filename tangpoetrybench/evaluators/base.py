@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import torch
 from PIL import Image
 
+from ..errors import RunStopped
 from ..poems import Poem
 from ..rubric import BUILTIN, Rubric, rubric_for_tradition
 
@@ -58,11 +59,14 @@ class EvalResult:
     error_kind: str | None = None  # input | model | transient | parse, for a failed result
     settings: dict[str, Any] = field(default_factory=dict)  # everything besides the model that shapes the answer
     random_weights: bool = False  # True: a plumbing check, not a quality measurement
+    usage: dict[str, int] | None = None  # tokens a served model reports: prompt_tokens, completion_tokens
 
     def to_json(self) -> dict[str, Any]:
         record = asdict(self)
         if not self.random_weights:
             record.pop("random_weights")
+        if self.usage is None:
+            record.pop("usage")
         return record
 
 
@@ -170,6 +174,8 @@ class Evaluator(ABC):
         ready = batch.ready
         try:
             outputs = self._run(batch.inputs, ready) if ready else []
+        except RunStopped:
+            raise
         except Exception as exc:
             self._free_memory()
             outputs = [self._run_alone(it) for it in ready] if len(ready) > 1 else [self.failure(ready[0], exc)]
@@ -191,6 +197,8 @@ class Evaluator(ABC):
         try:
             [result] = self._run(self._prepare([item]), [item])
             return result
+        except RunStopped:
+            raise
         except Exception as exc:
             self._free_memory()
             return self.failure(item, exc)

@@ -27,6 +27,7 @@ class PAE(Evaluator):
     name = "pae"
     uses_rubric = True
     backend = "transformers"
+    constrained = False
 
     def __init__(self, model: str = DEFAULT_MODEL, adapter: str | None = None, device: str | None = None,
                  max_pixels: int = DEFAULT_MAX_PIXELS, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
@@ -48,7 +49,7 @@ class PAE(Evaluator):
         Evaluator.__init__(self, rubric)
         self.processor, self.model, self.device = processor, model, next(model.parameters()).device
         self.model_name, self.random_weights = model_name, has_random_weights(model)
-        self.max_pixels, self.max_new_tokens, self.constrained = max_pixels, max_new_tokens, False
+        self.max_pixels, self.max_new_tokens = max_pixels, max_new_tokens
         return self
 
     def settings(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..prompt import answer_schema, build_messages
+from ..prompt import answer_schema, build_messages, with_image_parts
 from ..rubric import Rubric
 from .base import EvalResult, Evaluator, ScoringItem
 from .loading import DEFAULT_MAX_PIXELS, fit_pixels, model_label
@@ -24,13 +24,8 @@ MIN_CHUNK = 256  # requests per LLM.chat call: enough to keep max_num_seqs (64) 
 
 def vllm_messages(item: ScoringItem, rubric: Rubric, max_pixels: int = DEFAULT_MAX_PIXELS) -> list[dict]:
     """The prompt builder's messages, with the image as vLLM's `image_pil` part."""
-    messages = build_messages(item.poem, rubric, fit_pixels(item.image, max_pixels))
-    for message in messages:
-        message["content"] = [
-            {"type": "image_pil", "image_pil": part["image"]} if part["type"] == "image" else part
-            for part in message["content"]
-        ]
-    return messages
+    return with_image_parts(build_messages(item.poem, rubric, fit_pixels(item.image, max_pixels)),
+                            lambda image: {"type": "image_pil", "image_pil": image})
 
 
 def engine_kwargs(model: str, adapter: str | None, max_num_seqs: int, seed: int = 0) -> dict:

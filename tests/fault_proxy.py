@@ -1,0 +1,104 @@
+"""A loopback HTTP proxy in front of a real server, for fault injection: it answers the first requests with the
+planned faults (429 with Retry-After, 503, a dropped connection, an answer held back past the client's timeout),
+checks an API key, refuses requests that carry a given field, and can delay every answer by a fixed time (the
+concurrency benchmark). Everything else goes to the real server and back unchanged."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlparse
+
+FAULTS = ("429", "503", "drop", "slow")
+
+
+class FaultProxy:
+    """`with FaultProxy(upstream, faults=["429", "drop"]) as proxy:` then send requests to `proxy.url`.
+
+    `faults` are used one per request, in order of arrival; `requests` logs what each request got."""
+
+    def __init__(self, upstream: str, faults: list[str] = (), delay: float = 0.0, slow: float = 0.0,
+                 key: str | None = None, refuse_field: str | None = None, retry_after: str = "1", port: int = 0):
+        assert all(f in FAULTS for f in faults), faults
+        self.upstream = urlparse(upstream)
+        self.faults, self.delay, self.slow, self.key = list(faults), delay, slow, key
+        self.refuse_field, self.retry_after, self.port = refuse_field, retry_after, port
+        self.requests: list[dict] = []
+        self.lock = threading.Lock()
+        self.server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def __enter__(self) -> "FaultProxy":
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                proxy.handle(self)
+
+            def do_POST(self):
+                proxy.handle(self)
+
+            def log_message(self, *args):
+                pass
+
+        ThreadingHTTPServer.allow_reuse_address = True
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def handle(self, h: BaseHTTPRequestHandler) -> None:
+        try:
+            body = h.rfile.read(int(h.headers.get("Content-Length") or 0))
+        except ConnectionError:  # the client gave up while sending
+            h.close_connection = True
+            return None
+        fields = json.loads(body) if body else {}
+        with self.lock:
+            fault = self.faults.pop(0) if self.faults else None
+            self.requests.append({"path": h.path, "fault": fault, "fields": sorted(fields),
+                                  "authorization": h.headers.get("Authorization")})
+        if self.key is not None and h.headers.get("Authorization") != f"Bearer {self.key}":
+            return self.answer(h, 401, {"error": "invalid API key"})
+        if self.refuse_field and self.refuse_field in fields:
+            return self.answer(h, 400, {"error": f"{self.refuse_field} is not supported by this server"})
+        if fault == "429":
+            return self.answer(h, 429, {"error": "rate limited"}, {"Retry-After": self.retry_after})
+        if fault == "503":
+            return self.answer(h, 503, {"error": "overloaded"})
+        if fault == "drop":
+            h.close_connection = True  # no answer: the client sees the connection closed
+            return None
+        upstream = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=600)
+        upstream.request(h.command, h.path, body or None, {"Content-Type": "application/json"})
+        response = upstream.getresponse()
+        data = response.read()
+        upstream.close()
+        time.sleep(self.delay + (self.slow if fault == "slow" else 0.0))
+        return self.answer(h, response.status, data)
+
+    @staticmethod
+    def answer(h: BaseHTTPRequestHandler, status: int, data: bytes | dict, headers: dict | None = None) -> None:
+        payload = data if isinstance(data, bytes) else json.dumps(data).encode()
+        try:
+            h.send_response(status)
+            for name, value in {"Content-Type": "application/json", "Content-Length": str(len(payload)),
+                                **(headers or {})}.items():
+                h.send_header(name, value)
+            h.end_headers()
+            h.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up on a held answer
+            h.close_connection = True

@@ -1,0 +1,291 @@
+"""The `api` evaluator: PAE's question to a served model. The slow tests run the real `transformers serve` with the tiny
+Qwen3-VL on loopback (one server for the module) and inject faults with a loopback proxy in front of it. The tiny
+model's answers do not parse (random weights): the tests check the plumbing, never a score."""
+
+import base64
+import io
+import json
+import logging
+import os
+import pickle
+import random
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from email.utils import formatdate
+
+import pytest
+from PIL import Image
+
+from fault_proxy import FaultProxy
+from tangpoetrybench.cli import main
+from tangpoetrybench.evaluators import load_evaluator
+from tangpoetrybench.evaluators.api import (APIJudge, is_internal_url, redact, response_format, retry_after_seconds,
+                                            retry_delay, served_reward, usage_line, wire_messages)
+from tangpoetrybench.evaluators.base import EvalResult, ScoringItem
+from tangpoetrybench.evaluators.loading import chat_inputs
+from tangpoetrybench.poems import sample_poems
+from tangpoetrybench.prompt import answer_schema, build_messages
+from tangpoetrybench.rubric import load_rubric
+from tangpoetrybench.scoring import DatasetSource, read_done, score_to_jsonl
+
+SECRET = "sk-test-0123456789abcdef"
+
+
+# ---- fast: the parts that need no server ----
+
+def test_retry_delay_backs_off_with_jitter_and_honours_retry_after():
+    rng = random.Random(0)
+    for attempt in range(8):
+        ceiling = min(60.0, 2.0 ** attempt)
+        delays = [retry_delay(attempt, rng=rng) for _ in range(200)]
+        assert all(ceiling / 2 <= d <= ceiling for d in delays) and len(set(delays)) > 100
+    assert retry_delay(0, retry_after=7.0, rng=rng) == 7.0  # the server's wait wins over a shorter backoff
+    assert retry_delay(5, retry_after=1.0, rng=rng) >= 16.0
+    assert retry_after_seconds("3") == 3.0 and retry_after_seconds(None) is None and retry_after_seconds("soon") is None
+    now = time.time()
+    assert retry_after_seconds(formatdate(now + 10, usegmt=True), now=now) == pytest.approx(10, abs=1)
+    assert retry_after_seconds(formatdate(now - 10, usegmt=True), now=now) == 0.0
+
+
+def test_redaction_and_usage_line():
+    assert redact(f"401: bad key {SECRET}!", SECRET) == "401: bad key ***!"
+    assert redact("nothing", None) == "nothing" and redact(None, SECRET) is None
+    assert usage_line(1_000_000, 200_000) == "tokens: 1,000,000 prompt + 200,000 completion"
+    assert usage_line(1_000_000, 200_000, 0.5, 2.0).endswith("estimated cost $0.9000 (at $0.5 in, $2 out per million "
+                                                              "tokens)")
+
+
+def test_internal_urls():
+    for url in ("http://127.0.0.1:8000/v1", "http://localhost:8000", "http://10.1.2.3/v1", "https://192.168.0.7",
+                "http://[::1]:8000/v1", "http://169.254.1.1"):
+        assert is_internal_url(url), url
+    for url in ("https://8.8.8.8/v1", "http://no-such-host.invalid/v1", "not a url"):
+        assert not is_internal_url(url), url
+
+
+def test_offline_mode_allows_only_internal_servers(monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert APIJudge("pae", base_url="http://127.0.0.1:8000/v1").offline_local
+    with pytest.raises(ValueError, match="HF_HUB_OFFLINE is set and https://8.8.8.8/v1 is not a loopback or private"):
+        APIJudge("pae", base_url="https://8.8.8.8/v1")
+    with pytest.raises(ValueError, match="HF_HUB_OFFLINE is set and no --base-url was given"):
+        APIJudge("Qwen/Qwen3-VL-8B-Instruct")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    assert not APIJudge("pae", base_url="https://8.8.8.8/v1").offline_local
+
+
+def test_the_request_is_paes_prompt():
+    """The same messages as the prompt builder's, the image a lossless PNG data URL of the resized image, and the
+    rubric's answer schema as the response format."""
+    rubric = load_rubric("tang")
+    poem = sample_poems()[0]
+    image = Image.effect_noise((300, 200), 60).convert("RGB")
+    judge = APIJudge("pae", base_url="http://127.0.0.1:8000/v1", max_pixels=150 * 100)
+    [wired] = judge._prepare([ScoringItem("x", image, poem)])
+    system, user = build_messages(poem, rubric, image)
+    assert wired[0] == {"role": "system", "content": system["content"][0]["text"]}
+    url = wired[1]["content"][0]["image_url"]["url"]
+    assert url.startswith("data:image/png;base64,") and wired[1]["content"][1] == user["content"][1]
+    sent = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+    assert sent.size == (150, 100) and sent.tobytes() == judge.messages(ScoringItem("x", image, poem))[1]["content"][0]["image"].tobytes()
+    assert wire_messages(build_messages(poem, rubric, image))[1]["content"][1]["type"] == "text"
+    assert response_format(rubric)["json_schema"]["schema"] == answer_schema(rubric)
+
+
+def test_judge_state_and_record_format(monkeypatch):
+    """A data-loader worker's copy holds no key; results of other evaluators keep their format (no usage field)."""
+    monkeypatch.setenv("TPB_TEST_KEY", SECRET)
+    judge = load_evaluator("api", model="pae", base_url="http://127.0.0.1:8000/v1", api_key_env="TPB_TEST_KEY",
+                           concurrency=3)
+    assert SECRET.encode() not in pickle.dumps(judge) and judge.min_batch_size == 12
+    assert judge.settings() == {"backend": "api", "max_pixels": 1024 * 1024, "max_new_tokens": 256, "parser": 2,
+                                "temperature": 0.0, "seed": 0}
+    plain = EvalResult("x", "clipscore", {}, 0.5, None, "ok", None, 0.1)
+    assert "usage" not in plain.to_json()
+
+
+def test_option_errors(tmp_path, capsys):
+    with pytest.raises(ValueError, match="--base-url applies to the api evaluator only"):
+        load_evaluator("clipscore", base_url="http://127.0.0.1:8000/v1")
+    with pytest.raises(ValueError, match="needs --model"):
+        load_evaluator("api", base_url="http://127.0.0.1:8000/v1")
+    with pytest.raises(ValueError, match="is not an http"):
+        load_evaluator("api", model="pae", base_url="127.0.0.1:8000")
+    out = tmp_path / "x.jsonl"
+    assert main(["score", "--images", str(tmp_path), "--poems", "p.jsonl", "--evaluator", "clipscore",
+                 "--price-in", "1", "--out", str(out)]) == 2
+    assert "--price-in and --price-out apply to the api evaluator only" in capsys.readouterr().err
+
+
+# ---- slow: a real server on loopback ----
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_models, tmp_path_factory):
+    """`transformers serve` with the tiny Qwen3-VL on loopback, offline, for the whole module."""
+    model = str(tiny_models["qwen3-vl"])
+    port = free_port()
+    log = open(tmp_path_factory.mktemp("serve") / "serve.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "transformers.cli.transformers", "serve", model, "--host",
+                             "127.0.0.1", "--port", str(port), "--device", "cpu"], stdout=log, stderr=subprocess.STDOUT,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while True:
+        try:
+            urllib.request.urlopen(url + "/health", timeout=2)
+            break
+        except OSError:
+            assert proc.poll() is None and time.time() < deadline, open(log.name).read()[-3000:]
+            time.sleep(0.5)
+    yield {"url": url, "model": model}
+    proc.terminate()
+    proc.wait(30)
+    log.close()
+
+
+def records(path):
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def score_cmd(dataset, model, base_url, out, *extra):
+    return [sys.executable, "-m", "tangpoetrybench.cli", "score", "--dataset", str(dataset), "--evaluator", "api",
+            "--model", model, "--base-url", base_url, "--max-new-tokens", "8", "--out", str(out), "--quiet", *extra]
+
+
+@pytest.mark.slow
+def test_scores_the_split_offline_through_the_server(server, demo_built, tmp_path, capsys, monkeypatch):
+    """`tpb score --evaluator api` through a key-checking gateway, resumed by a run with HF_HUB_OFFLINE=1 (read when
+    huggingface_hub is imported: a process of its own): every image once, in the source's order, each record naming
+    the model and carrying the server's token counts — as many prompt tokens as the local PAE feeds its model for the
+    same item. The key appears nowhere."""
+    out = tmp_path / "api.jsonl"
+    monkeypatch.setenv("TPB_KEY", SECRET)
+    with FaultProxy(server["url"], key=SECRET) as proxy:
+        cmd = score_cmd(demo_built, server["model"], proxy.url, out, "--api-key-env", "TPB_KEY")
+        assert main(cmd[3:] + ["--limit", "5"]) == 0
+        first = capsys.readouterr()
+        rest = subprocess.run(cmd + ["--price-in", "0.5", "--price-out", "2"], capture_output=True, text=True,
+                              env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
+        assert rest.returncode == 0, rest.stderr[-3000:]
+    assert "5 scored now" in first.out and "7 scored now" in rest.stdout and "5 already there" in rest.stdout
+    assert "estimated cost $" in rest.stdout and "prompt +" in rest.stdout
+    rows = records(out)
+    ids = DatasetSource(demo_built, "images", "test").ids()
+    assert [r["image_id"] for r in rows] == ids and len(ids) == 12
+    assert all(r["evaluator"] == "api" and r["model"] == server["model"] for r in rows)
+    assert all(r["settings"]["served_model"] == server["model"] for r in rows)
+    assert all(r["usage"]["prompt_tokens"] > 1000 and 0 < r["usage"]["completion_tokens"] <= 8 for r in rows)
+    assert {r["error_kind"] for r in rows} <= {None, "parse"}  # answered; random weights rarely parse
+    assert len(proxy.requests) == 12 and all(r["authorization"] == f"Bearer {SECRET}" for r in proxy.requests)
+    for text in (out.read_text(), first.out, first.err, rest.stdout, rest.stderr):
+        assert SECRET not in text
+    # The same prompt as the local PAE: the server counts exactly the tokens our processor makes for the item.
+    pae = load_evaluator("pae", model=server["model"])
+    item = next(iter(DatasetSource(demo_built, "images", "test"))).load()
+    assert rows[0]["usage"]["prompt_tokens"] == chat_inputs(pae.processor, [pae.messages(item)])["input_ids"].shape[1]
+
+
+@pytest.mark.slow
+def test_faults_are_retried_and_every_image_is_scored_once(server, demo_built, tmp_path, caplog):
+    """429 with Retry-After, 503, a dropped connection and an answer held past the timeout: each retried, each retry
+    logged, and the run ends with every image scored exactly once."""
+    with FaultProxy(server["url"], faults=["429", "503", "drop", "slow"], slow=12) as proxy:
+        judge = load_evaluator("api", model=server["model"], base_url=proxy.url, max_new_tokens=8, concurrency=4,
+                               timeout=10, backoff=0.05)
+        with caplog.at_level(logging.WARNING, logger="tangpoetrybench.evaluators.api"):
+            summary = score_to_jsonl(judge, DatasetSource(demo_built, "images", "test"), tmp_path / "f.jsonl",
+                                     progress=False)
+    rows = records(tmp_path / "f.jsonl")
+    assert summary.scored == 12 and summary.retryable == 0
+    assert sorted(r["image_id"] for r in rows) == sorted(DatasetSource(demo_built, "images", "test").ids())
+    assert len({r["image_id"] for r in rows}) == 12 and all(r["usage"] for r in rows)
+    retries = [m for m in caplog.messages if ": retry " in m]
+    for cause in ("HTTP 429", "HTTP 503", "RemoteProtocolError", "InferenceTimeoutError"):
+        assert any(cause in m for m in retries), (cause, retries)
+    waited = next(m for m in retries if "HTTP 429" in m)
+    assert float(waited.split(" in ")[1].split(" s:")[0]) >= 1.0  # Retry-After: 1 honoured
+    assert len(proxy.requests) >= 16
+
+
+@pytest.mark.slow
+def test_a_refused_response_format_is_asked_again_without(server, demo_built, tmp_path, caplog):
+    with FaultProxy(server["url"], refuse_field="response_format") as proxy:
+        judge = load_evaluator("api", model=server["model"], base_url=proxy.url, max_new_tokens=8, concurrency=2)
+        with caplog.at_level(logging.WARNING, logger="tangpoetrybench.evaluators.api"):
+            score_to_jsonl(judge, DatasetSource(demo_built, "images", "test"), tmp_path / "r.jsonl", limit=8,
+                           progress=False)
+    rows = records(tmp_path / "r.jsonl")
+    assert len(rows) == 8 and all(r["usage"] for r in rows)
+    assert all(r["settings"]["response_format"].startswith("none (HTTP 400 from http://127.0.0.1:") for r in rows)
+    asked = [r for r in proxy.requests if "response_format" in r["fields"]]
+    assert 1 <= len(asked) <= 2 and len(proxy.requests) == 8 + len(asked)  # once per request in flight, then never
+    assert any("to a request with a response format: asking once more without it" in m for m in caplog.messages)
+
+
+@pytest.mark.slow
+def test_a_server_down_leaves_transient_failures_that_a_rerun_completes(server, demo_built, tmp_path):
+    out = tmp_path / "d.jsonl"
+    source = DatasetSource(demo_built, "images", "test")
+    port = free_port()
+    with FaultProxy(server["url"], port=port) as proxy:
+        judge = load_evaluator("api", model=server["model"], base_url=proxy.url, max_new_tokens=8, retries=1,
+                               backoff=0.05)
+        score_to_jsonl(judge, source, out, limit=4, progress=False)
+    down = score_to_jsonl(judge, source, out, progress=False)  # nothing listens on the port now
+    assert down.scored == 8 and down.retryable == 8
+    assert [r["error_kind"] for r in records(out)[4:]] == ["transient"] * 8
+    assert "ConnectError" in records(out)[4]["error"] and "(2 attempts)" in records(out)[4]["error"]
+    with FaultProxy(server["url"], port=port):
+        back = score_to_jsonl(judge, source, out, progress=False)
+    assert back.scored == 8 and back.skipped == 4 and back.retryable == 0
+    rows = records(out)
+    assert [r["image_id"] for r in rows] == source.ids() and {r["error_kind"] for r in rows} <= {None, "parse"}
+
+
+@pytest.mark.slow
+def test_a_refused_key_stops_the_run_at_once(server, demo_built, tmp_path, capsys, monkeypatch):
+    """One clear line, one request (no retries), nothing written, and the key nowhere in the output."""
+    monkeypatch.setenv("TPB_KEY", SECRET)
+    out = tmp_path / "k.jsonl"
+    with FaultProxy(server["url"], key="the-right-key") as proxy:
+        code = main(["score", "--dataset", str(demo_built), "--evaluator", "api", "--model", server["model"],
+                     "--base-url", proxy.url, "--api-key-env", "TPB_KEY", "--concurrency", "1", "--out", str(out),
+                     "--quiet"])
+    captured = capsys.readouterr()
+    assert code == 2 and len(proxy.requests) == 1 and not read_done(out)
+    lines = captured.err.strip().splitlines()
+    assert lines == [f"error: {proxy.url} refused the API key from $TPB_KEY (HTTP 401): set TPB_KEY to a valid key, "
+                     "or --api-key-env to the variable that holds one; nothing was written for this batch"]
+    assert SECRET not in captured.err + captured.out
+
+
+@pytest.mark.slow
+def test_served_reward(server):
+    """The served judge as a reward function: one float per image (the tiny model's answers give the `missing`)."""
+    reward = served_reward(server["model"], base_url=server["url"] + "/v1", max_new_tokens=8, missing=-1.0)
+    poems = sample_poems()[:3]
+    rewards = reward([Image.new("RGB", (64, 64), (i * 60, 90, 120)) for i in range(3)], poems)
+    assert len(rewards) == 3 and all(isinstance(r, float) and (r == -1.0 or 0 <= r <= 1) for r in rewards)
+
+
+@pytest.mark.slow
+def test_concurrency_benchmark_runs(server, tmp_path):
+    """benchmarks/api_concurrency.py against the module's server (its figures are not asserted)."""
+    script = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "api_concurrency.py")
+    done = subprocess.run([sys.executable, script, "--images", "4", "--concurrency", "1,4", "--base-url",
+                           server["url"] + "/v1", "--model", server["model"], "--out", str(tmp_path / "b.json")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| concurrency | wall s | images/s | × first row | answered |" in done.stdout
+    assert [r["answered"] for r in json.loads((tmp_path / "b.json").read_text())["rows"]] == [4, 4]
