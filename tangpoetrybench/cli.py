@@ -171,8 +171,11 @@ def _publish(args: argparse.Namespace) -> None:
 def _tiny_models(args: argparse.Namespace) -> None:
     from .tiny import build_tiny_models
 
-    for name, path in build_tiny_models(args.out, overwrite=args.overwrite).items():
+    built = build_tiny_models(args.out, overwrite=args.overwrite)
+    for name, path in built.items():
         print(f"{name:<13} {path}")
+    if "text-to-image" not in built:
+        print("text-to-image not built: diffusers is not installed (pip install -e \".[generate]\")")
     print("Random weights: use these to run the pipeline offline, never to measure anything.")
 
 

@@ -114,12 +114,22 @@ def check_pipeline_path(pipeline: str) -> None:
         raise ValueError(f"no pipeline folder {pipeline} (a Hub pipeline is named ORG/NAME): check --pipeline")
 
 
+def is_text_to_image(cls: type) -> bool:
+    """A pipeline class that makes an image from a prompt alone: it takes `prompt` (or is one of diffusers' own
+    text-to-image classes) and no input image, mask or control signal, and its name says no other task."""
+    from diffusers.pipelines.auto_pipeline import AUTO_TEXT2IMAGE_PIPELINES_MAPPING
+
+    known = any(c is cls for c in AUTO_TEXT2IMAGE_PIPELINES_MAPPING.values())
+    params = set(inspect.signature(inspect.unwrap(cls.__call__)).parameters)
+    return not (any(marker in cls.__name__ for marker in NOT_TEXT_TO_IMAGE) or CONDITIONING_INPUTS & params
+                or ("prompt" not in params and not known))
+
+
 def pipeline_class(pipeline: str) -> tuple[type, dict]:
     """The pipeline's class and its model_index.json, refused unless it is a diffusers text-to-image pipeline.
     Only the index is read (downloaded, for a Hub id): nothing is loaded or written before this check."""
     import diffusers
     from diffusers import DiffusionPipeline
-    from diffusers.pipelines.auto_pipeline import AUTO_TEXT2IMAGE_PIPELINES_MAPPING
 
     check_pipeline_path(pipeline)
     try:
@@ -133,10 +143,7 @@ def pipeline_class(pipeline: str) -> tuple[type, dict]:
                          "(custom pipelines run remote code and are refused): use a text-to-image pipeline of diffusers")
     if not isinstance(cls, type):  # diffusers' placeholder for a class whose extra packages are missing
         raise ImportError(f"{name} needs packages that are not installed: pip install {' '.join(cls._backends)}")
-    known = any(c is cls for c in AUTO_TEXT2IMAGE_PIPELINES_MAPPING.values())
-    params = set(inspect.signature(inspect.unwrap(cls.__call__)).parameters)
-    if any(marker in name for marker in NOT_TEXT_TO_IMAGE) or CONDITIONING_INPUTS & params or (
-            "prompt" not in params and not known):
+    if not is_text_to_image(cls):
         raise ValueError(f"{pipeline} is a {name}, not a text-to-image pipeline (it needs more than a prompt): "
                          "give a text-to-image pipeline such as StableDiffusionXLPipeline or KolorsPipeline")
     return cls, index
@@ -146,7 +153,7 @@ def load_pipeline(cls: type, pipeline: str, device):
     """The pipeline on `device`, bf16 on a GPU and fp32 on the CPU; safetensors only, no remote code."""
     try:
         pipe = cls.from_pretrained(pipeline, dtype=pick_dtype(device), use_safetensors=True)
-    except (OSError, ValueError, EnvironmentError) as exc:
+    except (OSError, ValueError) as exc:
         raise ValueError(f"cannot load the pipeline {pipeline}: {str(exc).splitlines()[0]}") from None
     pipe.set_progress_bar_config(disable=True)
     return pipe.to(device)

@@ -17,6 +17,7 @@ result made with them is marked as a plumbing check: their scores and images mea
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from importlib import resources
 from pathlib import Path
@@ -238,15 +239,24 @@ BUILDERS = {"qwen3-vl": build_qwen3_vl, "clip": build_clip, "chinese-clip": buil
             "internvl": build_internvl, "text-to-image": build_text_to_image}
 
 
+def buildable() -> tuple[str, ...]:
+    """Every model, but the diffusers pipeline where diffusers is not installed (the vLLM environment, a bare GPU
+    benchmark machine): those need only the transformers models."""
+    has_diffusers = importlib.util.find_spec("diffusers") is not None
+    return tuple(name for name in MODELS if name != "text-to-image" or has_diffusers)
+
+
 def build_tiny_models(out: Path | str, overwrite: bool = False) -> dict[str, Path]:
-    """Build every tiny model under `out` (atomically); returns name → folder. An existing complete set of this
-    revision is reused; one an older tpb built is rebuilt."""
+    """Build the tiny models under `out` (atomically); returns name → folder. An existing complete set of this
+    revision is reused; one an older tpb built, or one that lacks a model this environment can build, is rebuilt."""
     out = Path(out)
     marker = out / "tiny_revision.txt"
-    if not overwrite and marker.is_file() and marker.read_text().strip() == str(REVISION):
-        return {name: out / name for name in MODELS}
+    names = buildable()
+    if (not overwrite and marker.is_file() and marker.read_text().strip() == str(REVISION)
+            and all((out / name).is_dir() for name in names)):
+        return {name: out / name for name in names}
     with atomic_folder(out) as tmp:
-        for name, build in BUILDERS.items():
-            build(tmp / name)
+        for name in names:
+            BUILDERS[name](tmp / name)
         (tmp / marker.name).write_text(f"{REVISION}\n")
-    return {name: out / name for name in MODELS}
+    return {name: out / name for name in names}

@@ -6,13 +6,16 @@ import hashlib
 import json
 import re
 import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from conftest import POEMS, SHARED
 from tangpoetrybench.cli import main
-from tangpoetrybench.generate import PROMPT_FILE, generate_images, image_seed, paper_prompt
+from tangpoetrybench.generate import PROMPT_FILE, generate_images, image_seed, is_text_to_image, paper_prompt
 
 PAPER = SHARED / "paper" / "tangpoetrybench-paper.txt"
 FAST = dict(steps=2, height=64, width=64, guidance_scale=1.0, progress=False)
@@ -111,6 +114,20 @@ def test_generate_reproduce_resume(pipeline, poems_file, tmp_path):
     assert {p: path.stat().st_mtime_ns for p, path in images.items()} == mtimes
 
 
+@pytest.mark.parametrize("name,expected", [  # a few classes: each import of a pipeline module costs seconds
+    ("StableDiffusionPipeline", True), ("StableDiffusionXLPipeline", True), ("KolorsPipeline", True),
+    ("StableDiffusionXLImg2ImgPipeline", False), ("KolorsImg2ImgPipeline", False),
+    ("StableDiffusionInpaintPipeline", False), ("StableDiffusionControlNetPipeline", False),
+])
+def test_which_pipelines_are_text_to_image(name, expected):
+    import diffusers
+
+    cls = getattr(diffusers, name)
+    if not isinstance(cls, type):
+        pytest.skip(f"{name} needs {cls._backends}")
+    assert is_text_to_image(cls) is expected
+
+
 def _one_line_error(capsys, argv) -> str:
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
@@ -148,3 +165,29 @@ def test_help_names_every_default(capsys):
         main(["generate", "--help"])
     text = capsys.readouterr().out
     assert "example:" in text and "(default: 30)" in text and "Appendix B" in text
+
+
+@pytest.mark.slow
+def test_throughput_benchmark_smoke_and_full_size_architecture(tmp_path):
+    """The GPU benchmark keeps working (--smoke, the tiny pipeline on the CPU; no figure asserted), and its full-size
+    pipeline, built on the meta device, has SDXL's published parameter counts (UNet 2.567B, VAE 83.65M, CLIP ViT-L
+    123.06M, OpenCLIP bigG 694.66M)."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from tangpoetrybench import __version__
+    from tangpoetrybench.tiny import build_tiny_models
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "figures.json"
+    done = subprocess.run([sys.executable, str(root / "benchmarks" / "generate_throughput.py"), "--smoke", "--images",
+                           "1", "--out", str(out)], capture_output=True, text=True, check=True)
+    assert "images/s" in done.stdout and json.loads(out.read_text())["smoke"] is True
+    sys.path.insert(0, str(root / "benchmarks"))
+    from generate_throughput import sdxl_pipeline
+
+    tiny = build_tiny_models(Path(tempfile.gettempdir()) / f"tpb-tiny-models-{__version__}")["text-to-image"]
+    pipe = sdxl_pipeline(torch.device("meta"), AutoTokenizer.from_pretrained(tiny / "tokenizer"))
+    counts = {n: sum(p.numel() for p in getattr(pipe, n).parameters()) for n in ("unet", "vae", "text_encoder",
+                                                                                 "text_encoder_2")}
+    assert counts == {"unet": 2567463684, "vae": 83653863, "text_encoder": 123060480, "text_encoder_2": 694659840}

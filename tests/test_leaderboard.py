@@ -4,6 +4,8 @@ can be checked against a direct computation; the slow test runs the whole loop w
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -153,7 +155,7 @@ def test_space_tab_over_gradio_client(board, tiny_models):
 
 @pytest.mark.slow
 def test_the_whole_loop_on_the_cpu(demo_built, tiny_models, tmp_path, capsys):
-    """Tiny pipeline → tpb generate (the test poems) → tpb score --images → tiny PAE on the dataset → tpb leaderboard
+    """Tiny pipeline → tpb generate (the test poems, two real processes under torchrun) → tpb score --images → tiny PAE on the dataset → tpb leaderboard
     with the sample's human-rated generators. Random weights: the tiny PAE's answers do not parse, so its estimates
     are empty; this checks that the pieces fit, not any number."""
     poems = tmp_path / "test_poems.jsonl"
@@ -161,9 +163,22 @@ def test_the_whole_loop_on_the_cpu(demo_built, tiny_models, tmp_path, capsys):
     poems.write_text("".join(json.dumps({k: r[k] for k in ("poem_id", "title", "author", "text", "tradition")},
                                         ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     raw = tmp_path / "raw"
-    assert main(["generate", "--pipeline", str(tiny_models["text-to-image"]), "--poems", str(poems), "--out", str(raw),
-                 "--generator", "tinysd", "--steps", "2", "--height", "64", "--width", "64", "--quiet"]) == 0
+    generate = ["generate", "--pipeline", str(tiny_models["text-to-image"]), "--poems", str(poems), "--out", str(raw),
+                "--generator", "tinysd", "--steps", "2", "--height", "64", "--width", "64", "--quiet"]
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m",
+              "tangpoetrybench.cli"]
+    one_thread = {**os.environ, "OMP_NUM_THREADS": "1"}  # the same thread count in every run: the same float sums
+    done = subprocess.run(launch + generate, capture_output=True, text=True, env=one_thread)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "process 0 of 2" in done.stderr and "process 1 of 2" in done.stderr
     assert sorted(p.stem for p in (raw / "images" / "tinysd").iterdir()) == sorted(r["poem_id"] for r in rows)
+    # the images two processes made are the ones one process makes
+    first = tmp_path / "first.jsonl"
+    first.write_text(poems.read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
+    subprocess.run([sys.executable, "-m", "tangpoetrybench.cli", *generate[:3], "--poems", str(first), "--out",
+                    str(tmp_path / "alone"), *generate[7:]], check=True, capture_output=True, env=one_thread)
+    [alone] = (tmp_path / "alone" / "images" / "tinysd").iterdir()
+    assert alone.read_bytes() == (raw / "images" / "tinysd" / alone.name).read_bytes()
     common = ["--evaluator", "pae", "--model", str(tiny_models["qwen3-vl"]), "--max-new-tokens", "16", "--quiet"]
     assert main(["score", "--images", str(raw / "images"), "--poems", str(raw / "poems.jsonl"), *common,
                  "--out", str(tmp_path / "new.jsonl")]) == 0
