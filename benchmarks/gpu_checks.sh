@@ -2,13 +2,14 @@
 # The GPU figures the README is waiting for, as one prepared run on one GPU (a few minutes by estimate; not yet run):
 # PAE scoring throughput by batch size (issue 3), the same end to end from PNG files through `score_to_jsonl`
 # (issue 11), and one SFT step's tokens/s, memory and MFU (issue 5), all on the full-size Qwen3-VL-8B
-# architecture with random bf16 weights. It needs only torch, transformers, peft,
+# architecture with random bf16 weights; and `tpb generate`'s images/s on the SDXL architecture at 1024×1024
+# (issue 16; it also needs diffusers: pip install diffusers). It needs only torch, transformers, peft,
 # pillow, numpy and pyyaml (the lent machine's image has them) and reads nothing from the Hub.
 #
 #     bash benchmarks/gpu_checks.sh [OUT_DIR]        # default: $OUT, else benchmarks/out
 #
 # Writes gpu.txt (device and versions), score_throughput.json/.log, score_end_to_end.json/.log and
-# train_step.json/.log to OUT_DIR.
+# train_step.json/.log and generate_throughput.json/.log to OUT_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-${OUT:-benchmarks/out}}"
@@ -27,3 +28,4 @@ torch.__version__, '| transformers', transformers.__version__, '| peft', peft.__
 "$python" benchmarks/score_throughput.py --end-to-end --batch-sizes 1,8,32 --images 64 \
     --out "$out/score_end_to_end.json" 2>&1 | tee "$out/score_end_to_end.log"
 "$python" benchmarks/train_step.py --out "$out/train_step.json" 2>&1 | tee "$out/train_step.log"
+"$python" benchmarks/generate_throughput.py --out "$out/generate_throughput.json" 2>&1 | tee "$out/generate_throughput.log"

@@ -3,8 +3,8 @@ metrics. The logic lives in `tangpoetrybench.space`; this file wires it to gradi
 
 import gradio as gr
 
-from tangpoetrybench.space import (RUBRICS, UPLOADED, Scorer, SpaceConfig, UserError, example_images,
-                                   poem_catalogue, read_image)
+from tangpoetrybench.space import (LEADERBOARD_HEADERS, RUBRICS, UPLOADED, Scorer, SpaceConfig, UserError,
+                                   example_images, leaderboard_view, poem_catalogue, read_image)
 
 try:  # ZeroGPU Spaces: run scoring on a GPU slice; elsewhere the decorator is absent or a no-op
     import spaces
@@ -46,6 +46,15 @@ def pick_example(event: gr.SelectData) -> list[str]:
     return EXAMPLES[event.index]
 
 
+def leaderboard():
+    """The Leaderboard tab, read from PAE_LEADERBOARD (a leaderboard.json made by `tpb leaderboard`)."""
+    try:
+        view = leaderboard_view(CONFIG.leaderboard)
+    except UserError as exc:
+        raise gr.Error(str(exc)) from None
+    return view.summary, view.rows, view.figure
+
+
 def show(path):
     try:
         return read_image(path, CONFIG.max_image_bytes, CONFIG.max_image_pixels) if path else None
@@ -66,40 +75,46 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
         "human raters did in TangPoetryBench. CLIPScore, BLIPScore and VQAScore are shown beside it: they "
         "measure literal text–image match, which is not what makes an illustration good."
     )
-    with gr.Row():
-        with gr.Column():
-            # A File input (not gr.Image) so that any upload reaches `score`, which explains what is wrong with it.
-            image = gr.File(label="Illustration (PNG, JPEG or WebP)", file_types=["image"], type="filepath")
-            preview = gr.Image(label="Preview", interactive=False, height=260)
-            choice = gr.Dropdown(label="Poem from the benchmark (type to search by title or author)",
-                                 choices=list(POEMS), value=None, filterable=True)
-            text = gr.Textbox(label="Poem text", lines=6, placeholder="床前明月光，疑是地上霜。…")
-            with gr.Row():
-                title = gr.Textbox(label="Title", value="")
-                author = gr.Textbox(label="Author", value="")
-            rubric = gr.Radio(label="Rubric", choices=[*RUBRICS, UPLOADED], value=next(iter(RUBRICS)))
-            rubric_file = gr.File(label="Rubric YAML (for an uploaded rubric)", file_types=[".yaml", ".yml"], visible=False,
-                                  type="filepath")
-            baselines = gr.Checkbox(label="Also compute CLIPScore, BLIPScore, VQAScore", value=True)
-            button = gr.Button("Score", variant="primary")
-            # a gallery, not gr.Examples: the upload is a File (checked before decoding), which Examples would list
-            # by file name
-            examples = gr.Gallery([(row[0], f"《{row[2]}》 {row[3]}") for row in EXAMPLES], columns=len(EXAMPLES),
-                                  label="Examples (synthetic paintings): click one", allow_preview=False, height=230)
-        with gr.Column():
-            summary = gr.Markdown(label="Summary")
-            table = gr.Dataframe(headers=TABLE_HEADERS, label="Per dimension", wrap=True, max_height=900,
-                                 column_widths=["26%", "10%", "28%", "36%"])
-            plot = gr.Plot(label="Profile")
-            baseline_table = gr.Dataframe(headers=BASELINE_HEADERS, label="Literal metrics")
-            with gr.Accordion("Raw model answer", open=False):
-                raw = gr.Code(language="json", label="answer")
+    with gr.Tab("Score an illustration"):
+        with gr.Row():
+            with gr.Column():
+                # A File input (not gr.Image) so that any upload reaches `score`, which explains what is wrong with it.
+                image = gr.File(label="Illustration (PNG, JPEG or WebP)", file_types=["image"], type="filepath")
+                preview = gr.Image(label="Preview", interactive=False, height=260)
+                choice = gr.Dropdown(label="Poem from the benchmark (type to search by title or author)",
+                                     choices=list(POEMS), value=None, filterable=True)
+                text = gr.Textbox(label="Poem text", lines=6, placeholder="床前明月光，疑是地上霜。…")
+                with gr.Row():
+                    title = gr.Textbox(label="Title", value="")
+                    author = gr.Textbox(label="Author", value="")
+                rubric = gr.Radio(label="Rubric", choices=[*RUBRICS, UPLOADED], value=next(iter(RUBRICS)))
+                rubric_file = gr.File(label="Rubric YAML (for an uploaded rubric)", file_types=[".yaml", ".yml"],
+                                      visible=False, type="filepath")
+                baselines = gr.Checkbox(label="Also compute CLIPScore, BLIPScore, VQAScore", value=True)
+                button = gr.Button("Score", variant="primary")
+                # a gallery, not gr.Examples: the upload is a File (checked before decoding), which Examples would
+                # list by file name
+                examples = gr.Gallery([(row[0], f"《{row[2]}》 {row[3]}") for row in EXAMPLES], columns=len(EXAMPLES),
+                                      label="Examples (synthetic paintings): click one", allow_preview=False, height=230)
+            with gr.Column():
+                summary = gr.Markdown(label="Summary")
+                table = gr.Dataframe(headers=TABLE_HEADERS, label="Per dimension", wrap=True, max_height=900,
+                                     column_widths=["26%", "10%", "28%", "36%"])
+                plot = gr.Plot(label="Profile")
+                baseline_table = gr.Dataframe(headers=BASELINE_HEADERS, label="Literal metrics")
+                with gr.Accordion("Raw model answer", open=False):
+                    raw = gr.Code(language="json", label="answer")
+    with gr.Tab("Leaderboard"):
+        board_summary = gr.Markdown()
+        board_table = gr.Dataframe(headers=LEADERBOARD_HEADERS, label="Generators, by PAE-estimated quality", wrap=True)
+        board_plot = gr.Plot(label="Profiles (PAE estimates)")
     image.change(show, image, preview, api_name=False)
     examples.select(pick_example, None, [image, text, title, author], api_name=False)
     choice.change(pick_poem, choice, [text, title, author], api_name=False)
     rubric.change(lambda c: gr.update(visible=c == UPLOADED), rubric, rubric_file, api_name=False)
     button.click(score, [image, text, title, author, rubric, rubric_file, baselines],
                  [table, summary, plot, raw, baseline_table], api_name="score")
+    demo.load(leaderboard, None, [board_summary, board_table, board_plot], api_name="leaderboard")
 
 demo.queue(default_concurrency_limit=CONFIG.concurrency)
 

@@ -203,10 +203,7 @@ def agreement(data: AgreementData, n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: i
         blocks: dict[str, list[np.ndarray]] = {}
         for start in range(0, n_bootstrap, CHUNK):
             b = min(CHUNK, n_bootstrap - start)
-            draws = rng.integers(0, n_poems, size=(b, n_poems))
-            weights = np.zeros((b, n_poems))
-            np.add.at(weights, (np.repeat(np.arange(b), n_poems), draws.ravel()), 1.0)
-            for k, v in ratios(weights).items():
+            for k, v in ratios(resample_weights(rng, n_poems, b)).items():
                 blocks.setdefault(k, []).append(v)
         for k, parts in blocks.items():
             values = np.concatenate(parts)
@@ -239,6 +236,14 @@ def agreement(data: AgreementData, n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: i
             for j, key in enumerate(data.keys)
         }
     return result
+
+
+def resample_weights(rng: np.random.Generator, n_units: int, n: int) -> np.ndarray:
+    """(n, n_units): how often each unit (poem) is drawn in each of `n` resamples with replacement."""
+    draws = rng.integers(0, n_units, size=(n, n_units))
+    weights = np.zeros((n, n_units))
+    np.add.at(weights, (np.repeat(np.arange(n), n_units), draws.ravel()), 1.0)
+    return weights
 
 
 def _weighted_spearman(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:

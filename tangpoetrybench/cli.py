@@ -127,6 +127,30 @@ def _report(args: argparse.Namespace) -> None:
     print(f"Wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'numbers.json'} and {out / 'figures'}/")
 
 
+def _generate(args: argparse.Namespace) -> None:
+    from .generate import generate_images
+
+    summary = generate_images(args.pipeline, args.poems, args.out, args.generator, seed=args.seed, steps=args.steps,
+                              guidance_scale=args.guidance_scale, height=args.height, width=args.width,
+                              negative_prompt=args.negative_prompt, prompt_file=args.prompt_file, device=args.device,
+                              progress=not args.quiet)
+    if summary.num_processes > 1:
+        print(f"process {summary.process_index} of {summary.num_processes}: generated {summary.process_generated}",
+              file=sys.stderr)
+    if summary.main_process:
+        print(f"{summary.out}/images/{summary.generator}: {summary.generated} generated now, {summary.skipped} already "
+              f"there, {summary.total} poems. Next: tpb score --images {summary.out}/images --poems "
+              f"{summary.out}/poems.jsonl --evaluator pae --out scores.jsonl")
+
+
+def _leaderboard(args: argparse.Namespace) -> None:
+    from .leaderboard import build_leaderboard, write_leaderboard
+
+    out = write_leaderboard(build_leaderboard(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap,
+                                              seed=args.seed), args.out)
+    print(f"Wrote {out / 'leaderboard.md'}, {out / 'leaderboard.html'}, {out / 'leaderboard.json'} and {out / 'figures'}/")
+
+
 def _model_card(args: argparse.Namespace) -> None:
     import json
 
@@ -158,8 +182,11 @@ def _publish(args: argparse.Namespace) -> None:
 def _tiny_models(args: argparse.Namespace) -> None:
     from .tiny import build_tiny_models
 
-    for name, path in build_tiny_models(args.out, overwrite=args.overwrite).items():
+    built = build_tiny_models(args.out, overwrite=args.overwrite)
+    for name, path in built.items():
         print(f"{name:<13} {path}")
+    if "text-to-image" not in built:
+        print("text-to-image not built: diffusers is not installed (pip install -e \".[generate]\")")
     print("Random weights: use these to run the pipeline offline, never to measure anything.")
 
 
@@ -289,6 +316,38 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", type=int, default=10_000, help="resamples for the 95%% intervals")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
 
+    p = command("generate", "illustrate every poem with a diffusers text-to-image pipeline and the paper's prompt, "
+                "into a raw release that a rerun resumes",
+                "tpb generate --pipeline Kwai-Kolors/Kolors-diffusers --poems poems.jsonl --out raw --generator kolors",
+                _generate)
+    p.add_argument("--pipeline", required=True, help="a diffusers text-to-image pipeline: Hub id or local folder")
+    p.add_argument("--poems", type=Path, required=True, help=POEMS_FILE)
+    p.add_argument("--out", type=Path, required=True,
+                   help="the raw release folder: images/GENERATOR/<poem_id>.png, poems.jsonl, generation.json")
+    p.add_argument("--generator", required=True, help="the generator's key: its folder under images/")
+    p.add_argument("--prompt-file", type=Path,
+                   help="a variant prompt with {title}, {author} and {content} (default: the paper's Appendix B prompt)")
+    p.add_argument("--seed", type=int, default=0, help="each image's seed is derived from this and its poem_id")
+    p.add_argument("--steps", type=int, default=30, help="denoising steps")
+    p.add_argument("--guidance-scale", type=float, default=5.0, help="classifier-free guidance scale")
+    p.add_argument("--height", type=int, default=1024, help="image height in pixels")
+    p.add_argument("--width", type=int, default=1024, help="image width in pixels")
+    p.add_argument("--negative-prompt", help="a negative prompt, for pipelines that take one (default: none)")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: the GPU when there is one; bf16 there)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    p = command("leaderboard", "rank generators by PAE-estimated quality beside the human scores, as Markdown, HTML "
+                "and JSON", "tpb leaderboard --dataset sample/dataset --scores rated.jsonl new.jsonl --out board/",
+                _leaderboard)
+    p.add_argument("--dataset", required=True, help="a built dataset folder or Hub id (its human scores)")
+    p.add_argument("--scores", type=Path, nargs="+", required=True,
+                   help="PAE results (tpb score --out) covering every generator, all made with the same settings")
+    p.add_argument("--out", type=Path, required=True,
+                   help="the folder to write (leaderboard.md, leaderboard.html, leaderboard.json, figures/)")
+    p.add_argument("--split", default="test", help="the dataset split whose poems the generators are compared on")
+    p.add_argument("--bootstrap", type=int, default=10_000, help="resamples of poems for the 95%% intervals (0: none)")
+    p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+
     p = command("model-card", "write a trained adapter's model card from tpb agree results",
                 "tpb model-card --agree agree.json --adapter pae-grpo --dataset ORG/TangPoetryBench", _model_card)
     p.add_argument("--agree", type=Path, required=True, help="tpb agree --out results on the test split")
@@ -314,7 +373,7 @@ def make_parser() -> argparse.ArgumentParser:
 
     p = command("tiny-models", "build tiny random-weight models, for offline runs of the pipeline (never for figures)",
                 "tpb tiny-models sample/models", _tiny_models)
-    p.add_argument("out", type=Path, help="the folder to write: OUT/qwen3-vl, OUT/clip, OUT/chinese-clip, ...")
+    p.add_argument("out", type=Path, help="the folder to write: OUT/qwen3-vl, OUT/clip, ..., OUT/text-to-image")
     p.add_argument("--overwrite", action="store_true", help="rebuild even if OUT holds this version's models")
 
     p = command("convert-poems", "convert chinese-poetry JSONL files (tang300, songci) to a poems file",

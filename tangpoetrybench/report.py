@@ -42,6 +42,7 @@ class Report:
     blocks: list[tuple] = field(default_factory=list)  # (kind, payload)
     numbers: dict = field(default_factory=dict)
     figures: dict[str, bytes] = field(default_factory=dict)  # file name -> PNG
+    title: str = "TangPoetryBench report"
 
     def heading(self, text: str, level: int = 2) -> None:
         self.blocks.append(("heading", (level, text)))
@@ -440,17 +441,17 @@ def render_html(rep: Report) -> str:
              "table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}"
              "td{white-space:nowrap}"
              "th:first-child,td:first-child{text-align:left}img{max-width:100%}figcaption{color:#555;font-size:90%}")
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>TangPoetryBench report</title>'
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(rep.title)}</title>'
             f"<style>{style}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n")
 
 
-def write_report(rep: Report, out: Path | str) -> Path:
+def write_report(rep: Report, out: Path | str, name: str = "report", numbers: str = "numbers.json") -> Path:
     out = Path(out)
     (out / "figures").mkdir(parents=True, exist_ok=True)
-    for name, png in rep.figures.items():
-        (out / "figures" / name).write_bytes(png)
-    (out / "report.md").write_text(render_markdown(rep), encoding="utf-8")
-    (out / "report.html").write_text(render_html(rep), encoding="utf-8")
-    (out / "numbers.json").write_text(json.dumps(rep.numbers, ensure_ascii=False, indent=1, default=float) + "\n",
+    for figure, png in rep.figures.items():
+        (out / "figures" / figure).write_bytes(png)
+    (out / f"{name}.md").write_text(render_markdown(rep), encoding="utf-8")
+    (out / f"{name}.html").write_text(render_html(rep), encoding="utf-8")
+    (out / numbers).write_text(json.dumps(rep.numbers, ensure_ascii=False, indent=1, default=float) + "\n",
                                       encoding="utf-8")
     return out

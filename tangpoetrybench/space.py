@@ -3,7 +3,8 @@
 Configuration comes from the environment: `PAE_MODEL` (default Qwen/Qwen3-VL-8B-Instruct), `PAE_ADAPTER`,
 `PAE_BACKEND` (transformers | vllm), `PAE_DEVICE`, `CLIP_MODEL`, `BLIP_MODEL`, `VQA_MODEL` (default
 PAE_MODEL), `PAE_POEMS` (a SPEC poems file; default the bundled poems), `PAE_MAX_IMAGE_BYTES`,
-`PAE_MAX_IMAGE_PIXELS`, `PAE_CONCURRENCY`; gradio reads `GRADIO_SERVER_NAME` / `GRADIO_SERVER_PORT`
+`PAE_MAX_IMAGE_PIXELS`, `PAE_CONCURRENCY`, `PAE_LEADERBOARD` (a `leaderboard.json` from `tpb leaderboard`, for
+the Leaderboard tab); gradio reads `GRADIO_SERVER_NAME` / `GRADIO_SERVER_PORT`
 itself. Models load on first use and stay loaded. Every problem a visitor can cause or meet is a
 `UserError` with a plain message.
 """
@@ -52,6 +53,7 @@ class SpaceConfig:
     max_image_bytes: int = 20 * 2**20
     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
     concurrency: int = 1
+    leaderboard: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> "SpaceConfig":
@@ -64,7 +66,7 @@ class SpaceConfig:
             vqa_model=get("VQA_MODEL"), poems_file=get("PAE_POEMS"),
             max_image_bytes=int(get("PAE_MAX_IMAGE_BYTES", 20 * 2**20)),
             max_image_pixels=int(get("PAE_MAX_IMAGE_PIXELS", DEFAULT_MAX_IMAGE_PIXELS)),
-            concurrency=int(get("PAE_CONCURRENCY", 1)),
+            concurrency=int(get("PAE_CONCURRENCY", 1)), leaderboard=get("PAE_LEADERBOARD"),
         )
 
 
@@ -230,3 +232,48 @@ class Scorer:
     @property
     def random_weights(self) -> bool:
         return any(e.random_weights for e in self._loaded.values())
+
+
+LEADERBOARD_HEADERS = ["rank", "generator", "PAE quality ×100 [95 % CI]", "human quality ×100 [95 % CI]",
+                       "rank stability %", "images"]
+
+
+@dataclass
+class LeaderboardView:
+    summary: str  # Markdown: what the numbers are, and PAE's agreement with people
+    rows: list[list]
+    figure: object | None
+
+
+def leaderboard_view(path: str | Path | None) -> LeaderboardView:
+    """The Leaderboard tab, from a `leaderboard.json`; without one, a line saying how to make it."""
+    import json
+
+    from .leaderboard import leaderboard_rows
+
+    if not path:
+        return LeaderboardView("No leaderboard here yet: make one with `tpb leaderboard --out DIR` and set "
+                               "`PAE_LEADERBOARD=DIR/leaderboard.json`.", [], None)
+    try:
+        numbers = json.loads(Path(path).read_text(encoding="utf-8"))
+        board = numbers["leaderboard"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise UserError(f"The leaderboard file {path} cannot be read ({type(exc).__name__}): make it again with "
+                        "`tpb leaderboard`.") from None
+    rubric = load_rubric("tang")
+    notes = []
+    if numbers.get("random_weights"):
+        notes.append("**Random-weight test model: these numbers mean nothing.**")
+    if numbers.get("synthetic"):
+        notes.append("**Synthetic dataset: its human scores are simulated.**")
+    rated = [r["generator"] for r in board if r["human"]]
+    agree = numbers.get("agreement_with_humans", {})
+    tau = agree.get("kendall_tau")
+    notes.append(f"Every generator scored by `{numbers['evaluator']}` (`{numbers['model']}`) on the same "
+                 f"{numbers['poems']} poems of the `{numbers['split']}` split. PAE columns are estimates; human columns "
+                 f"are people's ratings of the same images, for {', '.join(rated) or 'no generator here'}."
+                 + (f" PAE's ranking of the human-rated generators against the human one: Kendall τ-b "
+                    f"{tau:.3f}." if tau is not None else ""))
+    figure = radar({r["generator"]: {k: r["pae"][k] for k in rubric.keys} for r in board}, rubric,
+                   title="PAE estimates") if board else None
+    return LeaderboardView("\n\n".join(notes), leaderboard_rows(board), figure)

@@ -6,15 +6,19 @@
     OUT/blip           BLIP image-text matching (BLIPScore)
     OUT/internvl       InternVL3.5 as transformers holds it ("-HF" checkpoints; the Table 6 backbone ablation):
                        2 Qwen3 text layers of width 64, a 2-layer vision tower on 32×32 tiles
+    OUT/text-to-image  a diffusers StableDiffusionPipeline (`tpb generate`): a 2-block UNet of width 8, a 2-block VAE,
+                       the tiny CLIP text tower; 64×64 images in a second or less on the CPU
 
 Each is a `save_pretrained` folder (safetensors) with its processor, loadable by path with the same code
 as the real checkpoints. Tokenizers are trained here on the bundled poems and the rubric prompt. The
-configs carry `tpb_random_weights: true`, so every result made with them is marked as a plumbing check:
-their scores mean nothing.
+configs carry `tpb_random_weights: true` (the pipeline's model_index.json `_tpb_random_weights`), so every
+result made with them is marked as a plumbing check: their scores and images mean nothing.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 from importlib import resources
 from pathlib import Path
 
@@ -27,11 +31,11 @@ from .poems import sample_poems
 from .prompt import system_prompt, user_prompt
 from .rubric import rubric_for_tradition
 
-MODELS = ("qwen3-vl", "clip", "chinese-clip", "blip", "internvl")
+MODELS = ("qwen3-vl", "clip", "chinese-clip", "blip", "internvl", "text-to-image")
 QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                 "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]
 SEED = 0
-REVISION = 3  # raise when a model or processor here changes, so that older folders are rebuilt
+REVISION = 4  # raise when a model or processor here changes, so that older folders are rebuilt
 # Qwen3-VL-8B-Instruct's published preprocessor_config.json and video_preprocessor_config.json: the tiny model
 # sees exactly the image tokens the real one does (a 1024×1024 image is 1,024 tokens).
 QWEN3_VL_IMAGE_PROCESSOR = dict(size={"longest_edge": 16777216, "shortest_edge": 65536}, patch_size=16,
@@ -104,23 +108,31 @@ def build_qwen3_vl(out: Path) -> None:
     _save(Qwen3VLForConditionalGeneration, config, processor, out)
 
 
-def build_clip(out: Path) -> None:
+def _clip_tokenizer():
+    """CLIP's special tokens and 77-token limit on a byte-level BPE trained here."""
     from tokenizers import processors
-    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
     special = ["<|startoftext|>", "<|endoftext|>"]
     tok = _bpe(512, special)
     tok.post_processor = processors.TemplateProcessing(single=f"{special[0]} $A {special[1]}",
                                                        special_tokens=[(special[0], 0), (special[1], 1)])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=special[0], eos_token=special[1],
-                                        pad_token=special[1], model_max_length=77)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=special[0], eos_token=special[1],
+                                   pad_token=special[1], model_max_length=77)
+
+
+def _clip_text_config(tokenizer) -> dict:
+    return dict(TEXT_TOWER, vocab_size=len(tokenizer), max_position_embeddings=77, bos_token_id=0, eos_token_id=1,
+                pad_token_id=1)
+
+
+def build_clip(out: Path) -> None:
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor
+
+    tokenizer = _clip_tokenizer()
     processor = CLIPProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": 32},
                                                                  crop_size={"height": 32, "width": 32}), tokenizer=tokenizer)
-    config = CLIPConfig(
-        text_config=dict(TEXT_TOWER, vocab_size=len(tokenizer), max_position_embeddings=77, bos_token_id=0,
-                         eos_token_id=1, pad_token_id=1),
-        vision_config=VISION_TOWER, projection_dim=16,
-    )
+    config = CLIPConfig(text_config=_clip_text_config(tokenizer), vision_config=VISION_TOWER, projection_dim=16)
     _save(CLIPModel, config, processor, out)
 
 
@@ -196,19 +208,55 @@ def build_internvl(out: Path) -> None:
     _save(InternVLForConditionalGeneration, config, processor, out)
 
 
+def build_text_to_image(out: Path) -> None:
+    """A Stable Diffusion pipeline of random weights (the layout diffusers' own tests use, at width 8): the UNet
+    denoises 32×32 latents that the VAE decodes to 64×64 images. Its model_index.json is marked as random weights."""
+    from diffusers import AutoencoderKL, EulerDiscreteScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel
+
+    from .generate import RANDOM_WEIGHTS_INDEX_KEY
+
+    tokenizer = _clip_tokenizer()
+    torch.manual_seed(SEED)
+    unet = UNet2DConditionModel(block_out_channels=(8, 16), layers_per_block=1, sample_size=32, in_channels=4,
+                                out_channels=4, down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+                                up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=32,
+                                attention_head_dim=4, norm_num_groups=4)
+    vae = AutoencoderKL(block_out_channels=(8, 16), in_channels=3, out_channels=3, latent_channels=4, sample_size=64,
+                        down_block_types=("DownEncoderBlock2D",) * 2, up_block_types=("UpDecoderBlock2D",) * 2,
+                        norm_num_groups=4)
+    text_encoder = CLIPTextModel(CLIPTextConfig(**_clip_text_config(tokenizer))).eval()
+    pipe = StableDiffusionPipeline(vae=vae, text_encoder=text_encoder, tokenizer=tokenizer, unet=unet,
+                                   scheduler=EulerDiscreteScheduler(steps_offset=1), safety_checker=None, feature_extractor=None,
+                                   requires_safety_checker=False)
+    pipe.save_pretrained(out, safe_serialization=True)
+    index_path = out / "model_index.json"
+    index = json.loads(index_path.read_text(encoding="utf-8"))
+    index_path.write_text(json.dumps({**index, RANDOM_WEIGHTS_INDEX_KEY: True}, indent=2) + "\n", encoding="utf-8")
+
+
 BUILDERS = {"qwen3-vl": build_qwen3_vl, "clip": build_clip, "chinese-clip": build_chinese_clip, "blip": build_blip,
-            "internvl": build_internvl}
+            "internvl": build_internvl, "text-to-image": build_text_to_image}
+
+
+def buildable() -> tuple[str, ...]:
+    """Every model, but the diffusers pipeline where diffusers is not installed (the vLLM environment, a bare GPU
+    benchmark machine): those need only the transformers models."""
+    has_diffusers = importlib.util.find_spec("diffusers") is not None
+    return tuple(name for name in MODELS if name != "text-to-image" or has_diffusers)
 
 
 def build_tiny_models(out: Path | str, overwrite: bool = False) -> dict[str, Path]:
-    """Build every tiny model under `out` (atomically); returns name → folder. An existing complete set of this
-    revision is reused; one an older tpb built is rebuilt."""
+    """Build the tiny models under `out` (atomically); returns name → folder. An existing complete set of this
+    revision is reused; one an older tpb built, or one that lacks a model this environment can build, is rebuilt."""
     out = Path(out)
     marker = out / "tiny_revision.txt"
-    if not overwrite and marker.is_file() and marker.read_text().strip() == str(REVISION):
-        return {name: out / name for name in MODELS}
+    names = buildable()
+    if (not overwrite and marker.is_file() and marker.read_text().strip() == str(REVISION)
+            and all((out / name).is_dir() for name in names)):
+        return {name: out / name for name in names}
     with atomic_folder(out) as tmp:
-        for name, build in BUILDERS.items():
-            build(tmp / name)
+        for name in names:
+            BUILDERS[name](tmp / name)
         (tmp / marker.name).write_text(f"{REVISION}\n")
-    return {name: out / name for name in MODELS}
+    return {name: out / name for name in names}
