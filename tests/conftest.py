@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,29 @@ def load_module(path: Path, name: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+@contextmanager
+def launched_space(env: dict[str, str], name: str):
+    """The Space's app.py imported with `env` set (the environment is restored once it has loaded) and launched on
+    127.0.0.1: yields (module, url)."""
+    import os
+
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        module = load_module(Path(__file__).resolve().parents[1] / "space" / "app.py", name)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k)
+            else:
+                os.environ[k] = v
+    _, url, _ = module.demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
+    try:
+        yield module, url
+    finally:
+        module.demo.close()
 
 
 class Flaky:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from conftest import load_module
+from conftest import launched_space
 from tangpoetrybench.cli import main
 from tangpoetrybench.dataset_io import dataset_rows
 from tangpoetrybench.leaderboard import build_leaderboard, leaderboard_rows, write_leaderboard
@@ -22,7 +22,6 @@ from tangpoetrybench.space import LeaderboardView, UserError, leaderboard_view
 KEYS = list(rubric_for_tradition("tang").keys)
 SETTINGS = {"backend": "transformers", "max_pixels": 1048576, "max_new_tokens": 256, "parser": 2, "rubric": "tang@x"}
 OFFSET = {"painter_a": 0.0, "painter_b": -0.02, "painter_c": -0.3, "painter_d": -0.05, "painter_e": -0.1}
-SPACE = Path(__file__).resolve().parents[1] / "space"
 
 
 def record(image_id: str, scores: dict, **settings) -> dict:
@@ -137,18 +136,8 @@ def test_space_tab_over_gradio_client(board, tiny_models):
 
     env = {"PAE_MODEL": str(tiny_models["qwen3-vl"]), "CLIP_MODEL": str(tiny_models["clip"]),
            "BLIP_MODEL": str(tiny_models["blip"]), "PAE_LEADERBOARD": str(board / "leaderboard.json")}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        module = load_module(SPACE / "app.py", "space_app_leaderboard")
-    finally:
-        for k, v in old.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
-    _, url, _ = module.demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
-    try:
+    with launched_space(env, "space_app_leaderboard") as (_, url):
         summary, table, plot = Client(url, verbose=False).predict(api_name="/leaderboard")
-    finally:
-        module.demo.close()
     assert "PAE columns are estimates" in summary and len(table["data"]) == 6 and plot["type"] == "matplotlib"
     assert table["headers"][:2] == ["rank", "generator"]
 

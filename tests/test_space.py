@@ -1,19 +1,17 @@
 """The Space: the scoring function directly, the app through gradio_client on 127.0.0.1, and a real headless
 Chromium that uploads an image and clicks Score. Tiny random-weight models: plumbing, not quality."""
 
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
-from conftest import load_module
+from conftest import launched_space
 from tangpoetrybench.space import (RUBRICS, UPLOADED, Scorer, SpaceConfig, UserError, dimension_table, nearest_anchor,
                                    poem_catalogue)
 from tangpoetrybench.rubric import load_rubric
 
-SPACE = Path(__file__).resolve().parents[1] / "space"
 RUBRIC_DIR = Path(__file__).resolve().parents[1] / "tangpoetrybench" / "rubrics"
 POEM = "月落乌啼霜满天，江枫渔火对愁眠。\n姑苏城外寒山寺，夜半钟声到客船。"
 
@@ -156,19 +154,8 @@ def test_anchor_labels_and_catalogue():
 
 @pytest.fixture(scope="module")
 def app(env):
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        module = load_module(SPACE / "app.py", "space_app")
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k)
-            else:
-                os.environ[k] = v
-    _, url, _ = module.demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
-    yield module, url
-    module.demo.close()
+    with launched_space(env, "space_app") as launched:
+        yield launched
 
 
 def test_api_over_gradio_client(app, png):
