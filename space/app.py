@@ -4,7 +4,7 @@ metrics. The logic lives in `tangpoetrybench.space`; this file wires it to gradi
 import gradio as gr
 
 from tangpoetrybench.space import (RUBRICS, UPLOADED, Scorer, SpaceConfig, UserError, example_images,
-                                   poem_catalogue, read_image)
+                                   ocr_available, poem_catalogue, read_image)
 
 try:  # ZeroGPU Spaces: run scoring on a GPU slice; elsewhere the decorator is absent or a no-op
     import spaces
@@ -39,6 +39,14 @@ def score(image, poem_text, title="", author="", rubric=next(iter(RUBRICS)), rub
 
 if spaces is not None:
     score = spaces.GPU(score)
+
+
+def find_text(image, poem_text, title="", author=""):
+    """The text regions the OCR finds in the image, drawn on it, and the verdict (runs on the CPU)."""
+    try:
+        return SCORER.text_regions(image, poem_text, title, author)
+    except UserError as exc:
+        raise gr.Error(str(exc)) from None
 
 
 def show(path):
@@ -87,11 +95,17 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
             baseline_table = gr.Dataframe(headers=BASELINE_HEADERS, label="Literal metrics")
             with gr.Accordion("Raw model answer", open=False):
                 raw = gr.Code(language="json", label="answer")
+            with gr.Group(visible=ocr_available()):
+                text_button = gr.Button("Find text in the picture (OCR)")
+                text_summary = gr.Markdown()
+                text_image = gr.Image(label="Text regions: red poem, orange garbled, blue other, purple seal",
+                                      interactive=False)
     image.change(show, image, preview, api_name=False)
     choice.change(pick_poem, choice, [text, title, author], api_name=False)
     rubric.change(lambda c: gr.update(visible=c == UPLOADED), rubric, rubric_file, api_name=False)
     button.click(score, [image, text, title, author, rubric, rubric_file, baselines],
                  [table, summary, plot, raw, baseline_table], api_name="score")
+    text_button.click(find_text, [image, text, title, author], [text_image, text_summary], api_name="text")
 
 demo.queue(default_concurrency_limit=CONFIG.concurrency)
 

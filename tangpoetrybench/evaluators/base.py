@@ -58,11 +58,13 @@ class EvalResult:
     error_kind: str | None = None  # input | model | transient | parse, for a failed result
     settings: dict[str, Any] = field(default_factory=dict)  # everything besides the model that shapes the answer
     random_weights: bool = False  # True: a plumbing check, not a quality measurement
+    evidence: dict[str, Any] | None = None  # what the score rests on, where an evaluator shows it (text-ocr)
 
     def to_json(self) -> dict[str, Any]:
         record = asdict(self)
-        if not self.random_weights:
-            record.pop("random_weights")
+        for optional in ("random_weights", "evidence"):
+            if not record[optional]:
+                record.pop(optional)
         return record
 
 
