@@ -109,14 +109,14 @@ def issue_agreement(human: dict[str, str], ocr: dict[str, str]) -> dict[str, Iss
     """Per issue type (and `any` for any text issue), over images in both: `human` and `ocr` map image_id to
     none | leakage | fake_characters."""
     shared = sorted(set(human) & set(ocr))
-    out = {}
-    for issue in (*ISSUES, "any"):
-        def has(labels: dict[str, str], image_id: str) -> bool:
-            return labels[image_id] != "none" if issue == "any" else labels[image_id] == issue
 
-        out[issue] = IssueAgreement(human=sum(has(human, i) for i in shared), ocr=sum(has(ocr, i) for i in shared),
-                                    both=sum(has(human, i) and has(ocr, i) for i in shared))
-    return out
+    def has(label: str, issue: str) -> bool:
+        return label != "none" if issue == "any" else label == issue
+
+    return {issue: IssueAgreement(human=sum(has(human[i], issue) for i in shared),
+                                  ocr=sum(has(ocr[i], issue) for i in shared),
+                                  both=sum(has(human[i], issue) and has(ocr[i], issue) for i in shared))
+            for issue in (*ISSUES, "any")}
 
 
 def issue_counts(labels: dict[str, str], generators: list[str]) -> dict[str, dict[str, int]]:
