@@ -52,8 +52,9 @@ def load_engine(threads: int | None = None):
 
 
 def read_regions(engine, image: np.ndarray) -> list[TextRegion]:
-    """Every line the OCR reads in an RGB image array, with per-character confidences."""
-    out = engine(image, return_word_box=True)
+    """Every line the OCR reads in an RGB image array, with per-character confidences. (RapidOCR takes an array as
+    OpenCV's BGR, the order its models were trained in.)"""
+    out = engine(np.ascontiguousarray(image[..., ::-1]), return_word_box=True)
     if not out.txts:
         return []
     words = out.word_results if len(out.word_results) == len(out.txts) else [()] * len(out.txts)
