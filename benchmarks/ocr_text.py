@@ -25,6 +25,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from PIL import Image
+from tqdm.auto import tqdm
 
 from tangpoetrybench.demo import write_demo_release
 from tangpoetrybench.evaluators import ScoringItem, load_evaluator
@@ -60,7 +61,7 @@ def main() -> None:
     image_ids = sorted(planted)
     ocr = load_evaluator("text-ocr")
     found, verdicts, seconds = {}, {}, 0.0
-    for start in range(0, len(image_ids), args.batch_size):
+    for start in tqdm(range(0, len(image_ids), args.batch_size), desc="OCR", unit="batch"):
         batch = image_ids[start:start + args.batch_size]
         items = [ScoringItem(i, Image.open(release.images[i].path).convert("RGB"),
                              release.poems[release.images[i].poem_id]) for i in batch]

@@ -61,11 +61,15 @@ def draw_regions(image: Image.Image, evidence: Mapping) -> Image.Image:
         draw.polygon(corners, outline=colour, width=width)
         caption = f"{region['kind']} {region['confidence']:.2f}"
         caption = f"{region['text']} · {caption}" if font else caption
-        x, y = min(p[0] for p in corners), min(p[1] for p in corners)
         face = font.at(max(12, min(out.size) // 32)) if font else None
-        left, top, right, bottom = draw.textbbox((x, y), caption, font=face, anchor="lb")
+        at, anchor = (min(p[0] for p in corners), min(p[1] for p in corners)), "lb"  # above the region ...
+        if draw.textbbox(at, caption, font=face, anchor=anchor)[1] < 0:  # ... or below it, at the top edge
+            at, anchor = (at[0], max(p[1] for p in corners)), "lt"
+        right = draw.textbbox(at, caption, font=face, anchor=anchor)[2]
+        at = (max(0, at[0] - max(0, right + 2 - out.width)), at[1])  # kept inside the right edge
+        left, top, right, bottom = draw.textbbox(at, caption, font=face, anchor=anchor)
         draw.rectangle([left - 2, top - 2, right + 2, bottom + 2], fill=colour)
-        draw.text((x, y), caption, font=face, fill=(255, 255, 255), anchor="lb")
+        draw.text(at, caption, font=face, fill=(255, 255, 255), anchor=anchor)
     return out
 
 
