@@ -4,7 +4,7 @@ metrics. The logic lives in `tangpoetrybench.space`; this file wires it to gradi
 import gradio as gr
 
 from tangpoetrybench.space import (LEADERBOARD_HEADERS, RUBRICS, UPLOADED, Scorer, SpaceConfig, UserError,
-                                   example_images, leaderboard_view, poem_catalogue, read_image)
+                                   example_images, leaderboard_view, ocr_available, poem_catalogue, read_image)
 
 try:  # ZeroGPU Spaces: run scoring on a GPU slice; elsewhere the decorator is absent or a no-op
     import spaces
@@ -53,6 +53,14 @@ def leaderboard():
     except UserError as exc:
         raise gr.Error(str(exc)) from None
     return view.summary, view.rows, view.figure
+
+
+def find_text(image, poem_text, title="", author=""):
+    """The text regions the OCR finds in the image, drawn on it, and the verdict (runs on the CPU)."""
+    try:
+        return SCORER.text_regions(image, poem_text, title, author)
+    except UserError as exc:
+        raise gr.Error(str(exc)) from None
 
 
 def show(path):
@@ -104,6 +112,11 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
                 baseline_table = gr.Dataframe(headers=BASELINE_HEADERS, label="Literal metrics")
                 with gr.Accordion("Raw model answer", open=False):
                     raw = gr.Code(language="json", label="answer")
+                with gr.Group(visible=ocr_available()):
+                    text_button = gr.Button("Find text in the picture (OCR)")
+                    text_summary = gr.Markdown()
+                    text_image = gr.Image(label="Text regions: red poem, orange garbled, blue other, purple seal",
+                                          interactive=False)
     with gr.Tab("Leaderboard"):
         board_summary = gr.Markdown()
         board_table = gr.Dataframe(headers=LEADERBOARD_HEADERS, label="Generators, by PAE-estimated quality", wrap=True)
@@ -115,6 +128,7 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
     button.click(score, [image, text, title, author, rubric, rubric_file, baselines],
                  [table, summary, plot, raw, baseline_table], api_name="score")
     demo.load(leaderboard, None, [board_summary, board_table, board_plot], api_name="leaderboard")
+    text_button.click(find_text, [image, text, title, author], [text_image, text_summary], api_name="text")
 
 demo.queue(default_concurrency_limit=CONFIG.concurrency)
 

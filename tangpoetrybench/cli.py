@@ -37,6 +37,12 @@ def _demo_release(args: argparse.Namespace) -> None:
 def _build(args: argparse.Namespace) -> None:
     from .builder import build_dataset, push_dataset
 
+    if args.out is None and args.text_labels_from is None:
+        raise ValueError("give OUT, the dataset folder to build (or --text-labels-from OCR.jsonl for a label draft)")
+    if args.text_labels_from is not None:
+        _text_labels_draft(args)
+        if args.out is None:
+            return
     qc = None if args.no_qc else QCConfig(
         min_seconds=args.qc_min_seconds, straightline_min_ratings=args.qc_straightline_min,
         phase1_min_answers=args.qc_phase1_min_answers, phase1_min_accuracy=args.qc_phase1_min_accuracy,
@@ -51,6 +57,17 @@ def _build(args: argparse.Namespace) -> None:
     print(f"  QC: kept {summary.qc['n_kept']} of {summary.qc['n_ratings']} ratings ({qc_line})")
     if args.push:
         print(f"Pushed to {push_dataset(summary.out, args.push, private=args.private or None)}")
+
+
+def _text_labels_draft(args: argparse.Namespace) -> None:
+    from .text_labels import draft_text_labels
+
+    d = draft_text_labels(args.raw, args.text_labels_from, overwrite=args.overwrite)
+    issues = ", ".join(f"{k} {v}" for k, v in d.issues.items())
+    print(f"Wrote {d.draft} ({d.rows} images: {issues}) and its evidence {d.evidence}: adjudicate it, then save it "
+          f"as {args.raw / 'text_labels.csv'}")
+    if d.failed or d.missing:
+        print(f"  not in the draft: {len(d.failed)} images whose OCR failed, {d.missing} without an OCR result")
 
 
 def _convert_poems(args: argparse.Namespace) -> None:
@@ -123,7 +140,7 @@ def _report(args: argparse.Namespace) -> None:
     from .report import build_report, write_report
 
     out = write_report(build_report(args.dataset, args.scores or [], split=args.split, n_bootstrap=args.bootstrap,
-                                    seed=args.seed), args.out)
+                                    seed=args.seed, ocr=args.ocr), args.out)
     print(f"Wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'numbers.json'} and {out / 'figures'}/")
 
 
@@ -229,9 +246,15 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
     p = command("build", "validate, quality-control and aggregate a raw release into a dataset folder (Parquet)",
-                "tpb build sample/raw sample/dataset --qc-min-seconds 30", _build)
+                "tpb build sample/raw sample/dataset --qc-min-seconds 30\n"
+                "  tpb build sample/raw --text-labels-from ocr.jsonl   # a text_labels.csv draft from the OCR", _build)
     p.add_argument("raw", type=Path, help="the raw release folder (layout in the README)")
-    p.add_argument("out", type=Path, help="the dataset folder to write; load it with datasets.load_dataset(OUT)")
+    p.add_argument("out", type=Path, nargs="?",
+                   help="the dataset folder to write; load it with datasets.load_dataset(OUT) (optional with "
+                        "--text-labels-from)")
+    p.add_argument("--text-labels-from", type=Path, metavar="OCR.jsonl",
+                   help="text-ocr results of RAW's images (tpb score --evaluator text-ocr): write a draft "
+                        "RAW/text_labels.draft.csv with its evidence beside it, for people to adjudicate")
     p.add_argument("--no-qc", action="store_true", help="keep every rating")
     defaults = QCConfig()
     p.add_argument("--qc-min-seconds", type=_number_or_off(float), default=defaults.min_seconds,
@@ -245,24 +268,26 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--qc-no-consistency", action="store_true", help="turn off the consistency rule")
     p.add_argument("--max-image-pixels", type=int, default=DEFAULT_MAX_IMAGE_PIXELS,
                    help="refuse larger images before decoding them")
-    p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT (and a label draft) if it exists")
     p.add_argument("--push", metavar="ORG/NAME", help="then upload OUT to the Hub as this dataset repo")
     p.add_argument("--private", action="store_true",
                    help="with --push: a private repo (without it: the owner's default visibility)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
-    p = command("score", "score images with PAE, a served or hosted judge, or a baseline, to JSON Lines that a rerun "
-                "resumes", "tpb score --dataset sample/dataset --evaluator pae --adapter ORG/PAE --out scores.jsonl\n"
+    p = command("score", "score images with PAE, a served or hosted judge, a baseline or the OCR, to JSON Lines that "
+                "a rerun resumes", "tpb score --dataset sample/dataset --evaluator pae --adapter ORG/PAE --out scores.jsonl\n"
                 "  tpb score --dataset sample/dataset --evaluator api --model pae --base-url http://127.0.0.1:8000/v1 "
-                "--concurrency 16 --out served.jsonl", _score)
+                "--concurrency 16 --out served.jsonl\n"
+                "  tpb score --images sample/raw/images --poems sample/raw/poems.jsonl --evaluator text-ocr --out ocr.jsonl",
+                _score)
     p.add_argument("--dataset", help="a built dataset folder or Hub id")
     p.add_argument("--config", default="images", help="with --dataset: images, unseen_generator or song_ci")
     p.add_argument("--split", default="test", help="with --dataset: train, validation or test")
     p.add_argument("--images", type=Path, help="instead of --dataset: a folder of <poem_id>.png or <generator>/<poem_id>.png")
     p.add_argument("--poems", type=Path, help="with --images: " + POEMS_FILE)
-    p.add_argument("--evaluator", required=True, choices=["pae", "api", "clipscore", "blipscore", "vqascore"],
-                   help="pae (the ten rubric scores), api (PAE's question to a served or hosted model) or a scalar "
-                        "baseline")
+    p.add_argument("--evaluator", required=True, choices=["pae", "api", "clipscore", "blipscore", "vqascore", "text-ocr"],
+                   help="pae (the ten rubric scores), api (PAE's question to a served or hosted model), a scalar "
+                        "baseline, or text-ocr (text integrity with the OCR's evidence; CPU, offline)")
     p.add_argument("--model", help="Hub id or local folder (default: the evaluator's checkpoint); for api, required: "
                                    "the model name the server knows")
     p.add_argument("--adapter", help="PAE's LoRA adapter, Hub id or local folder (without it: zero-shot)")
@@ -308,10 +333,13 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="also write every figure as JSON here")
 
     p = command("report", "the paper's human-data analysis of a built dataset, as Markdown, HTML and JSON",
-                "tpb report --dataset sample/dataset --out report/ --scores scores.jsonl", _report)
+                "tpb report --dataset sample/dataset --out report/ --scores scores.jsonl --ocr ocr.jsonl", _report)
     p.add_argument("--dataset", required=True, help="a built dataset folder or Hub id")
     p.add_argument("--out", type=Path, required=True, help="the report folder (report.md, report.html, numbers.json)")
     p.add_argument("--scores", type=Path, nargs="*", help="evaluators' results (tpb score), one file each: Table 4")
+    p.add_argument("--ocr", type=Path, metavar="OCR.jsonl",
+                   help="text-ocr results (tpb score --evaluator text-ocr): Table 3 from the OCR beside the "
+                        "adjudicated one, with precision and recall per issue type")
     p.add_argument("--split", default="test", help="the split the scores cover")
     p.add_argument("--bootstrap", type=int, default=10_000, help="resamples for the 95%% intervals")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")

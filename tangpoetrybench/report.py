@@ -94,7 +94,7 @@ def is_synthetic(dataset: str | Path) -> bool:
 
 
 def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "test",
-                 n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0) -> Report:
+                 n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, ocr: Path | None = None) -> Report:
     rubric = rubric_for_tradition("tang")
     keys = list(rubric.keys)
     rows = load_rows(dataset, "images", ["image_id", "poem_id", "generator", "poem", *keys, "quality",
@@ -180,6 +180,10 @@ def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "tes
     rep.table(["Generator", "Leakage", "Fake characters", "Total", "Labelled images"],
               [[g, *(str(table3[g][k]) for k in ("leakage", "fake_characters", "total", "labelled_images"))]
                for g in generators])
+    if ocr is not None:  # text-ocr results: the OCR's Table 3 beside it (tangpoetrybench.text_labels)
+        from .text_labels import report_ocr_table3
+
+        report_ocr_table3(rep, rows, ocr)
 
     for path in scores:
         _table4(rep, dataset, Path(path), split, n_bootstrap, seed)

@@ -11,6 +11,7 @@ itself. Models load on first use and stay loaded. Every problem a visitor can ca
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import tempfile
 import warnings
@@ -19,12 +20,13 @@ from pathlib import Path
 from typing import Mapping
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageDraw, UnidentifiedImageError
 
 from .errors import DataError
 from .evaluators import Evaluator, ScoringItem, load_evaluator
 from .evaluators.pae import DEFAULT_MODEL
 from .evaluators.vqascore import VQAScore
+from .fonts import cjk_font
 from .plots import label, radar
 from .poems import Poem, read_poems, sample_poems
 from .release import DEFAULT_MAX_IMAGE_PIXELS
@@ -34,6 +36,42 @@ RUBRICS = {"Tang poetry (唐诗)": "tang", "Song Ci (宋词)": "song_ci"}
 UPLOADED = "Uploaded rubric file"
 BASELINES = ("clipscore", "blipscore", "vqascore")
 BASELINE_SCALES = {"clipscore": "0 – 2.5", "blipscore": "0 – 1", "vqascore": "0 – 1"}
+OCR = "text-ocr"
+REGION_COLOURS = {"poem": (214, 39, 40), "garbled": (255, 127, 14), "other": (31, 119, 180), "seal": (148, 103, 189),
+                  "noise": (150, 150, 150)}
+VERDICT_TEXT = {"clean": "no text found", "leaked_poem_text": "the poem's own text is written in the picture",
+                "garbled_characters": "fake or garbled characters", "other_text": "text that is not the poem",
+                "seal_only": "only an artist's seal (not a text issue)"}
+
+
+def ocr_available() -> bool:
+    """Whether the text-ocr evaluator can load here (the `ocr` extra is installed)."""
+    return importlib.util.find_spec("rapidocr") is not None and importlib.util.find_spec("onnxruntime") is not None
+
+
+def draw_regions(image: Image.Image, evidence: Mapping) -> Image.Image:
+    """The image with each text region the OCR found outlined in its kind's colour and labelled with what was read
+    (in Chinese where a Chinese font is installed, else with the kind alone)."""
+    out = image.convert("RGB")
+    draw = ImageDraw.Draw(out)
+    font = cjk_font()
+    width = max(2, min(out.size) // 200)
+    for region in evidence["regions"]:
+        colour = REGION_COLOURS.get(region["kind"], REGION_COLOURS["noise"])
+        corners = [tuple(p) for p in region["box"]]
+        draw.polygon(corners, outline=colour, width=width)
+        caption = f"{region['kind']} {region['confidence']:.2f}"
+        caption = f"{region['text']} · {caption}" if font else caption
+        face = font.at(max(12, min(out.size) // 32)) if font else None
+        at, anchor = (min(p[0] for p in corners), min(p[1] for p in corners)), "lb"  # above the region ...
+        if draw.textbbox(at, caption, font=face, anchor=anchor)[1] < 0:  # ... or below it, at the top edge
+            at, anchor = (at[0], max(p[1] for p in corners)), "lt"
+        right = draw.textbbox(at, caption, font=face, anchor=anchor)[2]
+        at = (max(0, at[0] - max(0, right + 2 - out.width)), at[1])  # kept inside the right edge
+        left, top, right, bottom = draw.textbbox(at, caption, font=face, anchor=anchor)
+        draw.rectangle([left - 2, top - 2, right + 2, bottom + 2], fill=colour)
+        draw.text(at, caption, font=face, fill=(255, 255, 255), anchor=anchor)
+    return out
 
 
 class UserError(Exception):
@@ -167,7 +205,7 @@ class Scorer:
         return "PAE" if self.config.adapter else "zero-shot base model (no PAE adapter)"
 
     def preload(self) -> None:
-        for name in ("pae", *BASELINES):
+        for name in ("pae", *BASELINES, *((OCR,) if ocr_available() else ())):
             try:
                 self.evaluator(name)
             except UserError:
@@ -179,8 +217,8 @@ class Scorer:
         if name not in self._loaded:
             c = self.config
             model = {"pae": c.model, "clipscore": c.clip_model, "blipscore": c.blip_model,
-                     "vqascore": c.vqa_model or c.model}[name]
-            kwargs = {"device": c.device} if c.device else {}
+                     "vqascore": c.vqa_model or c.model, OCR: None}[name]
+            kwargs = {"device": c.device} if c.device and name != OCR else {}  # the OCR runs on the CPU
             try:
                 if name == "vqascore" and self.shares_qwen:
                     pae = self.evaluator("pae")
@@ -219,6 +257,24 @@ class Scorer:
                            quality=None if result.quality is None else round(result.quality, 3), figure=figure,
                            raw_output=result.raw_output or "", parse_status=result.parse_status, error=result.error,
                            baselines=baselines)
+
+    def text_regions(self, image_path, poem_text: str, title: str = "", author: str = "") -> tuple[Image.Image, str]:
+        """The image with the text regions the OCR found drawn on it, and the verdict in a sentence."""
+        if not ocr_available():
+            raise UserError('The OCR is not installed here (pip install "tangpoetrybench[ocr]").')
+        if not poem_text or not poem_text.strip():
+            raise UserError("Enter the poem's text (or choose a poem from the list): leaks are found against it.")
+        image = read_image(image_path, self.config.max_image_bytes, self.config.max_image_pixels)
+        poem = Poem(poem_id="uploaded", title=title.strip(), author=author.strip(), text=poem_text.strip(),
+                    tradition="tang")
+        [result] = self.evaluator(OCR).score([ScoringItem("uploaded", image, poem)])
+        if result.evidence is None:
+            raise UserError(f"The OCR failed on this image: {result.error}")
+        evidence = result.evidence
+        matched = f" (characters of the poem: {evidence['matched']})" if evidence["matched"] else ""
+        summary = (f"**Text: {evidence['verdict']}** — {VERDICT_TEXT[evidence['verdict']]}{matched}; text integrity "
+                   f"{result.scores['text_integrity']:g}; {len(evidence['regions'])} regions read by the OCR.")
+        return draw_regions(image, evidence), summary
 
     def baseline(self, name: str, image: Image.Image, poem: Poem) -> list:
         """[metric, score, scale, note]: a baseline that cannot load or score says why, and PAE's result stands."""

@@ -2,9 +2,12 @@
 
 A picture is layered from what the poem names (moon, setting sun, river, boat, snow, trees, birds, a
 pass or a tower, a lone figure), in a style that differs by painter: ink or colour wash, softness,
-contrast, noise. Optional pseudo-characters are planted — a column "leaking" the poem (each character
-always drawn as the same stroke pattern) or scattered fake glyphs — so text labels have something to
-mark. All randomness comes from the generator passed in: the same seed paints the same pixels.
+contrast, noise. Optional text is planted so that text labels (and the OCR) have something to find: two
+columns "leaking" the poem's characters, or a row of fake characters, each made of the left half of one
+character and the right half of another (or of one character's top and another's bottom) — shapes that
+look like writing but are no character. Both are drawn with an installed Chinese font
+(`tangpoetrybench.fonts`); without one, every character is a stroke pattern chosen by its code point.
+All randomness comes from the generator passed in: the same seed and font paint the same pixels.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
+
+from ..fonts import CJKFont, cjk_font
 
 PAPER = np.array([238, 230, 212], dtype=np.float32)
 INK = np.array([28, 28, 34], dtype=np.float32)
@@ -105,7 +110,7 @@ def paint(
     draw = ImageDraw.Draw(img)
     _objects(draw, found, rng, size, horizon)
     if glyphs is not None:
-        _plant_glyphs(draw, text, glyphs, rng, size)
+        _plant_glyphs(img, text, glyphs, rng, size, cjk_font())
     _seal(draw, rng, size)
     if style.softness > 3:
         img = img.filter(ImageFilter.GaussianBlur(radius=style.softness / 6))
@@ -187,18 +192,44 @@ def _glyph(draw: ImageDraw.ImageDraw, code: int, x: float, y: float, cell: float
             draw.line([(x + a * cell, y + 0.15 * cell), (x + b * cell, y + 0.85 * cell)], fill=colour, width=width)
 
 
-def _plant_glyphs(draw: ImageDraw.ImageDraw, text: str, kind: str, rng: np.random.Generator, size: int) -> None:
+def pseudo_character(font: CJKFont, size: int, rng: np.random.Generator) -> Image.Image:
+    """A mask (L mode, size × size) of a fake character: halves of two random characters joined side by side or
+    one above the other, in the font's own strokes."""
+    cells = []
+    for _ in range(2):
+        cell = Image.new("L", (size, size), 0)
+        ImageDraw.Draw(cell).text((size / 2, size / 2), chr(int(rng.integers(0x4E00, 0x9FA5))), font=font.at(size),
+                                  fill=255, anchor="mm")
+        cells.append(cell)
+    half = size // 2
+    box = (0, 0, half, size) if rng.random() < 0.5 else (0, 0, size, half)
+    joined = cells[1].copy()
+    joined.paste(cells[0].crop(box), (0, 0))
+    return joined
+
+
+def _plant_glyphs(img: Image.Image, text: str, kind: str, rng: np.random.Generator, size: int,
+                  font: CJKFont | None) -> None:
+    draw = ImageDraw.Draw(img)
     cell = size / 22
     if kind == "leakage":  # a calligraphy column of the poem's own characters, top right
         chars = [c for c in text if "\u4e00" <= c <= "\u9fff"][:14]
         x0 = size * 0.9
         for i, c in enumerate(chars):
             col, row = divmod(i, 7)
-            _glyph(draw, ord(c), x0 - col * cell * 1.3, size * 0.05 + row * cell * 1.15, cell, (24, 24, 28))
+            x, y = x0 - col * cell * 1.3, size * 0.05 + row * cell * 1.15
+            if font is None:
+                _glyph(draw, ord(c), x, y, cell, (24, 24, 28))
+            else:
+                draw.text((x + cell / 2, y + cell / 2), c, font=font.at(round(cell)), fill=(24, 24, 28), anchor="mm")
     else:  # fake characters scattered on a "signboard"
         x0, y0 = rng.uniform(0.1, 0.6) * size, rng.uniform(0.5, 0.8) * size
         for i in range(int(rng.integers(3, 7))):
-            _glyph(draw, int(rng.integers(0x4E00, 0x9FFF)), x0 + i * cell * 1.1, y0, cell, (40, 30, 30))
+            x = x0 + i * cell * 1.1
+            if font is None:
+                _glyph(draw, int(rng.integers(0x4E00, 0x9FFF)), x, y0, cell, (40, 30, 30))
+            else:
+                img.paste((40, 30, 30), (round(x), round(y0)), pseudo_character(font, round(cell), rng))
 
 
 def _seal(draw: ImageDraw.ImageDraw, rng: np.random.Generator, size: int) -> None:

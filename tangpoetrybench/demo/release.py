@@ -6,12 +6,13 @@ something to find:
   which paints only the test poems;
 - poem difficulty that moves core imagery, emotion and overall impression (not the surface dimensions),
   and overall impression driven by core imagery and emotion;
-- C paints literally (most recognizable) and leaks the poem's text; D writes fake characters;
+- C paints literally (most recognizable) and leaks the poem's text; D writes fake characters (both drawn with an
+  installed Chinese font, so an OCR can read them; without one, as stroke patterns, and the release says so);
 - about 18 % of images rated more than once, excluded options where a poem has no scene, cultural
   referents or emotion, Phase-1 candidates and answers (some missing), experts and crowd workers;
 - three raters whom QC must drop (a straight-liner, a Phase-1 guesser, a speeder) and a few
   self-contradicting ratings.
-Same seed, same poems -> a byte-identical release.
+Same seed, same poems, same font -> a byte-identical release.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +29,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..files import atomic_folder, ensure_free
+from ..fonts import cjk_font
 from ..poems import Poem, write_poems
 from ..release import RATING_COLUMNS, TEXT_LABEL_COLUMNS
 from ..rubric import Rubric, rubric_for_tradition
@@ -107,6 +110,8 @@ def write_demo_release(
         if not 1 <= n_poems <= len(poems):
             raise ValueError(f"--poems {n_poems}: the poem source has {len(poems)} poems")
         poems = poems[:n_poems]
+    if cjk_font() is None:
+        warnings.warn(glyph_note(), stacklevel=2)
     rng = np.random.default_rng(seed)
     images = _plan_images(poems, rng, seed)
     ratings = _simulate_ratings(images, poems, rng)
@@ -124,6 +129,15 @@ def write_demo_release(
     return out
 
 
+def glyph_note() -> str:
+    """How the planted text is drawn (in the release's description, and said when there is no font)."""
+    font = cjk_font()
+    if font is None:
+        return ("Its planted text is drawn as stroke patterns: no Chinese font was installed "
+                "(install fonts-noto-cjk to draw real characters an OCR can read).")
+    return f"Its planted text is drawn with the font {font.name}."
+
+
 def _release_json(seed: int) -> dict:
     return {
         "name": "TangPoetryBench demo",
@@ -133,7 +147,7 @@ def _release_json(seed: int) -> dict:
         "description": (
             "A synthetic release made by `tpb demo-release` for trying the tools: real poem texts, "
             "procedurally painted images and simulated ratings with planted structure. "
-            f"Seed {seed}. It says nothing about any real text-to-image model or rater."
+            f"Seed {seed}. {glyph_note()} It says nothing about any real text-to-image model or rater."
         ),
         "generators": {p.key: {"display": p.display, "unseen": p.unseen} for p in PAINTERS},
     }

@@ -1,5 +1,5 @@
 """Evaluators behind one interface: PAE (transformers or vLLM), any served or hosted model asked PAE's question
-(`api`), and the scalar baselines.
+(`api`), the scalar baselines, and text-ocr (text integrity with evidence, from a real OCR model).
 
     >>> from tangpoetrybench.evaluators import load_evaluator
     >>> clip = load_evaluator("clipscore", model="OFA-Sys/chinese-clip-vit-base-patch16")
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .base import EvalResult, Evaluator, ScoringItem
 
-EVALUATORS = ("pae", "api", "clipscore", "blipscore", "vqascore")
+EVALUATORS = ("pae", "api", "clipscore", "blipscore", "vqascore", "text-ocr")
 BACKENDS = ("transformers", "vllm")
 API_OPTIONS = ("base_url", "api_key_env", "concurrency", "timeout", "retries", "structured", "backoff")
 
@@ -46,6 +46,12 @@ def load_evaluator(name: str, model: str | None = None, adapter: str | None = No
     for option in API_OPTIONS:
         kwargs.pop(option, None)
     model_kw = {"model": model} if model else {}
+    if name == "text-ocr":
+        if model:
+            raise ValueError("the text-ocr evaluator uses the OCR models bundled with rapidocr: give no --model")
+        from .text_ocr import TextOCR
+
+        return TextOCR(**{k: v for k, v in kwargs.items() if k in ("device", "max_pixels", "threads", "rubric")})
     if name == "pae":
         if backend == "vllm":
             from .pae_vllm import PAEVLLM

@@ -60,13 +60,13 @@ class EvalResult:
     settings: dict[str, Any] = field(default_factory=dict)  # everything besides the model that shapes the answer
     random_weights: bool = False  # True: a plumbing check, not a quality measurement
     usage: dict[str, int] | None = None  # tokens a served model reports: prompt_tokens, completion_tokens
+    evidence: dict[str, Any] | None = None  # what the score rests on, where an evaluator shows it (text-ocr)
 
     def to_json(self) -> dict[str, Any]:
         record = asdict(self)
-        if not self.random_weights:
-            record.pop("random_weights")
-        if self.usage is None:
-            record.pop("usage")
+        for optional in ("random_weights", "usage", "evidence"):
+            if not record[optional]:
+                record.pop(optional)
         return record
 
 

@@ -1,0 +1,76 @@
+"""An installed Chinese font for drawing characters with PIL (the demo's planted text, the Space's OCR labels).
+
+Nothing is downloaded and no font is bundled: Debian's `fonts-noto-cjk` (Noto Serif/Sans CJK, whose `.ttc` files
+hold one face per region) is looked for first, then any font matplotlib knows with a CJK name. `TPB_CJK_FONT`
+names a font file to use instead (`none` turns fonts off, e.g. to check the fallbacks)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from PIL import ImageFont
+
+NOTO_DIRS = ("/usr/share/fonts/opentype/noto", "/usr/share/fonts/noto-cjk", "/usr/share/fonts/google-noto-cjk")
+NOTO_FILES = ("NotoSerifCJK-Regular.ttc", "NotoSansCJK-Regular.ttc", "NotoSerifCJK-Bold.ttc", "NotoSansCJK-Bold.ttc")
+FONT_ENV = "TPB_CJK_FONT"
+
+
+@dataclass(frozen=True)
+class CJKFont:
+    path: str
+    index: int  # the face inside a .ttc collection (the simplified-Chinese one where there are several)
+
+    @property
+    def name(self) -> str:
+        family, style = ImageFont.truetype(self.path, 12, index=self.index).getname()
+        return f"{family} {style}"
+
+    def at(self, size: int) -> ImageFont.FreeTypeFont:
+        return _sized(self.path, self.index, int(size))
+
+
+@lru_cache(maxsize=64)
+def _sized(path: str, index: int, size: int) -> ImageFont.FreeTypeFont:
+    return ImageFont.truetype(path, size, index=index)
+
+
+def _simplified_face(path: str) -> int | None:
+    """The index of the face whose name says SC (simplified Chinese), else 0; None if the file is no font."""
+    faces = []
+    for index in range(16):
+        try:
+            faces.append(ImageFont.truetype(path, 12, index=index).getname()[0])
+        except OSError:
+            break
+    if not faces:
+        return None
+    return next((i for i, name in enumerate(faces) if name.endswith(" SC")), 0)
+
+
+@lru_cache(maxsize=1)
+def cjk_font() -> CJKFont | None:
+    """The Chinese font to draw with, or None when none is installed (callers then fall back and say so)."""
+    chosen = os.environ.get(FONT_ENV)
+    if chosen:
+        if chosen.lower() == "none":
+            return None
+        index = _simplified_face(chosen)
+        if index is None:
+            raise ValueError(f"{FONT_ENV}={chosen}: not a font file PIL can read")
+        return CJKFont(chosen, index)
+    candidates = [str(Path(d) / f) for d in NOTO_DIRS for f in NOTO_FILES]
+    from .plots import cjk_font as matplotlib_cjk_font
+
+    if matplotlib_cjk_font():
+        from matplotlib import font_manager
+
+        candidates += sorted(f.fname for f in font_manager.fontManager.ttflist if f.name == matplotlib_cjk_font())
+    for path in candidates:
+        if Path(path).is_file():
+            index = _simplified_face(path)
+            if index is not None:
+                return CJKFont(path, index)
+    return None
