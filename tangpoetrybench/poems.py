@@ -23,6 +23,21 @@ OPTIONAL = ("form", "tune", "split")
 POEM_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
+# Every block of CJK unified and compatibility ideographs (Unicode 15.1), so that a poem's rare characters
+# (extension blocks) count as characters too.
+HAN_BLOCKS = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x2A6DF), (0x2A700, 0x2EE5F),
+              (0x2F800, 0x2FA1F), (0x30000, 0x323AF))
+
+
+def is_han(char: str) -> bool:
+    code = ord(char)
+    return any(low <= code <= high for low, high in HAN_BLOCKS)
+
+
+def han_count(text: str) -> int:
+    return sum(is_han(c) for c in text)
+
+
 @dataclass(frozen=True)
 class Poem:
     poem_id: str

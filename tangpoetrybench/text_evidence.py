@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .poems import Poem
+from .poems import Poem, is_han
 
 RULES_VERSION = 1  # recorded with every result: a resumed run must judge by the same rules
 VERDICTS = ("clean", "leaked_poem_text", "garbled_characters", "other_text", "seal_only")
@@ -44,12 +44,8 @@ SEAL_MAX_ASPECT = 2.2  # a seal holds one to four characters in a square or a sh
 SEAL_MIN_RED_SHARE = 0.35  # of the box's pixels
 
 
-def is_cjk(char: str) -> bool:
-    return "\u4e00" <= char <= "\u9fff" or "\u3400" <= char <= "\u4dbf" or "\uf900" <= char <= "\ufaff"
-
-
 def cjk(text: str) -> str:
-    return "".join(c for c in text if is_cjk(c))
+    return "".join(c for c in text if is_han(c))
 
 
 @dataclass

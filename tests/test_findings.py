@@ -115,7 +115,7 @@ def test_every_finding_matches_an_independent_recomputation(release):
 
 
 def test_han_characters_of_every_ideograph_block_count():
-    from tangpoetrybench.findings import han_count
+    from tangpoetrybench.poems import han_count
 
     text = "月落乌啼\u3400\uf900\U00020000\U0002a700\U00030000，。ａA"  # extensions A, B, C, G; a compatibility one
     assert han_count(text) == _han(text) == 9
