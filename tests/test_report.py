@@ -149,3 +149,14 @@ def test_a_generator_without_kept_ratings_is_not_ranked(tmp_path):
     stability = rep.numbers["findings"]["ranking_stability"]
     assert stability["first"] == {"g1": 1.0, "g2": None} and stability["last"] == {"g1": 1.0, "g2": None}
     assert rep.numbers["table2"]["g2"]["quality"] is None
+
+
+def test_chinese_is_drawn_with_a_simplified_chinese_face():
+    from matplotlib import font_manager
+
+    from tangpoetrybench.plots import CJK_FONT_PREFERENCE, cjk_font
+
+    installed = {f.name for f in font_manager.fontManager.ttflist}
+    if not installed & set(CJK_FONT_PREFERENCE):
+        pytest.skip("no simplified-Chinese font installed (Debian: fonts-noto-cjk)")
+    assert cjk_font() == next(n for n in CJK_FONT_PREFERENCE if n in installed)  # never the JP or KR face first
