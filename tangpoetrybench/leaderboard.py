@@ -25,7 +25,7 @@ from scipy import stats
 from .agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement, resample_weights
 from .dataset_io import dataset_rows
 from .evaluation import read_scores
-from .numeric import fmt, fmt_ci
+from .numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_ci, fmt_interval
 from .plots import radar
 from .report import Report, is_synthetic, write_report
 from .rubric import rubric_for_tradition
@@ -227,14 +227,19 @@ def build_leaderboard(dataset: str | Path, scores: list[Path], split: str = "tes
              f"(seed {seed}), the same draw for every generator. Rank stability: the share of resamples in which a "
              "generator holds its rank.")
     rep.heading("Ranking by PAE-estimated quality (×100)")
+    ranking = leaderboard_rows(board)
     rep.table(["Rank", "Generator", "PAE quality [95 % CI]", "Human quality [95 % CI]", "Rank stability (%)", "Images"],
-              leaderboard_rows(board))
+              ranking)
+    if any(ZERO_WIDTH in cell for row in ranking for cell in row):
+        rep.text(ZERO_WIDTH_NOTE)
 
     rep.heading("Table 2 layout — per dimension (×100): PAE estimate, then human where rated")
-    rep.table(["Dimension", *[r["generator"] for r in board]],
-              [[rubric.dimension(k).name["en"] if k in keys else "Quality",
-                *[_cell(r["pae"], k) + (f" · human {fmt(_x100(r['human'][k]), 1)}" if r["human"] else "")
-                  for r in board]] for k in columns])
+    layout = [[rubric.dimension(k).name["en"] if k in keys else "Quality",
+               *[_cell(r["pae"], k) + (f" · human {fmt(_x100(r['human'][k]), 1)}" if r["human"] else "")
+                 for r in board]] for k in columns]
+    rep.table(["Dimension", *[r["generator"] for r in board]], layout)
+    if any(ZERO_WIDTH in cell for row in layout for cell in row):
+        rep.text(ZERO_WIDTH_NOTE)
 
     profiles = {r["generator"]: {k: r["pae"][k] for k in keys} for r in board}
     every = [v for p in profiles.values() for v in p.values() if v is not None]
@@ -275,7 +280,7 @@ def _cell(values: dict, key: str) -> str:
     value, ci = values[key], values[f"{key}_ci"]
     if value is None:
         return "—"
-    return f"{100 * value:.1f}" + (f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else "")
+    return f"{100 * value:.1f}" + (f" {fmt_interval(ci, 1, scale=100)}" if ci else "")
 
 
 def _agreement(rep: Report, s: Scores, rows: list[dict], keep: set[str], rated: list[str], pae_values: dict,

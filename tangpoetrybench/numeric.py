@@ -31,3 +31,18 @@ def fmt(value: float | None, digits: int = 3) -> str:
 def fmt_ci(ci: Sequence[float] | None, digits: int = 3) -> str:
     """An interval as "[low, high]"; "—" when there is none."""
     return "—" if not ci else f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+
+
+ZERO_WIDTH = "‡"
+ZERO_WIDTH_NOTE = ("‡ Every resample gave the same value (for instance every image at 100): an interval of zero width "
+                   "says nothing about uncertainty.")
+
+
+def fmt_interval(ci: Sequence[float] | None, digits: int = 3, scale: float = 1.0) -> str:
+    """An interval for a report table: "[low, high]" (times `scale`), "‡" where it has zero width (see
+    ZERO_WIDTH_NOTE), "—" when there is none."""
+    if not ci:
+        return "—"
+    if ci[0] == ci[1]:
+        return ZERO_WIDTH
+    return fmt_ci([scale * ci[0], scale * ci[1]], digits)

@@ -29,7 +29,7 @@ from .agreement import DEFAULT_BOOTSTRAP, STAT_LABELS, agreement
 from .dataset_io import dataset_rows
 from .evaluation import agreement_data, matched, rating_table, read_scores
 from .noise import MIN_MULTI_RATED, floor_summary, noise_floor
-from .numeric import fmt, fmt_ci, mean_or_none
+from .numeric import ZERO_WIDTH_NOTE, fmt, fmt_interval, mean_or_none
 from .plots import radar, scatter
 from .rubric import rubric_for_tradition
 
@@ -62,17 +62,6 @@ class Report:
 
 def _pct(x: float | None) -> str:
     return "—" if x is None or not np.isfinite(x) else f"{100 * x:.1f}"
-
-
-ZERO_WIDTH_NOTE = ("‡ Every resample gave the same value (for instance every image at 100): an interval of zero width "
-                   "says nothing about uncertainty.")
-
-
-def _interval(ci, digits: int) -> str:
-    """An interval as "[low, high]", or "‡" where it has zero width (see ZERO_WIDTH_NOTE)."""
-    if ci and ci[0] == ci[1]:
-        return "‡"
-    return fmt_ci(ci, digits)
 
 
 def load_rows(dataset: str | Path, config: str, columns: list[str]) -> list[dict]:
@@ -142,7 +131,7 @@ def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "tes
         cells = []
         for g in generators:
             v, ci = table2[g][key], table2_ci[g][key]
-            cell = "—" if v is None else f"{v:.1f} {_interval(ci, 1)}"
+            cell = "—" if v is None else f"{v:.1f} {fmt_interval(ci, 1)}"
             zero_width |= v is not None and ci[0] == ci[1]
             cells.append(f"**{cell}**" if v is not None and v == best else cell)
         name = rubric.dimension(key).name["en"] if key in keys else key.capitalize()
@@ -380,7 +369,7 @@ def _table4(rep: Report, dataset, path: Path, split: str, n_bootstrap: int, seed
         if stat in result:
             if stat == "kendall_tau":
                 label += f" ({result['kendall_tau_poems']} poems)"
-            rows.append([label, fmt(result[stat]), _interval(result.get(f"{stat}_ci"), 3),
+            rows.append([label, fmt(result[stat]), fmt_interval(result.get(f"{stat}_ci"), 3),
                          fmt(floor[stat]) if stat in floor else ""])
     rep.table(["Statistic", "Value", "95 % interval (poems resampled)", "Human noise floor"], rows)
     if nf["enough"]:

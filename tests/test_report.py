@@ -160,3 +160,10 @@ def test_chinese_is_drawn_with_a_simplified_chinese_face():
     if not installed & set(CJK_FONT_PREFERENCE):
         pytest.skip("no simplified-Chinese font installed (Debian: fonts-noto-cjk)")
     assert cjk_font() == next(n for n in CJK_FONT_PREFERENCE if n in installed)  # never the JP or KR face first
+
+
+def test_an_interval_of_zero_width_is_marked_not_printed():
+    from tangpoetrybench.numeric import fmt_interval
+
+    assert fmt_interval([1.0, 1.0]) == "‡" and fmt_interval(None) == "—"
+    assert fmt_interval([0.1, 0.25], 1, scale=100) == "[10.0, 25.0]"
