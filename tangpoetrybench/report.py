@@ -352,6 +352,8 @@ def _findings(rep: Report, rows, ratings, keys, generators, rubric, table2, n_bo
 
 def _table4(rep: Report, dataset, path: Path, split: str, n_bootstrap: int, seed: int) -> None:
     evaluator, records = read_scores(path)
+    if evaluator in rep.numbers.get("table4", {}):  # two files of one evaluator (say two served judges): named apart
+        evaluator = f"{evaluator} ({path.stem})"
     data = agreement_data(dataset, records, split)
     warning = matched(data, records, path, f"the {split} split")
     result = agreement(data, n_bootstrap=n_bootstrap, seed=seed)
@@ -384,8 +386,9 @@ def _table4(rep: Report, dataset, path: Path, split: str, n_bootstrap: int, seed
         rep.text(ZERO_WIDTH_NOTE)
     ok = np.isfinite(data.pred_quality) & np.isfinite(data.human_quality)
     if ok.any():
-        rep.figure(f"scatter_{evaluator}.png", scatter(list(data.human_quality[ok]), list(data.pred_quality[ok]),
-                                                        "human quality", f"{evaluator} quality"),
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", evaluator)
+        rep.figure(f"scatter_{name}.png", scatter(list(data.human_quality[ok]), list(data.pred_quality[ok]),
+                                                  "human quality", f"{evaluator} quality"),
                    f"{evaluator}: predicted against human quality, one point per image.")
 
 

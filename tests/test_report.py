@@ -111,6 +111,8 @@ def test_outputs_and_cli(planted, tmp_path, demo_built):
     assert "report.html" in done.stdout
     numbers = json.loads((tmp_path / "rep" / "numbers.json").read_text())
     assert numbers["synthetic"] is True and "synthetic-metric" in numbers["table4"]
+    rep = build_report(demo_built, scores=[scores, scores], n_bootstrap=50)  # one evaluator twice: both kept
+    assert set(rep.numbers["table4"]) == {"synthetic-metric", "synthetic-metric (s)"} and len(rep.figures) == 4
     assert "**Synthetic data.**" in (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
 
 
