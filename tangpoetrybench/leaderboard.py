@@ -26,7 +26,7 @@ from .agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement, resample_wei
 from .dataset_io import dataset_rows
 from .evaluation import read_scores
 from .numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_ci, fmt_interval
-from .plots import radar
+from .plots import radar, ring_floor
 from .report import Report, is_synthetic, write_report
 from .rubric import rubric_for_tradition
 
@@ -242,8 +242,7 @@ def build_leaderboard(dataset: str | Path, scores: list[Path], split: str = "tes
         rep.text(ZERO_WIDTH_NOTE)
 
     profiles = {r["generator"]: {k: r["pae"][k] for k in keys} for r in board}
-    every = [v for p in profiles.values() for v in p.values() if v is not None]
-    floor = min(0.5, np.floor(min(every, default=0.5) * 10) / 10)
+    floor = ring_floor(profiles)
     rep.figure("radar_pae.png", radar(profiles, rubric, f"PAE estimates ({floor:.1f}–1)", rmin=floor),
                "Every generator's profile as PAE estimates it.")
     if rated:

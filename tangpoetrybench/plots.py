@@ -36,6 +36,12 @@ def label(text: str, fallback: str) -> str:
     return fallback
 
 
+def ring_floor(profiles: Mapping[str, Mapping[str, float | None]], default: float = 0.5) -> float:
+    """The inner ring of a radar over these profiles: `default`, or lower in steps of 0.1 so that no value is clipped."""
+    every = [v for scores in profiles.values() for v in scores.values() if v is not None]
+    return min(default, math.floor(min(every, default=default) * 10) / 10)
+
+
 def radar(profiles: Mapping[str, Mapping[str, float | None]], rubric: Rubric, title: str = "",
           rmin: float = 0.0, rmax: float = 1.0, size: float = 5.5) -> Figure:
     """One polygon per profile over the rubric's dimensions; a null score leaves a gap. A value below `rmin` is drawn

@@ -17,7 +17,6 @@ import base64
 import html
 import io
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,8 +29,9 @@ from .dataset_io import dataset_rows
 from .evaluation import agreement_data, matched, rating_table, read_scores
 from .noise import MIN_MULTI_RATED, floor_summary, noise_floor
 from .numeric import ZERO_WIDTH_NOTE, fmt, fmt_interval, mean_or_none
-from .plots import radar, scatter
+from .plots import radar, ring_floor, scatter
 from .rubric import rubric_for_tradition
+from .text_labels import issue_counts, report_ocr_table3
 
 STRONG_GAP = 0.10
 SPLITS = ("train", "validation", "test")
@@ -147,8 +147,7 @@ def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "tes
     strong = [g for g in generators if quality[g] / 100 >= best_q / 100 - STRONG_GAP]
     rep.numbers["strong_generators"] = strong
     rep.heading("Figure 2 — profiles")
-    every = [v for g in generators for v in profiles[g].values() if v is not None]
-    floor = min(0.5, math.floor(min(every, default=0.5) * 10) / 10)  # never below the lowest value: nothing clipped
+    floor = ring_floor(profiles)
     rep.figure("figure2a_all.png", radar(profiles, rubric, f"All generators ({floor:.1f}–1)", rmin=floor),
                f"All generators on one scale ({floor:.1f} to 1, low enough for every value).")
     zoom = [v for g in strong for v in profiles[g].values() if v is not None]
@@ -158,20 +157,14 @@ def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "tes
                f"The strong generators (within {STRONG_GAP * 100:.0f} quality points of the best), zoomed.")
 
     # Table 3
-    table3 = {}
-    for g in generators:
-        labelled = [r for r in rows if r["generator"] == g and r["text_issue"] is not None]
-        table3[g] = {"leakage": sum(r["text_issue_type"] == "leakage" for r in labelled),
-                     "fake_characters": sum(r["text_issue_type"] == "fake_characters" for r in labelled),
-                     "total": sum(r["text_issue"] == 1 for r in labelled), "labelled_images": len(labelled)}
+    table3 = issue_counts({r["image_id"]: r["text_issue_type"] for r in rows if r["text_issue"] is not None},
+                          generators)
     rep.numbers["table3"] = table3
     rep.heading("Table 3 — text issues (adjudicated labels)")
     rep.table(["Generator", "Leakage", "Fake characters", "Total", "Labelled images"],
               [[g, *(str(table3[g][k]) for k in ("leakage", "fake_characters", "total", "labelled_images"))]
                for g in generators])
     if ocr is not None:  # text-ocr results: the OCR's Table 3 beside it (tangpoetrybench.text_labels)
-        from .text_labels import report_ocr_table3
-
         report_ocr_table3(rep, rows, ocr)
 
     for path in scores:
