@@ -167,8 +167,9 @@ def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "tes
     if ocr is not None:  # text-ocr results: the OCR's Table 3 beside it (tangpoetrybench.text_labels)
         report_ocr_table3(rep, rows, ocr)
 
+    split_floor = noise_floor(rating_table(dataset, split)) if scores else None  # the same for every scores file
     for path in scores:
-        _table4(rep, dataset, Path(path), split, n_bootstrap, seed)
+        _table4(rep, dataset, Path(path), split, split_floor, n_bootstrap, seed)
 
     # Table 5 and the noise floor
     nf = noise_floor(rating_table_all(dataset))
@@ -343,7 +344,8 @@ def _findings(rep: Report, rows, ratings, keys, generators, rubric, table2, n_bo
     rep.numbers["findings"] = f
 
 
-def _table4(rep: Report, dataset, path: Path, split: str, n_bootstrap: int, seed: int) -> None:
+def _table4(rep: Report, dataset, path: Path, split: str, nf: dict, n_bootstrap: int, seed: int) -> None:
+    """Table 4 for one scores file, beside `nf`, the noise floor of the split's multi-rated images."""
     evaluator, records = read_scores(path)
     if evaluator in rep.numbers.get("table4", {}):  # two files of one evaluator (say two served judges): named apart
         evaluator = f"{evaluator} ({path.stem})"
@@ -357,7 +359,6 @@ def _table4(rep: Report, dataset, path: Path, split: str, n_bootstrap: int, seed
         rep.text("**Random weights.** These scores come from a tiny test model: they check the pipeline and measure nothing.")
     if warning:
         rep.text(f"**Warning.** {warning}.")
-    nf = noise_floor(rating_table(dataset, split))
     floor = floor_summary(nf)
     rows = []
     for stat, label in STAT_LABELS.items():
