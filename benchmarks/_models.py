@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from tangpoetrybench import __version__
-from tangpoetrybench.tiny import build_tiny_models
+from tangpoetrybench.judging.tiny_models import build_tiny_models
 
 QWEN3_VL_8B = dict(
     text_config=dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,

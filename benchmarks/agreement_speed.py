@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from tangpoetrybench.agreement import AgreementData, agreement
+from tangpoetrybench.stats.agreement import AgreementData, agreement
 from tangpoetrybench.rubric import load_rubric
 
 

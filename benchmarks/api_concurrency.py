@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from fault_proxy import FaultProxy  # noqa: E402
 from tangpoetrybench import __version__  # noqa: E402
-from tangpoetrybench.evaluators import load_evaluator  # noqa: E402
+from tangpoetrybench.judging.evaluators import load_evaluator  # noqa: E402
 from tangpoetrybench.poems import sample_poems  # noqa: E402
-from tangpoetrybench.tiny import build_tiny_models  # noqa: E402
+from tangpoetrybench.judging.tiny_models import build_tiny_models  # noqa: E402
 
 
 def serve_tiny(stack: ExitStack) -> tuple[str, str]:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import datasets
 
-from tangpoetrybench.builder import build_dataset
-from tangpoetrybench.demo import write_demo_release
+from tangpoetrybench.dataset.builder import build_dataset
+from tangpoetrybench.dataset.synthetic import write_demo_release
 from tangpoetrybench.poems import convert_chinese_poetry, read_poems
 
 SHARED_TANG = Path(__file__).resolve().parents[2] / "shared" / "data" / "poems" / "tang300.jsonl"

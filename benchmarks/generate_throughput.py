@@ -25,9 +25,9 @@ from pathlib import Path
 import torch
 
 from tangpoetrybench import __version__
-from tangpoetrybench.generate import fill_prompt, image_seed, paper_prompt
+from tangpoetrybench.generation.diffusers_generate import fill_prompt, image_seed, paper_prompt
 from tangpoetrybench.poems import sample_poems
-from tangpoetrybench.tiny import build_tiny_models
+from tangpoetrybench.judging.tiny_models import build_tiny_models
 
 SDXL_UNET = dict(
     sample_size=128, in_channels=4, out_channels=4, layers_per_block=2, block_out_channels=(320, 640, 1280),

@@ -27,12 +27,12 @@ from pathlib import Path
 from PIL import Image
 from tqdm.auto import tqdm
 
-from tangpoetrybench.demo import write_demo_release
-from tangpoetrybench.evaluators import ScoringItem, load_evaluator
+from tangpoetrybench.dataset.synthetic import write_demo_release
+from tangpoetrybench.judging.evaluators import ScoringItem, load_evaluator
 from tangpoetrybench.fonts import cjk_font
 from tangpoetrybench.poems import convert_chinese_poetry, sample_poems
-from tangpoetrybench.release import read_release
-from tangpoetrybench.text_labels import issue_agreement
+from tangpoetrybench.dataset.raw_release import read_release
+from tangpoetrybench.judging.ocr.labels import issue_agreement
 
 SHARED_TANG = Path(__file__).resolve().parents[2] / "shared" / "data" / "poems" / "tang300.jsonl"
 

@@ -30,12 +30,12 @@ import numpy as np
 import torch
 from PIL import Image
 
-from tangpoetrybench.evaluators.loading import chat_inputs
-from tangpoetrybench.evaluators.pae import PAE
+from tangpoetrybench.models import chat_inputs
+from tangpoetrybench.judging.evaluators.pae import PAE
 from tangpoetrybench.poems import sample_poems, write_poems
-from tangpoetrybench.prompt import build_messages
+from tangpoetrybench.judging.prompt import build_messages
 from tangpoetrybench.rubric import load_rubric
-from tangpoetrybench.scoring import FolderSource, score_to_jsonl
+from tangpoetrybench.judging.scoring import FolderSource, score_to_jsonl
 from _models import build_model, tiny_processor
 
 @dataclass

@@ -29,7 +29,7 @@ from peft import LoraConfig, get_peft_model
 from PIL import Image
 
 from tangpoetrybench.poems import sample_poems
-from tangpoetrybench.prompt import build_messages, format_answer
+from tangpoetrybench.judging.prompt import build_messages, format_answer
 from tangpoetrybench.rubric import load_rubric
 
 from _models import build_model, language_model_parameters, tiny_processor

@@ -1,9 +1,9 @@
 """TangPoetryBench Space: score an illustration of a classical Chinese poem with PAE, beside the literal
-metrics. The logic lives in `tangpoetrybench.space`; this file wires it to gradio components."""
+metrics. The logic lives in `tangpoetrybench.hub.space`; this file wires it to gradio components."""
 
 import gradio as gr
 
-from tangpoetrybench.space import (LEADERBOARD_HEADERS, RUBRICS, UPLOADED, Scorer, SpaceConfig, UserError,
+from tangpoetrybench.hub.space import (LEADERBOARD_HEADERS, RUBRICS, UPLOADED, Scorer, SpaceConfig, UserError,
                                    example_images, leaderboard_view, ocr_available, poem_catalogue, read_image)
 
 try:  # ZeroGPU Spaces: run scoring on a GPU slice; elsewhere the decorator is absent or a no-op

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Callable
 
 from .errors import DataError, RunStopped, SystematicFailure
-from .qc import QCConfig
-from .release import DEFAULT_MAX_IMAGE_PIXELS
+from .dataset.qc import QCConfig
+from .dataset.raw_release import DEFAULT_MAX_IMAGE_PIXELS
 
 
 def _number_or_off(cast: Callable[[str], float | int]) -> Callable[[str], float | int | None]:
@@ -25,7 +25,7 @@ def _number_or_off(cast: Callable[[str], float | int]) -> Callable[[str], float 
 
 
 def _demo_release(args: argparse.Namespace) -> None:
-    from .demo import write_demo_release
+    from .dataset.synthetic import write_demo_release
     from .poems import read_poems, sample_poems
 
     poems = read_poems(args.poems_file) if args.poems_file else sample_poems()
@@ -35,7 +35,8 @@ def _demo_release(args: argparse.Namespace) -> None:
 
 
 def _build(args: argparse.Namespace) -> None:
-    from .builder import build_dataset, push_dataset
+    from .dataset.builder import build_dataset
+    from .hub.publish import push_dataset
 
     if args.out is None and args.text_labels_from is None:
         raise ValueError("give OUT, the dataset folder to build (or --text-labels-from OCR.jsonl for a label draft)")
@@ -60,7 +61,7 @@ def _build(args: argparse.Namespace) -> None:
 
 
 def _text_labels_draft(args: argparse.Namespace) -> None:
-    from .text_labels import draft_text_labels
+    from .judging.ocr.labels import draft_text_labels
 
     d = draft_text_labels(args.raw, args.text_labels_from, overwrite=args.overwrite)
     issues = ", ".join(f"{k} {v}" for k, v in d.issues.items())
@@ -79,21 +80,17 @@ def _convert_poems(args: argparse.Namespace) -> None:
 
 
 def _score(args: argparse.Namespace) -> None:
-    from .evaluators import load_evaluator
-    from .evaluators.loading import process_state
-    from .scoring import DatasetSource, FolderSource, score_to_jsonl
+    from .judging.evaluators import load_evaluator
+    from .models import process_state
+    from .judging.scoring import score_to_jsonl, source_of
 
-    if bool(args.dataset) == bool(args.images):
-        raise ValueError("give --dataset DIR, or --images DIR with --poems FILE")
-    if args.images and not args.poems:
-        raise ValueError("--images needs --poems FILE")
+    source = source_of(args.dataset, args.images, args.poems, args.config, args.split)
     if args.evaluator != "api" and (args.price_in is not None or args.price_out is not None):
         raise ValueError("--price-in and --price-out apply to the api evaluator only")
     state = process_state()  # under a launcher: the process group, before any model is loaded
     if args.backend == "vllm" and state.num_processes > 1:
         raise ValueError("the vLLM backend runs as one process that uses its GPUs itself: start tpb score without "
                          "accelerate launch or torchrun")
-    source = DatasetSource(args.dataset, args.config, args.split) if args.dataset else FolderSource(args.images, args.poems)
     extra = {k: v for k, v in (("device", args.device), ("max_pixels", args.max_pixels),
                                ("max_new_tokens", args.max_new_tokens), ("base_url", args.base_url),
                                ("api_key_env", args.api_key_env), ("concurrency", args.concurrency),
@@ -112,12 +109,12 @@ def _score(args: argparse.Namespace) -> None:
     print(f"{summary.out}: {summary.scored} scored now ({summary.failed} failed{retry}), "
           f"{summary.skipped} already there, {summary.total} in the source")
     if args.evaluator == "api":
-        from .evaluators.api import usage_line
+        from .judging.evaluators.api import usage_line
 
         usage = usage_line(summary.prompt_tokens, summary.completion_tokens, args.price_in, args.price_out)
         print(f"{evaluator.model_name}: {usage} in this run")
     if evaluator.random_weights:
-        from .evaluation import RANDOM_WEIGHTS_NOTE
+        from .stats.agree import RANDOM_WEIGHTS_NOTE
 
         print(RANDOM_WEIGHTS_NOTE)
 
@@ -125,7 +122,7 @@ def _score(args: argparse.Namespace) -> None:
 def _agree(args: argparse.Namespace) -> None:
     import json
 
-    from .evaluation import agree, format_table
+    from .stats.agree import agree, format_table
 
     result = agree(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap, seed=args.seed,
                    config=args.config)
@@ -137,7 +134,7 @@ def _agree(args: argparse.Namespace) -> None:
 
 
 def _report(args: argparse.Namespace) -> None:
-    from .report import build_report, write_report
+    from .reporting.report import build_report, write_report
 
     out = write_report(build_report(args.dataset, args.scores or [], split=args.split, n_bootstrap=args.bootstrap,
                                     seed=args.seed, ocr=args.ocr), args.out)
@@ -145,7 +142,7 @@ def _report(args: argparse.Namespace) -> None:
 
 
 def _generate(args: argparse.Namespace) -> None:
-    from .generate import generate_images
+    from .generation.diffusers_generate import generate_images
 
     summary = generate_images(args.pipeline, args.poems, args.out, args.generator, seed=args.seed, steps=args.steps,
                               guidance_scale=args.guidance_scale, height=args.height, width=args.width,
@@ -161,7 +158,7 @@ def _generate(args: argparse.Namespace) -> None:
 
 
 def _leaderboard(args: argparse.Namespace) -> None:
-    from .leaderboard import build_leaderboard, write_leaderboard
+    from .reporting.leaderboard import build_leaderboard, write_leaderboard
 
     out = write_leaderboard(build_leaderboard(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap,
                                               seed=args.seed), args.out)
@@ -171,7 +168,7 @@ def _leaderboard(args: argparse.Namespace) -> None:
 def _model_card(args: argparse.Namespace) -> None:
     import json
 
-    from .model_card import render_model_card
+    from .hub.model_card import render_model_card
 
     agree = json.loads(args.agree.read_text(encoding="utf-8"))
     card = render_model_card(agree, base_model=args.base_model, adapter_ref=args.adapter, model_name=args.name,
@@ -182,7 +179,7 @@ def _model_card(args: argparse.Namespace) -> None:
 
 
 def _publish(args: argparse.Namespace) -> None:
-    from .publish import PLACEHOLDER_ORG, publish, push
+    from .hub.publish import PLACEHOLDER_ORG, publish, push
 
     org = args.push or args.org
     written = publish(args.out, org=org, dataset=args.dataset, adapter=args.adapter, agree=args.agree,
@@ -197,7 +194,7 @@ def _publish(args: argparse.Namespace) -> None:
 
 
 def _tiny_models(args: argparse.Namespace) -> None:
-    from .tiny import build_tiny_models
+    from .judging.tiny_models import build_tiny_models
 
     built = build_tiny_models(args.out, overwrite=args.overwrite)
     for name, path in built.items():

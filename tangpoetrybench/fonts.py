@@ -50,6 +50,23 @@ def _simplified_face(path: str) -> int | None:
     return next((i for i, name in enumerate(faces) if name.endswith(" SC")), 0)
 
 
+# Families that draw Chinese, best first: simplified-Chinese faces before any other CJK face (the JP, KR and TC
+# variants of a pan-CJK font draw some simplified characters with other glyph shapes).
+CJK_FONT_PREFERENCE = ("Noto Sans CJK SC", "Source Han Sans SC", "Source Han Sans CN", "Noto Serif CJK SC",
+                       "WenQuanYi Zen Hei", "WenQuanYi Micro Hei", "PingFang SC", "Heiti SC", "SimHei", "Microsoft YaHei")
+CJK_FONT_HINTS = ("CJK", "WenQuanYi", "Source Han", "SimHei", "Heiti", "PingFang", "YaHei")
+
+
+@lru_cache(maxsize=1)
+def cjk_family() -> str | None:
+    """The installed matplotlib font family best suited to simplified Chinese, if any (see CJK_FONT_PREFERENCE)."""
+    from matplotlib import font_manager
+
+    names = {f.name for f in font_manager.fontManager.ttflist}
+    preferred = next((n for n in CJK_FONT_PREFERENCE if n in names), None)
+    return preferred or next((n for n in sorted(names) if any(h in n for h in CJK_FONT_HINTS)), None)
+
+
 @lru_cache(maxsize=1)
 def cjk_font() -> CJKFont | None:
     """The Chinese font to draw with, or None when none is installed (callers then fall back and say so)."""
@@ -62,12 +79,10 @@ def cjk_font() -> CJKFont | None:
             raise ValueError(f"{FONT_ENV}={chosen}: not a font file PIL can read")
         return CJKFont(chosen, index)
     candidates = [str(Path(d) / f) for d in NOTO_DIRS for f in NOTO_FILES]
-    from .plots import cjk_font as matplotlib_cjk_font
-
-    if matplotlib_cjk_font():
+    if cjk_family():
         from matplotlib import font_manager
 
-        candidates += sorted(f.fname for f in font_manager.fontManager.ttflist if f.name == matplotlib_cjk_font())
+        candidates += sorted(f.fname for f in font_manager.fontManager.ttflist if f.name == cjk_family())
     for path in candidates:
         if Path(path).is_file():
             index = _simplified_face(path)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from tangpoetrybench.builder import build_dataset
-from tangpoetrybench.demo import write_demo_release
+from tangpoetrybench.dataset.builder import build_dataset
+from tangpoetrybench.dataset.synthetic import write_demo_release
 from tangpoetrybench.poems import sample_poems
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -75,7 +75,7 @@ def load(folder: Path, config: str, cache: Path):
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory) -> dict[str, Path]:
     """Tiny random-weight models (Qwen3-VL, CLIP, Chinese-CLIP, BLIP), built once per test session."""
-    from tangpoetrybench.tiny import build_tiny_models
+    from tangpoetrybench.judging.tiny_models import build_tiny_models
 
     return build_tiny_models(tmp_path_factory.mktemp("tiny") / "models")
 

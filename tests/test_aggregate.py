@@ -3,9 +3,9 @@
 import pytest
 
 from conftest import rating, write_release
-from tangpoetrybench.aggregate import aggregate
-from tangpoetrybench.qc import QCConfig, run_qc
-from tangpoetrybench.release import read_release
+from tangpoetrybench.dataset.aggregate import aggregate
+from tangpoetrybench.dataset.qc import QCConfig, run_qc
+from tangpoetrybench.dataset.raw_release import read_release
 
 # answers in SPEC order: safety, technical, ai, text, scene, cultural, style, core, emotion, overall
 RATINGS = [

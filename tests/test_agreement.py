@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from conftest import load_module
-from tangpoetrybench.agreement import AgreementData, _weighted_spearman, agreement
+from tangpoetrybench.stats.agreement import AgreementData, _weighted_spearman, agreement
 from tangpoetrybench.rubric import load_rubric
 
 RUBRIC = load_rubric("tang")
@@ -20,7 +20,7 @@ RUBRIC = load_rubric("tang")
 @pytest.fixture(scope="module")
 def metric_dir(tmp_path_factory) -> Path:
     """The evaluate module as `tpb publish` writes it (in a folder named like the module, so the folder loads too)."""
-    from tangpoetrybench.publish import write_metric
+    from tangpoetrybench.hub.publish import write_metric
 
     return write_metric(tmp_path_factory.mktemp("published") / "pae", org="acme")
 N = None
@@ -63,8 +63,8 @@ def test_hand_computed_case():
 def test_within_one_anchor_is_exact_agreement_on_a_two_level_dimension_on_both_sides():
     """Text integrity has two levels (step 1): "within one step" would hold for any answer, so it is exact agreement,
     for the evaluator and for the human noise floor printed beside it (one shared rule)."""
-    from tangpoetrybench.agreement import anchor_tolerance
-    from tangpoetrybench.noise import RatingTable, noise_floor
+    from tangpoetrybench.stats.agreement import anchor_tolerance
+    from tangpoetrybench.stats.noise_floor import RatingTable, noise_floor
 
     refs = [row(1, 1, 1, 1, N, 1, 1, 1, 1, 1), row(1, 1, 1, 0, N, 1, 1, 1, 1, 1)]
     preds = [row(.5, 1, 1, 0, N, 1, 1, 1, 1, 1), row(1, 1, 1, 0, N, 1, 1, 1, 1, 1)]
@@ -80,7 +80,7 @@ def test_within_one_anchor_is_exact_agreement_on_a_two_level_dimension_on_both_s
 def test_noise_floor_summary_pools_like_the_evaluator():
     """The evaluator's overall MAE pools every pair; the floor beside it pools every rater deviation (not a mean of
     dimensions): with 3 deviations of 0.5 on one dimension and 2 of 0 on another, 0.3 — not 0.25."""
-    from tangpoetrybench.noise import RatingTable, floor_summary, noise_floor
+    from tangpoetrybench.stats.noise_floor import RatingTable, floor_summary, noise_floor
 
     copies = 5  # images: five like u, five like v (a floor needs at least five multi-rated images)
     units = [f"{u}{i}" for i in range(copies) for u in ("u", "u", "u", "v", "v", "v")]
@@ -187,7 +187,7 @@ def test_evaluate_load_from_folder_and_file(metric_dir, file):
 
 def test_evaluate_equals_tpb_agree(demo_built, metric_dir, tmp_path):
     """Synthetic predictions (human scores plus noise) for the demo's test split, through both front ends."""
-    from tangpoetrybench.dataset_io import dataset_rows
+    from tangpoetrybench.dataset.reading import dataset_rows
 
     keys = list(RUBRIC.keys)
     rows = list(dataset_rows(demo_built, "images", "test", ["image_id", "poem_id", *keys]))
@@ -220,8 +220,8 @@ def test_evaluate_equals_tpb_agree(demo_built, metric_dir, tmp_path):
 def test_agree_on_the_generalization_configs(demo_built, tmp_path, config, tradition):
     """`tpb agree --config`: the paper's unseen-generator and Song Ci tables, under the rubric of the poems'
     tradition, beside the noise floor of those same images. Synthetic predictions: the human scores themselves."""
-    from tangpoetrybench.dataset_io import dataset_rows
-    from tangpoetrybench.evaluation import config_rubric
+    from tangpoetrybench.dataset.reading import dataset_rows
+    from tangpoetrybench.stats.agree import config_rubric
 
     rubric = load_rubric(tradition)
     assert config_rubric(demo_built, config, "test") == rubric
@@ -257,7 +257,7 @@ def test_metric_app_over_gradio_client(metric_dir):
 
 def test_what_a_newcomer_gets_wrong_is_one_plain_sentence(demo_raw, demo_built, tiny_models, tmp_path, capsys):
     from tangpoetrybench.cli import main
-    from tangpoetrybench.dataset_io import dataset_rows
+    from tangpoetrybench.dataset.reading import dataset_rows
 
     rows = list(dataset_rows(demo_built, "images", "test", ["image_id", "quality", *RUBRIC.keys]))
     record = lambda image_id, r: {"image_id": image_id, "evaluator": "synthetic", "scores": {k: r[k] for k in RUBRIC.keys},

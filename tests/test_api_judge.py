@@ -21,15 +21,15 @@ from PIL import Image
 
 from fault_proxy import FaultProxy
 from tangpoetrybench.cli import main
-from tangpoetrybench.evaluators import load_evaluator
-from tangpoetrybench.evaluators.api import (APIJudge, is_internal_url, redact, response_format, retry_after_seconds,
+from tangpoetrybench.judging.evaluators import load_evaluator
+from tangpoetrybench.judging.evaluators.api import (APIJudge, is_internal_url, redact, response_format, retry_after_seconds,
                                             retry_delay, served_reward, usage_line, wire_messages)
-from tangpoetrybench.evaluators.base import EvalResult, ScoringItem
-from tangpoetrybench.evaluators.loading import chat_inputs
+from tangpoetrybench.judging.evaluators.base import EvalResult, ScoringItem
+from tangpoetrybench.models import chat_inputs
 from tangpoetrybench.poems import sample_poems
-from tangpoetrybench.prompt import answer_schema, build_messages
+from tangpoetrybench.judging.prompt import answer_schema, build_messages
 from tangpoetrybench.rubric import load_rubric
-from tangpoetrybench.scoring import DatasetSource, read_done, score_to_jsonl
+from tangpoetrybench.judging.scoring import DatasetSource, read_done, score_to_jsonl
 
 SECRET = "sk-test-0123456789abcdef"
 
@@ -203,7 +203,7 @@ def test_faults_are_retried_and_every_image_is_scored_once(server, demo_built, t
     with FaultProxy(server["url"], faults=["429", "503", "drop", "slow"], slow=12) as proxy:
         judge = load_evaluator("api", model=server["model"], base_url=proxy.url, max_new_tokens=8, concurrency=4,
                                timeout=10, backoff=0.05)
-        with caplog.at_level(logging.WARNING, logger="tangpoetrybench.evaluators.api"):
+        with caplog.at_level(logging.WARNING, logger="tangpoetrybench.judging.evaluators.api"):
             summary = score_to_jsonl(judge, DatasetSource(demo_built, "images", "test"), tmp_path / "f.jsonl",
                                      progress=False)
     rows = records(tmp_path / "f.jsonl")
@@ -222,7 +222,7 @@ def test_faults_are_retried_and_every_image_is_scored_once(server, demo_built, t
 def test_a_refused_response_format_is_asked_again_without(server, demo_built, tmp_path, caplog):
     with FaultProxy(server["url"], refuse_field="response_format") as proxy:
         judge = load_evaluator("api", model=server["model"], base_url=proxy.url, max_new_tokens=8, concurrency=2)
-        with caplog.at_level(logging.WARNING, logger="tangpoetrybench.evaluators.api"):
+        with caplog.at_level(logging.WARNING, logger="tangpoetrybench.judging.evaluators.api"):
             score_to_jsonl(judge, DatasetSource(demo_built, "images", "test"), tmp_path / "r.jsonl", limit=8,
                            progress=False)
     rows = records(tmp_path / "r.jsonl")

@@ -14,13 +14,13 @@ import yaml
 from PIL import Image
 
 from conftest import SHARED, load, rating, write_release
-from tangpoetrybench.builder import build_dataset
-from tangpoetrybench.demo import write_demo_release
+from tangpoetrybench.dataset.builder import build_dataset
+from tangpoetrybench.dataset.synthetic import write_demo_release
 from tangpoetrybench.files import atomic_folder
 from tangpoetrybench.poems import convert_chinese_poetry, read_poems, sample_poems, strip_variant_notes
 
 ROOT = Path(__file__).resolve().parents[1]
-from tangpoetrybench.splits import default_splits
+from tangpoetrybench.dataset.splits import default_splits
 
 CONFIGS = {"images": ("train", "validation", "test"), "ratings": ("train", "validation", "test"),
            "poems": ("train", "validation", "test"), "song_ci": ("test",), "unseen_generator": ("test",)}
@@ -46,9 +46,9 @@ def test_every_config_loads_offline_with_images(demo_built, tmp_path):
 
 
 def test_rows_match_the_aggregation(demo_raw, demo_built, tmp_path):
-    from tangpoetrybench.aggregate import aggregate
-    from tangpoetrybench.qc import run_qc
-    from tangpoetrybench.release import read_release
+    from tangpoetrybench.dataset.aggregate import aggregate
+    from tangpoetrybench.dataset.qc import run_qc
+    from tangpoetrybench.dataset.raw_release import read_release
 
     release = read_release(demo_raw)
     scores = aggregate(release, run_qc(release).kept)

@@ -7,15 +7,15 @@ import torch
 from PIL import Image
 
 from conftest import Flaky
-from tangpoetrybench.evaluators import load_evaluator
-from tangpoetrybench.evaluators.base import ScoringItem
-from tangpoetrybench.evaluators.loading import fit_pixels
-from tangpoetrybench.evaluators.pae_vllm import engine_kwargs, sampling_kwargs, vllm_messages
-from tangpoetrybench.parsing import PARSER_VERSION
+from tangpoetrybench.judging.evaluators import load_evaluator
+from tangpoetrybench.judging.evaluators.base import ScoringItem
+from tangpoetrybench.models import fit_pixels
+from tangpoetrybench.judging.evaluators.pae_vllm import engine_kwargs, sampling_kwargs, vllm_messages
+from tangpoetrybench.judging.parsing import PARSER_VERSION
 from tangpoetrybench.poems import sample_poems
-from tangpoetrybench.prompt import build_messages
+from tangpoetrybench.judging.prompt import build_messages
 from tangpoetrybench.rubric import load_rubric
-from tangpoetrybench.scoring import DatasetSource, score_to_jsonl
+from tangpoetrybench.judging.scoring import DatasetSource, score_to_jsonl
 
 FIELDS = {"image_id", "evaluator", "scores", "quality", "raw_output", "parse_status", "error", "seconds", "model",
           "error_kind", "settings", "random_weights"}
@@ -190,9 +190,9 @@ def test_tiny_qwen3_vl_processor_is_the_real_ones(tiny_models):
 def test_constrained_decoding_makes_every_answer_a_whole_rubric_answer(tiny_models):
     """A random-weight model answers gibberish; constrained, the same model's answers are whole rubric answers,
     with null only where a dimension can be excluded, in a batch that mixes two rubrics."""
-    from tangpoetrybench.constrained import Grammar, state
-    from tangpoetrybench.parsing import parse_answer
-    from tangpoetrybench.prompt import format_answer
+    from tangpoetrybench.judging.constrained import Grammar, state
+    from tangpoetrybench.judging.parsing import parse_answer
+    from tangpoetrybench.judging.prompt import format_answer
 
     tang, song = load_rubric("tang"), load_rubric("song_ci")
     poems = sample_poems()[:3]

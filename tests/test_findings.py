@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from scipy import stats
 
-from tangpoetrybench.report import build_report, render_markdown
+from tangpoetrybench.reporting.report import build_report, render_markdown
 
 KEYS = ["safety", "technical_quality", "ai_plausibility", "text_integrity", "scene_consistency", "cultural_coherence",
         "artistic_style", "core_imagery", "emotional_resonance", "overall_impression"]
@@ -122,7 +122,7 @@ def test_han_characters_of_every_ideograph_block_count():
 
 
 def test_ties_at_the_quartile_boundary_all_belong_to_the_quartile():
-    from tangpoetrybench.findings import difficulty
+    from tangpoetrybench.reporting.findings import difficulty
 
     rows = [{"poem_id": f"p{i}", "poem": "月", "overall_impression": v, "core_imagery": c}
             for i, (v, c) in enumerate([(0.25, 0.0), (0.25, 1.0), (0.5, 0.5), (0.75, 0.5), (1.0, 1.0), (1.0, 1.0),

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import POEMS, SHARED
 from tangpoetrybench.cli import main
-from tangpoetrybench.generate import PROMPT_FILE, generate_images, image_seed, is_text_to_image, paper_prompt
+from tangpoetrybench.generation.diffusers_generate import PROMPT_FILE, generate_images, image_seed, is_text_to_image, paper_prompt
 
 PAPER = SHARED / "paper" / "tangpoetrybench-paper.txt"
 FAST = dict(steps=2, height=64, width=64, guidance_scale=1.0, progress=False)
@@ -176,7 +176,7 @@ def test_throughput_benchmark_smoke_and_full_size_architecture(tmp_path):
     from transformers import AutoTokenizer
 
     from tangpoetrybench import __version__
-    from tangpoetrybench.tiny import build_tiny_models
+    from tangpoetrybench.judging.tiny_models import build_tiny_models
 
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "figures.json"

@@ -14,10 +14,10 @@ from scipy import stats
 
 from conftest import launched_space
 from tangpoetrybench.cli import main
-from tangpoetrybench.dataset_io import dataset_rows
-from tangpoetrybench.leaderboard import build_leaderboard, leaderboard_rows, write_leaderboard
+from tangpoetrybench.dataset.reading import dataset_rows
+from tangpoetrybench.reporting.leaderboard import build_leaderboard, leaderboard_rows, write_leaderboard
 from tangpoetrybench.rubric import rubric_for_tradition
-from tangpoetrybench.space import LeaderboardView, UserError, leaderboard_view
+from tangpoetrybench.hub.space import LeaderboardView, UserError, leaderboard_view
 
 KEYS = list(rubric_for_tradition("tang").keys)
 SETTINGS = {"backend": "transformers", "max_pixels": 1048576, "max_new_tokens": 256, "parser": 2, "rubric": "tang@x"}

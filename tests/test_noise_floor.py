@@ -11,8 +11,8 @@ import pytest
 from scipy import stats
 
 from conftest import SHARED
-from tangpoetrybench.external_ratings import read_dsg, read_genai_bench
-from tangpoetrybench.noise import RatingTable, noise_floor
+from tangpoetrybench.stats.external_ratings import read_dsg, read_genai_bench
+from tangpoetrybench.stats.noise_floor import RatingTable, noise_floor
 
 RATINGS = SHARED / "data" / "ratings"
 needs_ratings = pytest.mark.skipif(not RATINGS.is_dir(), reason="../shared/data/ratings is absent")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tangpoetrybench.parsing import parse_answer
-from tangpoetrybench.prompt import format_answer
+from tangpoetrybench.judging.parsing import parse_answer
+from tangpoetrybench.judging.prompt import format_answer
 from tangpoetrybench.rubric import load_rubric
 
 RUBRIC = load_rubric("tang")

@@ -16,12 +16,12 @@ import pytest
 import yaml
 from huggingface_hub import ModelCard
 
-from tangpoetrybench import builder
-from tangpoetrybench.agreement import RubricScale
-from tangpoetrybench.builder import build_dataset
+from tangpoetrybench.dataset import builder
+from tangpoetrybench.stats.agreement import RubricScale
+from tangpoetrybench.dataset.builder import build_dataset
 from tangpoetrybench.poems import sample_poems
-from tangpoetrybench.prompt import user_prompt
-from tangpoetrybench.publish import publish
+from tangpoetrybench.judging.prompt import user_prompt
+from tangpoetrybench.hub.publish import publish
 from tangpoetrybench.rubric import load_rubric
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +47,7 @@ def adapter(tiny_models, tmp_path_factory):
 @pytest.fixture(scope="module")
 def agree_json(demo_built, tmp_path_factory):
     """`tpb agree --out` of synthetic predictions (the human scores themselves) on the demo's test split."""
-    from tangpoetrybench.dataset_io import dataset_rows
+    from tangpoetrybench.dataset.reading import dataset_rows
 
     keys = list(load_rubric("tang").keys)
     folder = tmp_path_factory.mktemp("agree")

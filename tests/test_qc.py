@@ -5,9 +5,9 @@ import json
 import pytest
 
 from conftest import rating, write_release
-from tangpoetrybench.builder import build_dataset
-from tangpoetrybench.qc import QCConfig, run_qc
-from tangpoetrybench.release import read_release
+from tangpoetrybench.dataset.builder import build_dataset
+from tangpoetrybench.dataset.qc import QCConfig, run_qc
+from tangpoetrybench.dataset.raw_release import read_release
 
 IMAGES = ["g1/p1", "g1/p2", "g1/p3", "g1/p4", "g2/p1", "g2/p2", "g2/p3", "g2/p4"]
 

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import rating, write_release
-from tangpoetrybench.builder import build_dataset
-from tangpoetrybench.report import build_report, write_report
+from tangpoetrybench.dataset.builder import build_dataset
+from tangpoetrybench.reporting.report import build_report, write_report
 
 TEXTS = ["床前明月光，疑是地上霜。", "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。", "千山鸟飞绝，万径人踪灭。",
          "红豆生南国，春来发几枝。愿君多采撷，此物最相思。", "白日依山尽，黄河入海流。", "空山不见人，但闻人语响。",
@@ -156,7 +156,7 @@ def test_a_generator_without_kept_ratings_is_not_ranked(tmp_path):
 def test_chinese_is_drawn_with_a_simplified_chinese_face():
     from matplotlib import font_manager
 
-    from tangpoetrybench.plots import CJK_FONT_PREFERENCE, cjk_font
+    from tangpoetrybench.reporting.plots import CJK_FONT_PREFERENCE, cjk_font
 
     installed = {f.name for f in font_manager.fontManager.ttflist}
     if not installed & set(CJK_FONT_PREFERENCE):

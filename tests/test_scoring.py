@@ -16,8 +16,8 @@ from PIL import Image
 from conftest import Flaky
 from tangpoetrybench.cli import main
 from tangpoetrybench.errors import SystematicFailure
-from tangpoetrybench.evaluators import load_evaluator
-from tangpoetrybench.scoring import DatasetSource, FolderSource, read_done, score_to_jsonl
+from tangpoetrybench.judging.evaluators import load_evaluator
+from tangpoetrybench.judging.scoring import DatasetSource, FolderSource, read_done, score_to_jsonl
 
 
 def records(path):
@@ -281,7 +281,7 @@ def test_a_broken_model_stops_the_run_and_writes_nothing(tiny_models, demo_built
 
 def test_an_engine_gets_batches_of_at_least_its_minimum(tiny_models, demo_built, tmp_path):
     """vLLM schedules its own batches (min_batch_size 256): --batch-size never makes them smaller."""
-    from tangpoetrybench.evaluators.pae_vllm import MIN_CHUNK, PAEVLLM
+    from tangpoetrybench.judging.evaluators.pae_vllm import MIN_CHUNK, PAEVLLM
 
     assert PAEVLLM.min_batch_size == MIN_CHUNK >= 256
     clip = load_evaluator("clipscore", model=str(tiny_models["clip"]))

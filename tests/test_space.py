@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from conftest import launched_space
-from tangpoetrybench.space import (RUBRICS, UPLOADED, Scorer, SpaceConfig, UserError, dimension_table, nearest_anchor,
+from tangpoetrybench.hub.space import (RUBRICS, UPLOADED, Scorer, SpaceConfig, UserError, dimension_table, nearest_anchor,
                                    poem_catalogue)
 from tangpoetrybench.rubric import load_rubric
 
@@ -111,7 +111,7 @@ def test_vqascore_shares_paes_model_and_asks_the_base(env, tiny_models, png, tmp
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForImageTextToText
 
-    from tangpoetrybench.evaluators import load_evaluator
+    from tangpoetrybench.judging.evaluators import load_evaluator
 
     plain = Scorer(SpaceConfig.from_env(env))
     plain.preload()

@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from tangpoetrybench.demo.painting import _glyph, paint, pseudo_character
-from tangpoetrybench.demo.release import PAINTERS
+from tangpoetrybench.dataset.synthetic.painting import _glyph, paint, pseudo_character
+from tangpoetrybench.dataset.synthetic.demo_release import PAINTERS
 from tangpoetrybench.fonts import cjk_font
 from tangpoetrybench.poems import Poem, sample_poems
-from tangpoetrybench.text_evidence import TextRegion, align, cjk, judge, poem_characters
+from tangpoetrybench.judging.ocr.evidence import TextRegion, align, cjk, judge, poem_characters
 
 pytest.importorskip("rapidocr", reason='the text-ocr evaluator needs the ocr extra: pip install -e ".[ocr]"')
 needs_font = pytest.mark.skipif(cjk_font() is None, reason="no Chinese font installed (apt-get install fonts-noto-cjk)")
@@ -108,7 +108,7 @@ def render(kind: str, rng: np.random.Generator) -> tuple[Image.Image, Poem]:
 
 @pytest.fixture(scope="module")
 def ocr():
-    from tangpoetrybench.evaluators import load_evaluator
+    from tangpoetrybench.judging.evaluators import load_evaluator
 
     return load_evaluator("text-ocr")
 
@@ -175,14 +175,14 @@ def test_evidence_of_a_leak_names_the_poem_characters(ocr):
 
 
 def test_records_of_other_evaluators_keep_their_format():
-    from tangpoetrybench.evaluators import EvalResult
+    from tangpoetrybench.judging.evaluators import EvalResult
 
     record = EvalResult("a/b", "clipscore", {}, 0.3, None, "ok", None, 0.1).to_json()
     assert "evidence" not in record and "random_weights" not in record
 
 
 def test_the_ocr_refuses_a_gpu_and_a_model():
-    from tangpoetrybench.evaluators import load_evaluator
+    from tangpoetrybench.judging.evaluators import load_evaluator
 
     with pytest.raises(ValueError, match="runs on the CPU"):
         load_evaluator("text-ocr", device="cuda")
@@ -242,8 +242,8 @@ def test_tpb_score_text_ocr_runs_offline_and_downloads_nothing(tmp_path):
 def ocr_on_demo(demo_raw, ocr, tmp_path_factory):
     """A copy of the demo release (the session's is shared) and text-ocr results for one image of each planted
     issue type and two clean images of the same painters."""
-    from tangpoetrybench.evaluators import ScoringItem
-    from tangpoetrybench.release import read_release
+    from tangpoetrybench.judging.evaluators import ScoringItem
+    from tangpoetrybench.dataset.raw_release import read_release
 
     raw = tmp_path_factory.mktemp("ocr_demo") / "raw"
     shutil.copytree(demo_raw, raw)
@@ -260,7 +260,7 @@ def ocr_on_demo(demo_raw, ocr, tmp_path_factory):
 
 @needs_font
 def test_the_demo_release_draws_text_the_ocr_reads(ocr_on_demo):
-    from tangpoetrybench.text_labels import issue_agreement, read_ocr
+    from tangpoetrybench.judging.ocr.labels import issue_agreement, read_ocr
 
     raw, out, planted = ocr_on_demo
     assert "drawn with the font Noto" in json.loads((raw / "release.json").read_text(encoding="utf-8"))["description"]
@@ -274,7 +274,7 @@ def test_the_demo_release_draws_text_the_ocr_reads(ocr_on_demo):
 @needs_font
 def test_build_writes_a_text_labels_draft_the_validator_accepts(ocr_on_demo, tmp_path):
     from tangpoetrybench.cli import main
-    from tangpoetrybench.release import read_release
+    from tangpoetrybench.dataset.raw_release import read_release
 
     raw, out, planted = ocr_on_demo
     original = (raw / "text_labels.csv").read_bytes()
@@ -314,7 +314,7 @@ def test_a_draft_from_results_for_other_images_is_refused(demo_raw, tmp_path, ca
 
 @needs_font
 def test_report_puts_the_ocr_table3_beside_the_adjudicated_one(ocr_on_demo, demo_built):
-    from tangpoetrybench.report import build_report, render_markdown
+    from tangpoetrybench.reporting.report import build_report, render_markdown
 
     _, out, planted = ocr_on_demo
     rep = build_report(demo_built, n_bootstrap=20, ocr=out)
@@ -328,7 +328,7 @@ def test_report_puts_the_ocr_table3_beside_the_adjudicated_one(ocr_on_demo, demo
 
 @needs_font
 def test_space_draws_the_text_regions_with_the_verdict(tmp_path):
-    from tangpoetrybench.space import Scorer, SpaceConfig
+    from tangpoetrybench.hub.space import Scorer, SpaceConfig
 
     img = Image.new("RGB", (400, 300), (236, 228, 210))
     ImageDraw.Draw(img).text((30, 40), "姑苏城外寒山寺", font=cjk_font().at(36), fill=(20, 20, 20))
@@ -341,7 +341,7 @@ def test_space_draws_the_text_regions_with_the_verdict(tmp_path):
 
 def test_without_a_chinese_font_the_demo_falls_back_to_strokes_and_says_so(monkeypatch, tmp_path):
     from tangpoetrybench import fonts
-    from tangpoetrybench.demo import write_demo_release
+    from tangpoetrybench.dataset.synthetic import write_demo_release
 
     monkeypatch.setenv(fonts.FONT_ENV, "none")
     fonts.cjk_font.cache_clear()

@@ -15,11 +15,11 @@ TRAINING = ROOT / "training"
 sys.path.insert(0, str(TRAINING))
 
 import rewards  # noqa: E402
-from common import CHECKPOINTING, VISION, assert_vision_frozen  # noqa: E402
+from lora_setup import CHECKPOINTING, VISION, assert_vision_frozen  # noqa: E402
 from data import grpo_row, has_target, load_images, sft_row, to_sft  # noqa: E402
 
-from tangpoetrybench.parsing import parse_answer  # noqa: E402
-from tangpoetrybench.prompt import build_messages  # noqa: E402
+from tangpoetrybench.judging.parsing import parse_answer  # noqa: E402
+from tangpoetrybench.judging.prompt import build_messages  # noqa: E402
 from tangpoetrybench.rubric import load_rubric  # noqa: E402
 
 RUBRIC = load_rubric("tang")
@@ -141,7 +141,7 @@ def test_every_recipe_parses_into_trl_configs():
 def test_model_options_are_honoured_or_refused():
     """No trl.ModelConfig option is dropped silently."""
     import sft
-    from common import check_model_args, lora_config
+    from lora_setup import check_model_args, lora_config
     from trl import TrlParser
 
     parser = TrlParser((sft.ScriptArguments, sft.PAESFTConfig, sft.ModelConfig))
@@ -202,8 +202,8 @@ def test_sft_then_grpo_then_score(tiny_models, demo_built, tmp_path):
     selection = json.loads((grpo_out / "selection.json").read_text())
     assert [h["step"] for h in selection["history"]] == [1, 2]
 
-    from tangpoetrybench.evaluators import load_evaluator
-    from tangpoetrybench.scoring import DatasetSource, score_to_jsonl
+    from tangpoetrybench.judging.evaluators import load_evaluator
+    from tangpoetrybench.judging.scoring import DatasetSource, score_to_jsonl
 
     pae = load_evaluator("pae", model=base, adapter=str(grpo_out), max_new_tokens=16)
     assert_vision_unchanged(base, pae.model)
@@ -247,8 +247,8 @@ def test_the_best_adapter_is_kept_by_every_process_together(tiny_models, tmp_pat
 def test_internvl_ablation_recipe_trains_and_scores(tiny_models, demo_built, tmp_path):
     """Table 6's InternVL3.5 backbone: its recipe (the 8B one differs only in the checkpoint) on the tiny
     transformers-native InternVL, then the adapter scores through PAE."""
-    from tangpoetrybench.evaluators import load_evaluator
-    from tangpoetrybench.scoring import DatasetSource, score_to_jsonl
+    from tangpoetrybench.judging.evaluators import load_evaluator
+    from tangpoetrybench.judging.scoring import DatasetSource, score_to_jsonl
 
     base, out = str(tiny_models["internvl"]), tmp_path / "sft"
     recipe = TRAINING / "recipes" / "ablation_sft_internvl3_5_2b.yaml"
@@ -266,7 +266,7 @@ def test_internvl_ablation_recipe_trains_and_scores(tiny_models, demo_built, tmp
 
 
 def test_model_card_indexes_real_results():
-    from tangpoetrybench.model_card import render_model_card
+    from tangpoetrybench.hub.model_card import render_model_card
 
     agree = {"dataset": "org/TangPoetryBench", "split": "test", "random_weights": False,
              "parse_status": {"ok": 250, "repaired": 5, "failed": 1},

@@ -9,7 +9,7 @@ from PIL import Image
 from conftest import HEADER, rating, write_release
 from tangpoetrybench.cli import main
 from tangpoetrybench.errors import DataError
-from tangpoetrybench.release import read_release
+from tangpoetrybench.dataset.raw_release import read_release
 
 GOOD = [rating("r1", "u1", "g1", "p1"), rating("r2", "u2", "g2", "p2", "abbaeaabdb", choice="p3")]
 

@@ -20,16 +20,16 @@ from PIL import Image
 
 vllm = pytest.importorskip("vllm", reason="vLLM is not installed (it needs an environment of its own)")
 
-from tangpoetrybench.evaluators.base import ScoringItem  # noqa: E402
-from tangpoetrybench.evaluators.loading import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels  # noqa: E402
-from tangpoetrybench.evaluators.pae_vllm import (  # noqa: E402
+from tangpoetrybench.judging.evaluators.base import ScoringItem  # noqa: E402
+from tangpoetrybench.models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels  # noqa: E402
+from tangpoetrybench.judging.evaluators.pae_vllm import (  # noqa: E402
     MAX_LORA_RANK,
     engine_kwargs,
     sampling_params,
     vllm_messages,
 )
 from tangpoetrybench.poems import sample_poems  # noqa: E402
-from tangpoetrybench.prompt import answer_schema, build_messages, format_answer, system_prompt  # noqa: E402
+from tangpoetrybench.judging.prompt import answer_schema, build_messages, format_answer, system_prompt  # noqa: E402
 from tangpoetrybench.rubric import load_rubric  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,7 +109,7 @@ def test_engine_arguments_and_the_training_adapter_are_what_vllm_reads(tiny_mode
     from vllm.model_executor.models.qwen3_vl import Qwen3VLForConditionalGeneration
 
     sys.path.insert(0, str(ROOT))
-    from training.common import ModelConfig, lora_config
+    from training.lora_setup import ModelConfig, lora_config
 
     path, adapter = str(tiny_models["qwen3-vl"]), tmp_path / "adapter"
     kwargs = engine_kwargs(path, str(adapter), max_num_seqs=8)

@@ -13,9 +13,9 @@ from typing import Any
 
 import datasets
 
-from tangpoetrybench.evaluators.loading import DEFAULT_MAX_PIXELS, fit_pixels
+from tangpoetrybench.models import DEFAULT_MAX_PIXELS, fit_pixels
 from tangpoetrybench.poems import Poem
-from tangpoetrybench.prompt import build_messages, format_answer
+from tangpoetrybench.judging.prompt import build_messages, format_answer
 from tangpoetrybench.rubric import Rubric, rubric_for_tradition
 
 

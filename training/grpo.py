@@ -27,7 +27,7 @@ from peft import PeftModel
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 
-from common import GPUDefaults, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config
+from lora_setup import GPUDefaults, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config
 from data import load_images, to_grpo
 from rewards import REWARD_WEIGHTS, accuracy_reward, format_reward
 from selection import TauSelection

@@ -14,8 +14,8 @@ import torch
 from accelerate.utils import broadcast_object_list
 from transformers import TrainerCallback
 
-from tangpoetrybench.agreement import AgreementData, agreement
-from tangpoetrybench.evaluators.pae import PAE
+from tangpoetrybench.stats.agreement import AgreementData, agreement
+from tangpoetrybench.judging.evaluators.pae import PAE
 from tangpoetrybench.rubric import rubric_for_tradition
 
 from data import poem_of

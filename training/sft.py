@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from trl import SFTConfig, SFTTrainer, TrlParser
 
-from common import GPUDefaults, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config
+from lora_setup import GPUDefaults, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config
 from data import load_images, to_sft
 
 

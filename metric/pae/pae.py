@@ -93,7 +93,7 @@ class Pae(evaluate.Metric):
     def _download_and_prepare(self, dl_manager):
         if self.config_name in SCORING:
             try:
-                from tangpoetrybench.metric import build_evaluator
+                from tangpoetrybench.stats.evaluate_metric import build_evaluator
             except ImportError:
                 raise ImportError(f"the {self.config_name!r} configuration runs a model: `pip install tangpoetrybench` "
                                   "(the agreement configuration needs only evaluate, numpy and scipy)") from None
@@ -103,7 +103,7 @@ class Pae(evaluate.Metric):
     def _compute(self, predictions=None, references=None, images=None, poems=None, poem_ids=None,
                  reference_quality=None, n_bootstrap=None, seed=None):
         if self.evaluator is not None:
-            from tangpoetrybench.metric import compute_scores
+            from tangpoetrybench.stats.evaluate_metric import compute_scores
 
             return compute_scores(self.evaluator, images, poems, batch_size=self.batch_size)
         data = AgreementData.from_lists(predictions, references, poem_ids, RubricScale(**SCALES[self.rubric]),

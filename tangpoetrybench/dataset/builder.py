@@ -1,0 +1,222 @@
+"""Raw release -> the published dataset (SPEC §5): Parquet shards with embedded images, a card, a QC report.
+
+    OUT/
+      README.md                  dataset card with the `configs:` block (load_dataset needs no script)
+      qc_report.json
+      data/<config>/<split>-00000-of-00001.parquet
+
+`build_dataset` validates everything first, writes into a temporary sibling folder and renames it to OUT
+only when every file is written, so a failed build leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+from tqdm.auto import tqdm
+
+from .aggregate import ImageScores, aggregate
+from .dataset_card import render_card
+from ..errors import DataError, Problem
+from ..files import atomic_folder, ensure_free
+from .features import POEM_FEATURES, image_features, rating_features
+from .qc import QCConfig, QCResult, run_qc
+from .raw_release import DEFAULT_MAX_IMAGE_PIXELS, Release, read_release
+from ..rubric import rubric_for_tradition
+from .splits import default_splits
+
+CONFIGS = ("images", "ratings", "poems", "song_ci", "unseen_generator")
+SPLIT_ORDER = ("train", "validation", "test")
+MAX_SHARD_BYTES = 500 * 2**20
+# Bytes of image files per Parquet row group: readers (streaming, the dataset viewer) take a group at a time, and
+# 100 rows (datasets' default for images) of 1024² PNGs would be 130 MB.
+ROW_GROUP_BYTES = 64 * 2**20
+
+
+@dataclass
+class BuildSummary:
+    out: Path
+    rows: dict[str, dict[str, int]]  # config -> split -> number of rows
+    qc: dict
+    fingerprint: str
+
+
+def build_dataset(
+    raw: Path | str,
+    out: Path | str,
+    qc: QCConfig | None = QCConfig(),
+    overwrite: bool = False,
+    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
+    progress: bool = True,
+) -> BuildSummary:
+    """Validate, QC (None: no QC), aggregate and write the dataset folder `out`."""
+    out = Path(out)
+    ensure_free(out, overwrite)
+    release = read_release(raw, max_image_pixels=max_image_pixels)
+    qc_result = run_qc(release, qc if qc is not None else QCConfig.off())
+    scores = aggregate(release, qc_result.kept)
+    tables = _tables(release, scores, qc_result)
+    with atomic_folder(out) as tmp:
+        files, sizes = _write_parquet(tables, tmp, progress)
+        (tmp / "qc_report.json").write_text(
+            json.dumps({"qc_enabled": qc is not None, **qc_result.report}, ensure_ascii=False, indent=1) + "\n",
+            encoding="utf-8",
+        )
+        fingerprint = _fingerprint(tmp, files + ["qc_report.json"])
+        rows = {cfg: {split: len(r) for split, r in by_split.items()} for cfg, by_split in tables.items()}
+        downloads: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for rel in files:  # data/<config>/<split>-NNNNN-of-NNNNN.parquet
+            _, cfg, name = rel.split("/")
+            downloads[cfg][name.split("-")[0]] += (tmp / rel).stat().st_size
+        card = render_card(release, scores, qc_result.report, rows, sizes, tables, fingerprint, downloads)
+        (tmp / "README.md").write_text(card, encoding="utf-8")
+    return BuildSummary(out=out, rows=rows, qc=qc_result.report, fingerprint=fingerprint)
+
+
+def image_config(release: Release, generator: str, poem_id: str) -> str:
+    """Which config an image belongs to: Song Ci first, then unseen generators, else `images`."""
+    if release.poems[poem_id].tradition == "song_ci":
+        return "song_ci"
+    if release.generators[generator].unseen:
+        return "unseen_generator"
+    return "images"
+
+
+def poem_splits(release: Release) -> dict[str, str]:
+    """Each poem's split: as given in poems.jsonl, else the default split of the Tang poems; Song Ci: test."""
+    tang = [p.poem_id for p in release.poems.values() if p.tradition == "tang"]
+    given = all(p.split is not None for p in release.poems.values())
+    splits = {pid: release.poems[pid].split for pid in tang} if given else default_splits(tang)
+    problems = [
+        Problem("poems.jsonl", f"Song Ci poems form the test-only config song_ci, got split {p.split!r}",
+                field=f"{p.poem_id}.split")
+        for p in release.poems.values() if p.tradition == "song_ci" and p.split not in (None, "test")
+    ]
+    if problems:
+        raise DataError(problems)
+    return {**splits, **{p.poem_id: "test" for p in release.poems.values() if p.tradition == "song_ci"}}
+
+
+def _tables(release: Release, scores: dict[str, ImageScores], qc: QCResult) -> dict[str, dict[str, list[dict]]]:
+    """Rows of every config and split, in a fixed order (poem, then generator)."""
+    splits = poem_splits(release)
+    tables: dict[str, dict[str, list[dict]]] = {cfg: defaultdict(list) for cfg in CONFIGS}
+    placed: dict[str, tuple[str, str]] = {}
+    for image_id in sorted(scores, key=lambda i: (scores[i].poem_id, scores[i].generator)):
+        s = scores[image_id]
+        poem = release.poems[s.poem_id]
+        cfg = image_config(release, s.generator, s.poem_id)
+        split = splits[s.poem_id] if cfg == "images" else "test"
+        placed[image_id] = (cfg, split)
+        path = release.images[image_id].path
+        tables[cfg][split].append({
+            "image": {"path": f"{s.generator}/{path.name}", "bytes": None, "_file": path},
+            "image_id": image_id, "poem_id": s.poem_id, "generator": s.generator,
+            "title": poem.title, "author": poem.author, "poem": poem.text, "tradition": poem.tradition,
+            **s.scores,
+            "quality": s.quality, "recognizability": s.recognizability, "text_issue": s.text_issue,
+            "text_issue_type": s.text_issue_type, "text_label_source": s.text_label_source,
+            "n_ratings": s.n_ratings, "multi_rated": s.multi_rated, "face_avoidance": s.face_avoidance,
+        })
+    for r in sorted(qc.kept, key=lambda r: (r.poem_id, r.generator, r.rating_id)):
+        rubric = release.rubric(r.poem_id)
+        cfg, split = placed[r.image_id]
+        tables["ratings"][split].append({
+            "rating_id": r.rating_id, "rater_id": r.rater_id, "rater_group": r.rater_group,
+            "image_id": r.image_id, "image_config": cfg, "generator": r.generator, "poem_id": r.poem_id,
+            "seconds": r.seconds, "phase1_candidates": list(r.phase1_candidates),
+            "phase1_choice": r.phase1_choice, "phase1_correct": r.phase1_correct,
+            **{f"{k}_option": r.answers[k] for k in release.keys},
+            **{k: rubric.score(k, r.answers[k]) for k in release.keys},
+        })
+    for pid in sorted(release.poems):
+        p = release.poems[pid]
+        tables["poems"][splits[pid]].append({
+            "poem_id": p.poem_id, "title": p.title, "author": p.author, "text": p.text,
+            "tradition": p.tradition, "form": p.form, "tune": p.tune,
+        })
+    return {cfg: {s: by_split[s] for s in SPLIT_ORDER if by_split.get(s)} for cfg, by_split in tables.items()
+            if any(by_split.values())}
+
+
+def _features(config: str) -> datasets.Features:
+    rubric = rubric_for_tradition("tang")
+    if config == "ratings":
+        return rating_features(rubric)
+    if config == "poems":
+        return POEM_FEATURES
+    return image_features(rubric)
+
+
+def _shards(rows: list[dict]) -> list[list[dict]]:
+    """Cut image rows into shards of at most MAX_SHARD_BYTES of image files."""
+    shards: list[list[dict]] = [[]]
+    size = 0
+    for row in rows:
+        n = row["image"]["_file"].stat().st_size if "image" in row else 0
+        if shards[-1] and size + n > MAX_SHARD_BYTES:
+            shards.append([])
+            size = 0
+        shards[-1].append(row)
+        size += n
+    return shards
+
+
+def _rows_per_group(rows: list[dict]) -> int | None:
+    """Rows per Parquet row group so that a group holds at most ROW_GROUP_BYTES of images (None: no images)."""
+    sizes = [row["image"]["_file"].stat().st_size for row in rows if "image" in row]
+    return max(1, ROW_GROUP_BYTES // max(sizes)) if sizes else None
+
+
+def _write_parquet(
+    tables: dict[str, dict[str, list[dict]]], folder: Path, progress: bool
+) -> tuple[list[str], dict[str, dict[str, int]]]:
+    """Write every config and split; returns the files written and each split's size in bytes (Arrow)."""
+    files: list[str] = []
+    sizes: dict[str, dict[str, int]] = defaultdict(dict)
+    total = sum(len(rows) for cfg in tables.values() for rows in cfg.values())
+    bars_were_on = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()  # one bar of our own instead of one per file
+    try:
+        with tqdm(total=total, desc="Writing Parquet", unit="row", disable=not progress) as bar:
+            for cfg, by_split in tables.items():
+                features = _features(cfg)
+                for split, rows in by_split.items():
+                    shards = _shards(rows)
+                    sizes[cfg][split] = 0
+                    for i, shard in enumerate(shards):
+                        rel = f"data/{cfg}/{split}-{i:05d}-of-{len(shards):05d}.parquet"
+                        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+                        columns = {name: [_embed(row[name]) if name == "image" else row[name] for row in shard]
+                                   for name in features}
+                        ds = datasets.Dataset.from_dict(columns, features=features)
+                        ds.to_parquet(str(folder / rel), batch_size=_rows_per_group(shard))
+                        sizes[cfg][split] += ds.data.nbytes
+                        files.append(rel)
+                        bar.update(len(shard))
+    finally:
+        if bars_were_on:
+            datasets.enable_progress_bars()
+    return files, dict(sizes)
+
+
+def _embed(image: dict) -> dict:
+    return {"path": image["path"], "bytes": image["_file"].read_bytes()}
+
+
+def _fingerprint(folder: Path, files: list[str]) -> str:
+    """A content hash of the written files; in the card so `load_dataset`'s cache never serves an older build."""
+    digest = hashlib.sha256()
+    for rel in sorted(files):
+        digest.update(rel.encode())
+        file_digest = hashlib.sha256()  # hashlib.file_digest is Python 3.11+; Spaces default to 3.10
+        with open(folder / rel, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                file_digest.update(block)
+        digest.update(file_digest.digest())
+    return digest.hexdigest()[:16]

@@ -1,0 +1,58 @@
+"""The `datasets` features of every config of the built dataset (SPEC §5)."""
+
+from __future__ import annotations
+
+import datasets
+
+from ..rubric import Rubric
+
+
+def image_features(rubric: Rubric) -> datasets.Features:
+    return datasets.Features({
+        "image": datasets.Image(),
+        "image_id": datasets.Value("string"),
+        "poem_id": datasets.Value("string"),
+        "generator": datasets.Value("string"),
+        "title": datasets.Value("string"),
+        "author": datasets.Value("string"),
+        "poem": datasets.Value("string"),
+        "tradition": datasets.Value("string"),
+        **{key: datasets.Value("float64") for key in rubric.keys},
+        "quality": datasets.Value("float64"),
+        "recognizability": datasets.Value("float64"),
+        "text_issue": datasets.Value("int8"),
+        "text_issue_type": datasets.Value("string"),
+        "text_label_source": datasets.Value("string"),
+        "n_ratings": datasets.Value("int32"),
+        "multi_rated": datasets.Value("bool"),
+        "face_avoidance": datasets.Value("float64"),
+    })
+
+
+def rating_features(rubric: Rubric) -> datasets.Features:
+    return datasets.Features({
+        "rating_id": datasets.Value("string"),
+        "rater_id": datasets.Value("string"),
+        "rater_group": datasets.Value("string"),
+        "image_id": datasets.Value("string"),
+        "image_config": datasets.Value("string"),
+        "generator": datasets.Value("string"),
+        "poem_id": datasets.Value("string"),
+        "seconds": datasets.Value("float64"),
+        "phase1_candidates": datasets.List(datasets.Value("string")),
+        "phase1_choice": datasets.Value("string"),
+        "phase1_correct": datasets.Value("bool"),
+        **{f"{key}_option": datasets.Value("string") for key in rubric.keys},
+        **{key: datasets.Value("float64") for key in rubric.keys},
+    })
+
+
+POEM_FEATURES = datasets.Features({
+    "poem_id": datasets.Value("string"),
+    "title": datasets.Value("string"),
+    "author": datasets.Value("string"),
+    "text": datasets.Value("string"),
+    "tradition": datasets.Value("string"),
+    "form": datasets.Value("string"),
+    "tune": datasets.Value("string"),
+})

@@ -1,0 +1,298 @@
+"""`tpb demo-release`: a synthetic raw release in the SPEC §2 layout, labelled synthetic.
+
+The poem texts are real; everything else is simulated with planted structure, so the tools have
+something to find:
+- four seen painters of different quality (A ≥ B ≈ C > D, D far behind) and one unseen painter E,
+  which paints only the test poems;
+- poem difficulty that moves core imagery, emotion and overall impression (not the surface dimensions),
+  and overall impression driven by core imagery and emotion;
+- C paints literally (most recognizable) and leaks the poem's text; D writes fake characters (both drawn with an
+  installed Chinese font, so an OCR can read them; without one, as stroke patterns, and the release says so);
+- about 18 % of images rated more than once, excluded options where a poem has no scene, cultural
+  referents or emotion, Phase-1 candidates and answers (some missing), experts and crowd workers;
+- three raters whom QC must drop (a straight-liner, a Phase-1 guesser, a speeder) and a few
+  self-contradicting ratings.
+Same seed, same poems, same font -> a byte-identical release.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ...files import atomic_folder, ensure_free
+from ...fonts import cjk_font
+from ...poems import Poem, write_poems
+from ..raw_release import RATING_COLUMNS, TEXT_LABEL_COLUMNS
+from ...rubric import Rubric, rubric_for_tradition
+from ..splits import default_splits
+from .painting import Style, paint
+
+DIMS = ("safety", "technical_quality", "ai_plausibility", "text_integrity", "scene_consistency",
+        "cultural_coherence", "artistic_style", "core_imagery", "emotional_resonance", "overall_impression")
+# How strongly a poem's difficulty moves each dimension: abstraction hurts meaning, not the surface.
+DIFFICULTY_WEIGHT = {"core_imagery": 1.0, "emotional_resonance": 0.7, "overall_impression": 0.8}
+
+
+@dataclass(frozen=True)
+class Painter:
+    key: str
+    display: str
+    style: Style
+    level: dict[str, float]  # mean score per dimension (text_integrity comes from the text-issue rates)
+    recognizability: float
+    leakage: float  # share of images that leak the poem's text
+    fake: float  # share of images with fake characters
+    face_avoidance: float  # share of emotion answers "expected but not visible"
+    extension: str = ".png"
+    unseen: bool = False
+
+
+def _levels(*values: float) -> dict[str, float]:
+    keys = [k for k in DIMS if k != "text_integrity"]
+    return dict(zip(keys, values))
+
+
+PAINTERS = (
+    Painter("painter_a", "Synthetic painter A", Style((96, 104, 110), 0.85, 4.0, 2.0, 1.0, 0.9),
+            _levels(0.97, 0.94, 0.91, 0.95, 0.96, 0.96, 0.87, 0.80, 0.76), 0.80, 0.006, 0.0, 0.20),
+    Painter("painter_b", "Synthetic painter B", Style((70, 118, 112), 0.75, 3.0, 2.0, 1.15, 0.8),
+            _levels(0.965, 0.87, 0.88, 0.94, 0.95, 0.92, 0.84, 0.82, 0.73), 0.79, 0.0, 0.0, 0.15,
+            extension=".jpg"),
+    Painter("painter_c", "Synthetic painter C", Style((104, 96, 92), 0.9, 2.0, 3.0, 1.1, 1.0),
+            _levels(0.97, 0.90, 0.85, 0.94, 0.94, 0.91, 0.86, 0.81, 0.74), 0.87, 0.11, 0.025, 0.20),
+    Painter("painter_d", "Synthetic painter D", Style((120, 70, 150), 0.6, 1.0, 14.0, 1.6, 0.5),
+            _levels(0.94, 0.69, 0.81, 0.78, 0.81, 0.69, 0.64, 0.60, 0.51), 0.71, 0.006, 0.22, 0.40),
+    Painter("painter_e", "Synthetic painter E (unseen)", Style((60, 60, 66), 1.0, 2.5, 4.0, 0.9, 0.7),
+            _levels(0.96, 0.85, 0.84, 0.90, 0.90, 0.85, 0.78, 0.72, 0.66), 0.78, 0.03, 0.05, 0.25,
+            extension=".webp", unseen=True),
+)
+N_EXPERTS = 5
+EXPERT_SHARE = 0.43
+EXTRA_RATING_SHARE = 0.18  # images rated more than once
+OPTION_SPREAD = 0.12  # how far from the latent score a rater's option may land
+
+
+@dataclass
+class _Image:
+    painter: Painter
+    poem: Poem
+    glyphs: str | None  # None | "leakage" | "fake_characters"
+    seed: int
+    ratings: list[dict] = field(default_factory=list)
+
+    @property
+    def path(self) -> str:
+        return f"images/{self.painter.key}/{self.poem.poem_id}{self.painter.extension}"
+
+
+def write_demo_release(
+    out: Path | str,
+    poems: list[Poem],
+    n_poems: int | None = None,
+    seed: int = 0,
+    size: int = 512,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> Path:
+    """Write a synthetic raw release for the first `n_poems` of `poems` (all by default) into `out`."""
+    out = Path(out)
+    ensure_free(out, overwrite)
+    if n_poems is not None:
+        if not 1 <= n_poems <= len(poems):
+            raise ValueError(f"--poems {n_poems}: the poem source has {len(poems)} poems")
+        poems = poems[:n_poems]
+    if cjk_font() is None:
+        warnings.warn(glyph_note(), stacklevel=2)
+    rng = np.random.default_rng(seed)
+    images = _plan_images(poems, rng, seed)
+    ratings = _simulate_ratings(images, poems, rng)
+    with atomic_folder(out) as tmp:
+        _write_images(images, tmp, size, progress)
+        write_poems(poems, tmp / "poems.jsonl")
+        (tmp / "release.json").write_text(json.dumps(_release_json(seed), ensure_ascii=False, indent=1) + "\n",
+                                          encoding="utf-8")
+        _write_csv(tmp / "ratings.csv", RATING_COLUMNS + DIMS, ratings)
+        _write_csv(tmp / "text_labels.csv", TEXT_LABEL_COLUMNS, [
+            {"generator": im.painter.key, "poem_id": im.poem.poem_id, "text_issue": int(im.glyphs is not None),
+             "issue_type": im.glyphs or "none"}
+            for im in images if not im.painter.unseen
+        ])
+    return out
+
+
+def glyph_note() -> str:
+    """How the planted text is drawn (in the release's description, and said when there is no font)."""
+    font = cjk_font()
+    if font is None:
+        return ("Its planted text is drawn as stroke patterns: no Chinese font was installed "
+                "(install fonts-noto-cjk to draw real characters an OCR can read).")
+    return f"Its planted text is drawn with the font {font.name}."
+
+
+def _release_json(seed: int) -> dict:
+    return {
+        "name": "TangPoetryBench demo",
+        "version": f"demo-seed{seed}",
+        "synthetic": True,
+        "license": "mit",
+        "description": (
+            "A synthetic release made by `tpb demo-release` for trying the tools: real poem texts, "
+            "procedurally painted images and simulated ratings with planted structure. "
+            f"Seed {seed}. {glyph_note()} It says nothing about any real text-to-image model or rater."
+        ),
+        "generators": {p.key: {"display": p.display, "unseen": p.unseen} for p in PAINTERS},
+    }
+
+
+def _image_seed(seed: int, painter: str, poem_id: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"{seed}:{painter}:{poem_id}".encode()).digest()[:8], "little")
+
+
+def _plan_images(poems: list[Poem], rng: np.random.Generator, seed: int) -> list[_Image]:
+    seen = [p for p in PAINTERS if not p.unseen]
+    tang = [p for p in poems if p.tradition == "tang"]
+    test = {pid for pid, split in default_splits([p.poem_id for p in tang]).items() if split == "test"}
+    images = []
+    for poem in tang:
+        painters = seen + [p for p in PAINTERS if p.unseen and poem.poem_id in test]
+        images += [_Image(p, poem, None, _image_seed(seed, p.key, poem.poem_id)) for p in painters]
+    for i, poem in enumerate(p for p in poems if p.tradition == "song_ci"):
+        painter = seen[i % len(seen)]  # as in the paper, each Song Ci has a single generator
+        images.append(_Image(painter, poem, None, _image_seed(seed, painter.key, poem.poem_id)))
+    for im in images:
+        u = rng.random()
+        im.glyphs = "leakage" if u < im.painter.leakage else "fake_characters" if u < im.painter.leakage + im.painter.fake else None
+    return images
+
+
+def _simulate_ratings(images: list[_Image], poems: list[Poem], rng: np.random.Generator) -> list[dict]:
+    difficulty = {p.poem_id: rng.normal(0, 0.12) for p in poems}
+    applies = {p.poem_id: {"scene": rng.random() < 0.95, "culture": rng.random() < 0.92,
+                           "emotion": rng.random() < 0.81} for p in poems}
+    n_crowd = max(8, len(images) // 5)
+    raters = [(f"expert-{i + 1:02d}", "expert") for i in range(N_EXPERTS)]
+    raters += [(f"crowd-{i + 1:04d}", "crowd") for i in range(n_crowd)]
+    bias = {r: rng.normal(0, 0.04) for r, _ in raters}
+
+    rows: list[dict] = []
+    for im in images:
+        n = 1 + (rng.random() < EXTRA_RATING_SHARE) * int(rng.integers(1, 3))
+        chosen: set[str] = set()
+        image_effect = rng.normal(0, 0.06)
+        for _ in range(n):
+            while True:
+                rater, group = raters[int(rng.integers(0, N_EXPERTS))] if rng.random() < EXPERT_SHARE else \
+                    raters[N_EXPERTS + int(rng.integers(0, n_crowd))]
+                if rater not in chosen:
+                    break
+            chosen.add(rater)
+            rows.append(_rate(im, rater, group, bias[rater] + image_effect, difficulty, applies, poems, rng))
+    # Raters QC must drop, each with enough ratings for its rule to apply (all on top of the regular ones).
+    for rater, n in (("crowd-straightliner", 6), ("crowd-guesser", 6), ("crowd-speeder", 5)):
+        for idx in rng.choice(len(images), size=min(n, len(images)), replace=False):
+            row = _rate(images[idx], rater, "crowd", 0.0, difficulty, applies, poems, rng)
+            if rater == "crowd-straightliner":
+                row.update({k: "a" for k in DIMS})
+            elif rater == "crowd-guesser" and row["phase1_candidates"]:
+                wrong = [c for c in row["phase1_candidates"].split("|") if c != images[idx].poem.poem_id]
+                row["phase1_choice"] = wrong[int(rng.integers(0, len(wrong)))]
+            elif rater == "crowd-speeder":
+                row["seconds"] = f"{rng.uniform(5, 15):.1f}"
+            rows.append(row)
+    order = rng.permutation(len(rows))
+    rows = [rows[i] for i in order]
+    for i, row in enumerate(rows):
+        row["rating_id"] = f"r{i + 1:05d}"
+    return rows
+
+
+def _rate(
+    im: _Image, rater: str, group: str, offset: float, difficulty: dict[str, float],
+    applies: dict[str, dict[str, bool]], poems: list[Poem], rng: np.random.Generator,
+) -> dict:
+    painter, poem = im.painter, im.poem
+    rubric = rubric_for_tradition(poem.tradition)
+    noise = 0.07 if group == "expert" else 0.11
+    latent = {
+        k: painter.level[k] - DIFFICULTY_WEIGHT.get(k, 0.1) * difficulty[poem.poem_id] + offset + rng.normal(0, noise)
+        for k in painter.level
+    }
+    latent["overall_impression"] += 0.5 * (latent["core_imagery"] - painter.level["core_imagery"]) \
+        + 0.4 * (latent["emotional_resonance"] - painter.level["emotional_resonance"])
+    answers = {k: _option(rubric, k, v, rng) for k, v in latent.items()}
+    flagged = im.glyphs is not None
+    answers["text_integrity"] = "b" if rng.random() < (0.65 if flagged else 0.03) else "a"
+    applicable = applies[poem.poem_id]
+    if not applicable["scene"] and rng.random() < 0.9:
+        answers["scene_consistency"] = "e"
+    if not applicable["culture"] and rng.random() < 0.9:
+        answers["cultural_coherence"] = "d"
+    if not applicable["emotion"]:
+        answers["emotional_resonance"] = "f" if rng.random() < 0.05 else "c"
+    elif rng.random() < painter.face_avoidance:
+        answers["emotional_resonance"] = "d"
+    if rng.random() < 0.01:  # a self-contradicting rating, for the consistency rule
+        answers["overall_impression"], answers["core_imagery"] = "a", "d"
+
+    candidates, choice = _phase1(im, group, latent["core_imagery"] - painter.level["core_imagery"], poems, rng)
+    seconds = rng.uniform(8, 19) if rng.random() < 0.02 else float(np.exp(rng.normal(4.4, 0.45)))
+    return {
+        "rating_id": "", "rater_id": rater, "rater_group": group, "generator": painter.key,
+        "poem_id": poem.poem_id, "seconds": f"{seconds:.1f}", "phase1_candidates": "|".join(candidates),
+        "phase1_choice": choice, **{k: answers[k] for k in DIMS},
+    }
+
+
+def _option(rubric: Rubric, key: str, value: float, rng: np.random.Generator) -> str:
+    """An option whose score lies near `value`: closer options are likelier."""
+    options = [o for o in rubric.dimension(key).options if not o.excluded]
+    scores = np.array([o.score for o in options])
+    weights = np.exp(-((scores - np.clip(value, 0, 1)) ** 2) / (2 * OPTION_SPREAD**2))
+    return options[int(rng.choice(len(options), p=weights / weights.sum()))].letter
+
+
+def _phase1(im: _Image, group: str, core_offset: float, poems: list[Poem], rng: np.random.Generator):
+    """Four candidates (the poem and three others, of the same tradition where there are enough) and a choice."""
+    pool = [p.poem_id for p in poems if p.tradition == im.poem.tradition and p.poem_id != im.poem.poem_id]
+    if len(pool) < 3:
+        pool = [p.poem_id for p in poems if p.poem_id != im.poem.poem_id]
+    if len(pool) < 3:
+        return [], ""
+    distractors = [pool[i] for i in rng.choice(len(pool), size=3, replace=False)]
+    candidates = [im.poem.poem_id] + distractors
+    candidates = [candidates[i] for i in rng.permutation(4)]
+    if rng.random() < 0.06:
+        return candidates, ""  # no Phase-1 answer
+    p_correct = np.clip(im.painter.recognizability + 0.4 * core_offset + (0.06 if group == "expert" else -0.03),
+                        0.05, 0.98)
+    choice = im.poem.poem_id if rng.random() < p_correct else distractors[int(rng.integers(0, 3))]
+    return candidates, choice
+
+
+def _write_images(images: list[_Image], folder: Path, size: int, progress: bool) -> None:
+    for painter in {im.painter.key for im in images}:
+        (folder / "images" / painter).mkdir(parents=True)
+
+    def work(im: _Image) -> None:
+        picture = paint(im.poem.text, im.painter.style, np.random.default_rng(im.seed), size=size, glyphs=im.glyphs)
+        kwargs = {".jpg": {"quality": 90}, ".webp": {"quality": 85}}.get(im.painter.extension, {})
+        picture.save(folder / im.path, **kwargs)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(tqdm(pool.map(work, images), total=len(images), desc="Painting", unit="image", disable=not progress))
+
+
+def _write_csv(path: Path, columns: tuple[str, ...], rows: list[dict]) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(columns), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)

@@ -1,0 +1,181 @@
+"""`tpb publish`: the project's Hub repos, each self-contained, written from this checkout.
+
+    OUT/dataset/   a built dataset; its card loads it by the real repo id
+    OUT/model/     the PAE adapter with its model card (given --adapter)
+    OUT/metric/    the `evaluate` module as a gradio Space: pae.py with the statistics it needs beside it
+                   (agreement.py and numeric.py copied from this package, their one source; rubrics.py made
+                   from the rubric files), so it loads with only evaluate, numpy and scipy installed
+    OUT/space/     the demo Space, with this package as a wheel beside its requirements
+
+With `--push`, each goes to its repo (`dataset`, `model`, and two `space` repos with the gradio SDK). An upload
+deletes the repo's files that are no longer in the folder (a rebuild with fewer shards leaves exactly the new
+ones), and `private` is sent only when asked for, so an organisation's default visibility holds.
+"""
+
+from __future__ import annotations
+
+import json
+import pprint
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..stats.agreement import RubricScale
+from ..dataset.dataset_card import DATASET_PLACEHOLDER
+from ..files import atomic_folder
+from ..rubric import BUILTIN, rubric_for_tradition
+
+PACKAGE = Path(__file__).resolve().parents[1]
+ROOT = PACKAGE.parent
+PLACEHOLDER_ORG = "ORG"
+# What the metric carries of this package (its file → the name in the metric's flat folder): modules that import
+# nothing of it beyond each other; their package-relative imports become flat ones.
+METRIC_MODULES = {"stats/agreement.py": "agreement.py", "numeric.py": "numeric.py"}
+METRIC_FILES = ("pae.py", "app.py", "README.md", "requirements.txt")
+SPACE_FILES = ("app.py", "README.md")
+
+
+@dataclass(frozen=True)
+class Repo:
+    folder: str
+    name: str
+    repo_type: str  # dataset | model | space
+
+    def repo_id(self, org: str) -> str:
+        return f"{org}/{self.name}"
+
+
+REPOS = (Repo("dataset", "TangPoetryBench", "dataset"), Repo("model", "PAE", "model"),
+         Repo("metric", "pae", "space"), Repo("space", "TangPoetryBench-demo", "space"))
+
+
+def ids(org: str) -> dict[str, str]:
+    return {r.folder: r.repo_id(org) for r in REPOS}
+
+
+def checkout() -> Path:
+    """The repository root: `tpb publish` reads metric/ and space/ beside the package."""
+    if not (ROOT / "metric" / "pae" / "pae.py").is_file() or not (ROOT / "space" / "app.py").is_file():
+        raise ValueError(f"tpb publish runs from a checkout of the repository (no metric/ and space/ beside {ROOT})")
+    return ROOT
+
+
+def flat_imports(text: str) -> str:
+    """A module's `from ..numeric import` as `from .numeric import`: in the metric's folder they sit side by side."""
+    return re.sub(r"^from \.+(\w+) import", r"from .\1 import", text, flags=re.M)
+
+
+def rubric_scales() -> str:
+    """rubrics.py of the published metric: what the statistics need of each bundled rubric, made from the files."""
+    scales = {name: asdict(RubricScale.of(rubric_for_tradition(name))) for name in BUILTIN}
+    return ('"""What the agreement statistics need of each TangPoetryBench rubric (written by `tpb publish` from the '
+            'rubric files)."""\n\nSCALES = ' + pprint.pformat(scales, width=116, sort_dicts=False) + "\n")
+
+
+def write_metric(out: Path, org: str) -> Path:
+    root = checkout()
+    with atomic_folder(out) as tmp:
+        for name in METRIC_FILES:
+            text = (root / "metric" / "pae" / name).read_text(encoding="utf-8")
+            (tmp / name).write_text(text.replace(f"{PLACEHOLDER_ORG}/", f"{org}/"), encoding="utf-8")
+        for source, name in METRIC_MODULES.items():
+            (tmp / name).write_text(flat_imports((PACKAGE / source).read_text(encoding="utf-8")), encoding="utf-8")
+        (tmp / "rubrics.py").write_text(rubric_scales(), encoding="utf-8")
+    return out
+
+
+def build_wheel(folder: Path) -> Path:
+    """This package as a wheel in `folder` (pip builds it from the checkout)."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(folder),
+                    str(checkout())], check=True)
+    [wheel] = folder.glob("tangpoetrybench-*.whl")
+    return wheel
+
+
+def write_space(out: Path, org: str, adapter: bool) -> Path:
+    """The demo Space: app.py, its card with the real ids, and requirements naming the wheel beside them."""
+    root = checkout()
+    repos = ids(org)
+    with atomic_folder(out) as tmp:
+        shutil.copy(root / "space" / "app.py", tmp / "app.py")
+        wheel = build_wheel(tmp)
+        requirements = (root / "space" / "requirements.txt").read_text(encoding="utf-8")
+        (tmp / "requirements.txt").write_text(requirements.replace("tangpoetrybench>=0.1", f"./{wheel.name}"),
+                                              encoding="utf-8")
+        card = (root / "space" / "README.md").read_text(encoding="utf-8")
+        card = card.replace(f"{PLACEHOLDER_ORG}/TangPoetryBench\n", f"{repos['dataset']}\n")
+        if adapter:
+            card = card.replace("models:\n", f"models:\n- {repos['model']}\n", 1)
+        (tmp / "README.md").write_text(card.replace(f"{PLACEHOLDER_ORG}/", f"{org}/"), encoding="utf-8")
+    return out
+
+
+def write_dataset(out: Path, built: Path, org: str) -> Path:
+    card = built / "README.md"
+    if not card.is_file() or not any(built.glob("data/*/*.parquet")):
+        raise ValueError(f"{built} is not a dataset folder made by `tpb build` (no README.md and data/)")
+    with atomic_folder(out) as tmp:
+        shutil.copytree(built, tmp, dirs_exist_ok=True)
+        text = card.read_text(encoding="utf-8")
+        (tmp / "README.md").write_text(text.replace(DATASET_PLACEHOLDER, ids(org)["dataset"]), encoding="utf-8")
+    return out
+
+
+def write_model(out: Path, adapter: Path, org: str, agree: Path | None, base_model: str) -> Path:
+    """The adapter's weights and config, and its model card: from `tpb agree --out` results when given, which
+    then index the dataset by its real repo id."""
+    from .model_card import render_model_card
+
+    if not (adapter / "adapter_config.json").is_file():
+        raise ValueError(f"{adapter} is not a PEFT adapter folder (no adapter_config.json)")
+    repos = ids(org)
+    with atomic_folder(out) as tmp:
+        for path in adapter.iterdir():
+            if path.is_file() and (path.suffix in (".json", ".safetensors", ".md", ".jinja", ".txt")):
+                shutil.copy(path, tmp / path.name)
+        if agree is not None:
+            card = render_model_card(json.loads(agree.read_text(encoding="utf-8")), base_model=base_model,
+                                     adapter_ref=repos["model"], dataset=repos["dataset"])
+            (tmp / "README.md").write_text(card, encoding="utf-8")
+    return out
+
+
+def publish(out: Path | str, org: str = PLACEHOLDER_ORG, dataset: Path | str | None = None,
+            adapter: Path | str | None = None, agree: Path | str | None = None,
+            base_model: str = "Qwen/Qwen3-VL-8B-Instruct") -> dict[str, Path]:
+    """Write every repo folder that can be made from what is given; returns folder name → path."""
+    out = Path(out)
+    written = {"metric": write_metric(out / "metric", org), "space": write_space(out / "space", org, adapter is not None)}
+    if dataset is not None:
+        written["dataset"] = write_dataset(out / "dataset", Path(dataset), org)
+    if adapter is not None:
+        written["model"] = write_model(out / "model", Path(adapter), org, Path(agree) if agree else None, base_model)
+    return written
+
+
+def upload(folder: Path | str, repo_id: str, repo_type: str, private: bool | None = None,
+           token: str | None = None) -> str:
+    """Create the repo if needed and make it hold exactly `folder`: remote files no longer in it are deleted in
+    the same commit (`.gitattributes` stays). `private=None` follows the owner's default visibility."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(token=token)
+    api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True,
+                    space_sdk="gradio" if repo_type == "space" else None)
+    return api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type=repo_type,
+                             commit_message="Upload with tpb", delete_patterns=["*"]).commit_url
+
+
+def push(written: dict[str, Path], org: str, private: bool | None = None, token: str | None = None) -> dict[str, str]:
+    """Upload each written folder to its repo."""
+    return {r.folder: upload(written[r.folder], r.repo_id(org), r.repo_type, private, token)
+            for r in REPOS if r.folder in written}
+
+
+def push_dataset(out: Path | str, repo_id: str, private: bool | None = None, token: str | None = None) -> str:
+    """Upload a built dataset folder to the Hub as a dataset repo that then holds exactly this build (untested
+    here: no Hub access)."""
+    return upload(out, repo_id, "dataset", private=private, token=token)

@@ -1,0 +1,335 @@
+"""The logic of the Gradio Space (`space/app.py` only wires it to components).
+
+Configuration comes from the environment: `PAE_MODEL` (default Qwen/Qwen3-VL-8B-Instruct), `PAE_ADAPTER`,
+`PAE_BACKEND` (transformers | vllm), `PAE_DEVICE`, `CLIP_MODEL`, `BLIP_MODEL`, `VQA_MODEL` (default
+PAE_MODEL), `PAE_POEMS` (a SPEC poems file; default the bundled poems), `PAE_MAX_IMAGE_BYTES`,
+`PAE_MAX_IMAGE_PIXELS`, `PAE_CONCURRENCY`, `PAE_LEADERBOARD` (a `leaderboard.json` from `tpb leaderboard`, for
+the Leaderboard tab); gradio reads `GRADIO_SERVER_NAME` / `GRADIO_SERVER_PORT`
+itself. Models load on first use and stay loaded. Every problem a visitor can cause or meet is a
+`UserError` with a plain message.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+from PIL import Image, ImageDraw, UnidentifiedImageError
+
+from ..errors import DataError
+from ..judging.evaluators import Evaluator, ScoringItem, load_evaluator
+from ..judging.evaluators.pae import DEFAULT_MODEL
+from ..judging.evaluators.vqascore import VQAScore
+from ..fonts import cjk_font
+from ..reporting.plots import label, radar
+from ..poems import Poem, read_poems, sample_poems
+from ..dataset.raw_release import DEFAULT_MAX_IMAGE_PIXELS
+from ..rubric import Dimension, Rubric, load_rubric
+
+RUBRICS = {"Tang poetry (唐诗)": "tang", "Song Ci (宋词)": "song_ci"}
+UPLOADED = "Uploaded rubric file"
+BASELINES = ("clipscore", "blipscore", "vqascore")
+BASELINE_SCALES = {"clipscore": "0 – 2.5", "blipscore": "0 – 1", "vqascore": "0 – 1"}
+OCR = "text-ocr"
+REGION_COLOURS = {"poem": (214, 39, 40), "garbled": (255, 127, 14), "other": (31, 119, 180), "seal": (148, 103, 189),
+                  "noise": (150, 150, 150)}
+VERDICT_TEXT = {"clean": "no text found", "leaked_poem_text": "the poem's own text is written in the picture",
+                "garbled_characters": "fake or garbled characters", "other_text": "text that is not the poem",
+                "seal_only": "only an artist's seal (not a text issue)"}
+
+
+def ocr_available() -> bool:
+    """Whether the text-ocr evaluator can load here (the `ocr` extra is installed)."""
+    return importlib.util.find_spec("rapidocr") is not None and importlib.util.find_spec("onnxruntime") is not None
+
+
+def draw_regions(image: Image.Image, evidence: Mapping) -> Image.Image:
+    """The image with each text region the OCR found outlined in its kind's colour and labelled with what was read
+    (in Chinese where a Chinese font is installed, else with the kind alone)."""
+    out = image.convert("RGB")
+    draw = ImageDraw.Draw(out)
+    font = cjk_font()
+    width = max(2, min(out.size) // 200)
+    for region in evidence["regions"]:
+        colour = REGION_COLOURS.get(region["kind"], REGION_COLOURS["noise"])
+        corners = [tuple(p) for p in region["box"]]
+        draw.polygon(corners, outline=colour, width=width)
+        caption = f"{region['kind']} {region['confidence']:.2f}"
+        caption = f"{region['text']} · {caption}" if font else caption
+        face = font.at(max(12, min(out.size) // 32)) if font else None
+        at, anchor = (min(p[0] for p in corners), min(p[1] for p in corners)), "lb"  # above the region ...
+        if draw.textbbox(at, caption, font=face, anchor=anchor)[1] < 0:  # ... or below it, at the top edge
+            at, anchor = (at[0], max(p[1] for p in corners)), "lt"
+        right = draw.textbbox(at, caption, font=face, anchor=anchor)[2]
+        at = (max(0, at[0] - max(0, right + 2 - out.width)), at[1])  # kept inside the right edge
+        left, top, right, bottom = draw.textbbox(at, caption, font=face, anchor=anchor)
+        draw.rectangle([left - 2, top - 2, right + 2, bottom + 2], fill=colour)
+        draw.text(at, caption, font=face, fill=(255, 255, 255), anchor=anchor)
+    return out
+
+
+class UserError(Exception):
+    """A problem to show the visitor as it is (no stack trace)."""
+
+
+@dataclass
+class SpaceConfig:
+    model: str = DEFAULT_MODEL
+    adapter: str | None = None
+    backend: str = "transformers"
+    device: str | None = None
+    clip_model: str | None = None
+    blip_model: str | None = None
+    vqa_model: str | None = None
+    poems_file: str | None = None
+    max_image_bytes: int = 20 * 2**20
+    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
+    concurrency: int = 1
+    leaderboard: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> "SpaceConfig":
+        def get(name: str, default=None):
+            return env.get(name) or default
+
+        return cls(
+            model=get("PAE_MODEL", DEFAULT_MODEL), adapter=get("PAE_ADAPTER"), backend=get("PAE_BACKEND", "transformers"),
+            device=get("PAE_DEVICE"), clip_model=get("CLIP_MODEL"), blip_model=get("BLIP_MODEL"),
+            vqa_model=get("VQA_MODEL"), poems_file=get("PAE_POEMS"),
+            max_image_bytes=int(get("PAE_MAX_IMAGE_BYTES", 20 * 2**20)),
+            max_image_pixels=int(get("PAE_MAX_IMAGE_PIXELS", DEFAULT_MAX_IMAGE_PIXELS)),
+            concurrency=int(get("PAE_CONCURRENCY", 1)), leaderboard=get("PAE_LEADERBOARD"),
+        )
+
+
+@dataclass
+class SpaceResult:
+    table: list[list]  # dimension, score, nearest anchor, what it judges
+    quality: float | None
+    figure: object
+    raw_output: str
+    parse_status: str
+    error: str | None = None  # why PAE's answer failed, when it did
+    baselines: list[list] = field(default_factory=list)  # metric, score, scale, note (why a baseline has no score)
+
+
+def read_image(path: str | Path | None, max_bytes: int, max_pixels: int) -> Image.Image:
+    if not path:
+        raise UserError("Upload an image first.")
+    size = Path(path).stat().st_size
+    if size > max_bytes:
+        raise UserError(f"The file is {size / 2**20:.1f} MB; the limit is {max_bytes / 2**20:.0f} MB.")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(path)
+            if image.width * image.height > max_pixels:
+                raise UserError(f"The image is {image.width}×{image.height} pixels; the limit is {max_pixels:,} pixels.")
+            image.load()
+    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, SyntaxError, ValueError) as exc:
+        raise UserError(f"That file is not an image this app can read ({type(exc).__name__}).") from None
+    return image.convert("RGB")
+
+
+def choose_rubric(choice: str, rubric_file: str | None) -> Rubric:
+    if choice == UPLOADED:
+        if not rubric_file:
+            raise UserError("Choose a rubric YAML file to upload, or pick the Tang or Song Ci rubric.")
+        try:
+            return load_rubric(rubric_file)
+        except DataError as exc:
+            raise UserError(f"The rubric file has problems: {exc}") from None
+        except UnicodeDecodeError:
+            raise UserError("The rubric file is not UTF-8 text.") from None
+    if choice not in RUBRICS:
+        raise UserError(f"Unknown rubric {choice!r}.")
+    return load_rubric(RUBRICS[choice])
+
+
+def nearest_anchor(dim: Dimension, score: float | None) -> str:
+    if score is None:
+        excluded = next((o for o in dim.options if o.excluded), None)
+        return f"not applicable ({excluded.label['en']})" if excluded else "no score"
+    option = min((o for o in dim.options if not o.excluded), key=lambda o: (abs(o.score - score), o.letter))
+    return f"{option.letter}: {option.label['en']} / {option.label['zh']}"
+
+
+def dimension_table(scores: Mapping[str, float | None], rubric: Rubric) -> list[list]:
+    return [[f"{d.name['en']} / {d.name['zh']}", None if scores.get(d.key) is None else round(scores[d.key], 2),
+             nearest_anchor(d, scores.get(d.key)), d.description["en"]] for d in rubric.dimensions]
+
+
+def poem_catalogue(config: SpaceConfig) -> dict[str, Poem]:
+    poems = read_poems(config.poems_file) if config.poems_file else sample_poems()
+    return {f"{p.title} — {p.author}": p for p in poems}
+
+
+def example_images(poems: list[Poem], folder: Path | None = None) -> list[Path]:
+    """Synthetic paintings of a few poems (the demo release's painter), as upload examples."""
+    from ..dataset.synthetic.demo_release import PAINTERS
+    from ..dataset.synthetic.painting import paint
+
+    folder = folder or Path(tempfile.mkdtemp(prefix="tpb-space-examples-"))
+    paths = []
+    for i, poem in enumerate(poems):
+        path = folder / f"{poem.poem_id}.png"
+        paint(poem.text, PAINTERS[i % 4].style, np.random.default_rng(i), size=384).save(path)
+        paths.append(path)
+    return paths
+
+
+class Scorer:
+    """Evaluators loaded once and kept: `preload` loads them all when the app starts (not inside a GPU call, which
+    on ZeroGPU would load them again for every request). VQAScore shares PAE's Qwen3-VL when they name the same
+    checkpoint; PAE then keeps its adapter apart, so VQAScore asks the base model."""
+
+    def __init__(self, config: SpaceConfig):
+        self.config = config
+        self._loaded: dict[str, Evaluator] = {}
+        self._failed: dict[str, str] = {}
+
+    @property
+    def shares_qwen(self) -> bool:
+        c = self.config
+        return c.backend == "transformers" and (c.vqa_model or c.model) == c.model
+
+    @property
+    def pae_label(self) -> str:
+        """What the rubric scores are: PAE only with its adapter; without one, the zero-shot open baseline."""
+        return "PAE" if self.config.adapter else "zero-shot base model (no PAE adapter)"
+
+    def preload(self) -> None:
+        for name in ("pae", *BASELINES, *((OCR,) if ocr_available() else ())):
+            try:
+                self.evaluator(name)
+            except UserError:
+                pass  # kept in _failed: said on use
+
+    def evaluator(self, name: str) -> Evaluator:
+        if name in self._failed:
+            raise UserError(self._failed[name])
+        if name not in self._loaded:
+            c = self.config
+            model = {"pae": c.model, "clipscore": c.clip_model, "blipscore": c.blip_model,
+                     "vqascore": c.vqa_model or c.model, OCR: None}[name]
+            kwargs = {"device": c.device} if c.device and name != OCR else {}  # the OCR runs on the CPU
+            try:
+                if name == "vqascore" and self.shares_qwen:
+                    pae = self.evaluator("pae")
+                    self._loaded[name] = VQAScore.from_loaded(pae.model, pae.processor, model_name=c.model)
+                elif name == "pae":
+                    merge = {"merge_adapter": False} if self.shares_qwen and c.adapter else {}
+                    self._loaded[name] = load_evaluator(name, model=model, adapter=c.adapter, backend=c.backend,
+                                                        **kwargs, **merge)
+                else:
+                    self._loaded[name] = load_evaluator(name, model=model, **kwargs)
+            except UserError:
+                raise
+            except Exception as exc:  # any failure to load is reported, never a stack trace
+                self._failed[name] = (f"The {name} model ({model or 'default'}) could not be loaded: "
+                                      f"{type(exc).__name__}: {str(exc)[:300]}")
+                raise UserError(self._failed[name]) from None
+        return self._loaded[name]
+
+    def score(self, image_path, poem_text: str, title: str = "", author: str = "", rubric_choice: str = "",
+              rubric_file: str | None = None, with_baselines: bool = True) -> SpaceResult:
+        if not poem_text or not poem_text.strip():
+            raise UserError("Enter the poem's text (or choose a poem from the list).")
+        rubric = choose_rubric(rubric_choice or next(iter(RUBRICS)), rubric_file)
+        image = read_image(image_path, self.config.max_image_bytes, self.config.max_image_pixels)
+        poem = Poem(poem_id="uploaded", title=title.strip() or "无题", author=author.strip() or "佚名",
+                    text=poem_text.strip(), tradition=rubric.tradition if rubric.tradition in ("tang", "song_ci") else "tang")
+        item = ScoringItem("uploaded", image, poem, rubric=rubric)
+        [result] = self.evaluator("pae").score([item])
+        name = self.pae_label
+        drawn = any(v is not None for v in result.scores.values())
+        title = (label(f"{name} · 《{poem.title}》 {poem.author}", f"{name} profile") if drawn
+                 else "No scores to draw: the answer could not be read")
+        figure = radar({name: result.scores}, rubric, title=title)
+        baselines = [self.baseline(name, image, poem) for name in BASELINES] if with_baselines else []
+        return SpaceResult(table=dimension_table(result.scores, rubric),
+                           quality=None if result.quality is None else round(result.quality, 3), figure=figure,
+                           raw_output=result.raw_output or "", parse_status=result.parse_status, error=result.error,
+                           baselines=baselines)
+
+    def text_regions(self, image_path, poem_text: str, title: str = "", author: str = "") -> tuple[Image.Image, str]:
+        """The image with the text regions the OCR found drawn on it, and the verdict in a sentence."""
+        if not ocr_available():
+            raise UserError('The OCR is not installed here (pip install "tangpoetrybench[ocr]").')
+        if not poem_text or not poem_text.strip():
+            raise UserError("Enter the poem's text (or choose a poem from the list): leaks are found against it.")
+        image = read_image(image_path, self.config.max_image_bytes, self.config.max_image_pixels)
+        poem = Poem(poem_id="uploaded", title=title.strip(), author=author.strip(), text=poem_text.strip(),
+                    tradition="tang")
+        [result] = self.evaluator(OCR).score([ScoringItem("uploaded", image, poem)])
+        if result.evidence is None:
+            raise UserError(f"The OCR failed on this image: {result.error}")
+        evidence = result.evidence
+        matched = f" (characters of the poem: {evidence['matched']})" if evidence["matched"] else ""
+        summary = (f"**Text: {evidence['verdict']}** — {VERDICT_TEXT[evidence['verdict']]}{matched}; text integrity "
+                   f"{result.scores['text_integrity']:g}; {len(evidence['regions'])} regions read by the OCR.")
+        return draw_regions(image, evidence), summary
+
+    def baseline(self, name: str, image: Image.Image, poem: Poem) -> list:
+        """[metric, score, scale, note]: a baseline that cannot load or score says why, and PAE's result stands."""
+        try:
+            [b] = self.evaluator(name).score([ScoringItem("uploaded", image, poem)])
+        except UserError as exc:
+            return [name, None, BASELINE_SCALES[name], f"unavailable: {exc}"]
+        note = "" if b.quality is not None else f"failed: {b.error}"
+        return [name, None if b.quality is None else round(b.quality, 3), BASELINE_SCALES[name], note]
+
+    @property
+    def random_weights(self) -> bool:
+        return any(e.random_weights for e in self._loaded.values())
+
+
+LEADERBOARD_HEADERS = ["rank", "generator", "PAE quality ×100 [95 % CI]", "human quality ×100 [95 % CI]",
+                       "rank stability %", "images"]
+
+
+@dataclass
+class LeaderboardView:
+    summary: str  # Markdown: what the numbers are, and PAE's agreement with people
+    rows: list[list]
+    figure: object | None
+
+
+def leaderboard_view(path: str | Path | None) -> LeaderboardView:
+    """The Leaderboard tab, from a `leaderboard.json`; without one, a line saying how to make it."""
+    import json
+
+    from ..reporting.leaderboard import leaderboard_rows
+
+    if not path:
+        return LeaderboardView("No leaderboard here yet: make one with `tpb leaderboard --out DIR` and set "
+                               "`PAE_LEADERBOARD=DIR/leaderboard.json`.", [], None)
+    try:
+        numbers = json.loads(Path(path).read_text(encoding="utf-8"))
+        board = numbers["leaderboard"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise UserError(f"The leaderboard file {path} cannot be read ({type(exc).__name__}): make it again with "
+                        "`tpb leaderboard`.") from None
+    rubric = load_rubric("tang")
+    notes = []
+    if numbers.get("random_weights"):
+        notes.append("**Random-weight test model: these numbers mean nothing.**")
+    if numbers.get("synthetic"):
+        notes.append("**Synthetic dataset: its human scores are simulated.**")
+    rated = [r["generator"] for r in board if r["human"]]
+    agree = numbers.get("agreement_with_humans", {})
+    tau = agree.get("kendall_tau")
+    notes.append(f"Every generator scored by `{numbers['evaluator']}` (`{numbers['model']}`) on the same "
+                 f"{numbers['poems']} poems of the `{numbers['split']}` split. PAE columns are estimates; human columns "
+                 f"are people's ratings of the same images, for {', '.join(rated) or 'no generator here'}."
+                 + (f" PAE's ranking of the human-rated generators against the human one: Kendall τ-b "
+                    f"{tau:.3f}." if tau is not None else ""))
+    figure = radar({r["generator"]: {k: r["pae"][k] for k in rubric.keys} for r in board}, rubric,
+                   title="PAE estimates") if board else None
+    return LeaderboardView("\n\n".join(notes), leaderboard_rows(board), figure)

@@ -1,0 +1,109 @@
+"""Constrained decoding for the transformers backend: every answer is the rubric's JSON object, in the form PAE is
+trained to give (`prompt.format_answer`: every key in rubric order, numbers in [0, 1] with at most two decimals,
+null only where the dimension can be excluded), so every answer parses. The model still chooses every value:
+at each step the logits of the tokens that would leave that form are masked, and greedy decoding picks the best
+of the rest (the vLLM backend gets the same guarantee from its JSON-schema decoding).
+
+The candidate tokens are few (those of the answer's fixed text, the digits, the point and `null`), so a step checks a
+handful of strings per row, not the vocabulary.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Sequence
+
+import torch
+from transformers import LogitsProcessor
+
+from ..rubric import Rubric
+
+NUMBERS = ("0", "1", "0.0", "1.0", "1.00", *(f"0.{d}" for d in range(1, 10)), *(f"0.{d:02d}" for d in range(100)))
+VALUE_CHARS = set("0123456789.nul")
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """The answer form of one rubric: the fixed text between the values (one piece more than there are keys) and
+    whether each value may be null."""
+
+    literals: tuple[str, ...]
+    nullable: tuple[bool, ...]
+
+    @classmethod
+    def of(cls, rubric: Rubric) -> "Grammar":
+        keys = rubric.keys
+        literals = tuple(("{" if i == 0 else ", ") + json.dumps(k, ensure_ascii=False) + ": " for i, k in enumerate(keys))
+        return cls(literals + ("}",), tuple(any(o.excluded for o in rubric.dimension(k).options) for k in keys))
+
+
+@lru_cache(maxsize=2)
+def _values(nullable: bool) -> tuple[frozenset[str], frozenset[str]]:
+    """(complete values, prefixes of values) of one slot."""
+    complete = set(NUMBERS) | ({"null"} if nullable else set())
+    return frozenset(complete), frozenset(v[:i] for v in complete for i in range(len(v) + 1))
+
+
+def state(text: str, grammar: Grammar) -> tuple[str, str]:
+    """Where `text` stands in the answer form: ("bad", ""), ("done", ""), ("literal", rest of the fixed piece
+    being written) or ("value", "")."""
+    literals, nullable = grammar.literals, grammar.nullable
+    pos = 0
+    for i, literal in enumerate(literals):
+        n = min(len(literal), len(text) - pos)
+        if text[pos:pos + n] != literal[:n]:
+            return "bad", ""
+        if n < len(literal):
+            return "literal", literal[n:]
+        pos += n
+        if i == len(nullable):
+            break
+        end = pos
+        while end < len(text) and text[end] in VALUE_CHARS:
+            end += 1
+        complete, prefixes = _values(nullable[i])
+        value = text[pos:end]
+        if end == len(text):
+            return ("value", "") if value in prefixes else ("bad", "")
+        if value not in complete:
+            return "bad", ""
+        pos = end
+    return ("done", "") if pos == len(text) else ("bad", "")
+
+
+class AnswerConstraint(LogitsProcessor):
+    """Masks, row by row, every token that would take the answer out of the rubric's form; once the answer is whole,
+    only an end-of-sequence token is allowed. `rubrics` holds each row's rubric; `prompt_length` is the (padded)
+    length of the prompts, where the answers begin."""
+
+    def __init__(self, tokenizer, rubrics: Sequence[Rubric], prompt_length: int, eos_token_ids: Sequence[int]):
+        self.tokenizer = tokenizer
+        by_fingerprint = {r.fingerprint: Grammar.of(r) for r in rubrics}
+        self.grammars = [by_fingerprint[r.fingerprint] for r in rubrics]
+        self.prompt_length = prompt_length
+        self.eos = sorted(set(eos_token_ids))
+        pieces = {p for g in by_fingerprint.values() for p in g.literals} | set("0123456789.") | {"null"}
+        ids = {i for p in pieces for i in tokenizer.encode(p, add_special_tokens=False)}
+        self.candidates = {i: tokenizer.decode([i]) for i in sorted(ids)}
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        mask = torch.full_like(scores, float("-inf"))
+        for row, ids in enumerate(input_ids[:, self.prompt_length:].tolist()):
+            if any(i in self.eos for i in ids):  # finished: generate pads it, whatever is allowed
+                mask[row] = 0
+                continue
+            mask[row, self.allowed(self.tokenizer.decode(ids), self.grammars[row])] = 0
+        return scores + mask
+
+    def allowed(self, text: str, grammar: Grammar) -> list[int]:
+        where, rest = state(text, grammar)
+        if where == "done":
+            return self.eos
+        first = set(rest[:1]) if where == "literal" else VALUE_CHARS | {",", "}"}  # a cheap filter before the check
+        allowed = [i for i, piece in self.candidates.items()
+                   if piece[:1] in first and state(text + piece, grammar)[0] != "bad"]
+        if where == "literal":  # the fixed text's own first token always keeps the answer going
+            allowed.append(self.tokenizer.encode(rest, add_special_tokens=False)[0])
+        return allowed

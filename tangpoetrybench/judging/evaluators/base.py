@@ -1,0 +1,247 @@
+"""What every evaluator takes and gives (SPEC §6), and the one-call scoring API.
+
+    >>> from tangpoetrybench.judging.evaluators import load_evaluator
+    >>> pae = load_evaluator("pae", model="Qwen/Qwen3-VL-8B-Instruct", adapter="path/to/adapter")
+    >>> [result] = pae(images=[Image.open("moon.png")], poems=[{"title": "静夜思", "author": "李白", "text": "..."}])
+    >>> result.scores, result.quality
+
+Scoring a batch is two steps, so that data-loader workers can do the first while the model does the second:
+`prepare` (CPU only: resize, prompt, processor) and `run` (the model). `score` does both. Nothing one item does
+stops its batch: an item that fails on its own is a failed result whose `error_kind` says why —
+
+- `input`: the image could not be read, or the processor refused it (an extreme aspect ratio, say);
+- `model`: the model raised on this item alone;
+- `transient`: out of memory, a timeout, a lost connection — worth trying again (a resumed run does);
+- `parse`: the model answered, but not in a form the parser can read.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import torch
+from PIL import Image
+
+from ...errors import RunStopped
+from ...poems import Poem
+from ...rubric import BUILTIN, Rubric, rubric_for_tradition
+
+TRANSIENT = "transient"
+
+
+@dataclass
+class ScoringItem:
+    """One image to score against its poem. `image` is None when it could not be read (`error` says why).
+    `rubric` overrides the evaluator's (e.g. a rubric file a user uploaded)."""
+
+    image_id: str
+    image: Image.Image | None
+    poem: Poem
+    error: str | None = None
+    rubric: Rubric | None = None
+
+
+@dataclass
+class EvalResult:
+    image_id: str
+    evaluator: str
+    scores: dict[str, float | None]  # the rubric's keys; empty for scalar metrics
+    quality: float | None  # mean of the non-null scores, or the scalar metric
+    raw_output: str | None
+    parse_status: str  # ok | repaired | failed
+    error: str | None
+    seconds: float
+    model: str = ""
+    error_kind: str | None = None  # input | model | transient | parse, for a failed result
+    settings: dict[str, Any] = field(default_factory=dict)  # everything besides the model that shapes the answer
+    random_weights: bool = False  # True: a plumbing check, not a quality measurement
+    usage: dict[str, int] | None = None  # tokens a served model reports: prompt_tokens, completion_tokens
+    evidence: dict[str, Any] | None = None  # what the score rests on, where an evaluator shows it (text-ocr)
+
+    def to_json(self) -> dict[str, Any]:
+        record = asdict(self)
+        for optional in ("random_weights", "usage", "evidence"):
+            if not record[optional]:
+                record.pop(optional)
+        return record
+
+
+@dataclass
+class Prepared:
+    """A batch made ready for the model: every item in order, the model inputs of those whose preparation
+    worked, and why the others failed (image_id → error)."""
+
+    items: list[ScoringItem]
+    inputs: Any
+    errors: dict[str, str]
+    seconds: float = 0.0  # CPU time it took
+
+    @property
+    def ready(self) -> list[ScoringItem]:
+        return [it for it in self.items if it.image_id not in self.errors]
+
+    def pin_memory(self) -> "Prepared":
+        """Page-locked input tensors, for an asynchronous copy to the GPU (`DataLoader(pin_memory=True)`)."""
+        if isinstance(self.inputs, Mapping):
+            for key, value in self.inputs.items():
+                if isinstance(value, torch.Tensor):
+                    self.inputs[key] = value.pin_memory()
+        return self
+
+
+def as_poem(poem: Poem | Mapping[str, str], index: int) -> Poem:
+    if isinstance(poem, Poem):
+        return poem
+    return Poem(poem_id=str(poem.get("poem_id", f"poem-{index}")), title=poem.get("title", ""),
+                author=poem.get("author", ""), text=poem["text"], tradition=poem.get("tradition", "tang"))
+
+
+def describe(exc: BaseException) -> str:
+    """One line: the exception's type and the first line of its message."""
+    message = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {message[0][:500]}" if message else type(exc).__name__
+
+
+def error_kind(exc: BaseException) -> str:
+    """`transient` for what may pass on a retry (memory, time, network), else `model`."""
+    if isinstance(exc, (torch.OutOfMemoryError, TimeoutError, ConnectionError)) or "out of memory" in str(exc).lower():
+        return TRANSIENT
+    return "model"
+
+
+class Evaluator(ABC):
+    """Scores batches of images against poems. Subclasses load their model once, in `__init__`, and implement
+    `_prepare` (CPU only; it must not touch the model) and `_run`."""
+
+    name: str
+    model_name: str = ""
+    random_weights: bool = False
+    uses_rubric: bool = False  # the answer depends on the rubric (PAE), so results record its fingerprint
+    min_batch_size: int = 1  # an engine that schedules its own batches wants many requests at once
+    device: torch.device | None = None
+    _model_attributes: tuple[str, ...] = ("model",)  # left out of a pickled copy (a data-loader worker's)
+    worker_start_method: str | None = None  # how data-loader workers start (None: the platform's default)
+
+    def __init__(self, rubric: Rubric | str | None = None):
+        # None: each poem's own tradition picks the rubric (tang or song_ci)
+        self.rubric = rubric_for_tradition(rubric) if isinstance(rubric, str) else rubric
+
+    def __getstate__(self) -> dict:
+        """A pickled evaluator keeps what `prepare` needs and leaves the model behind."""
+        return {k: v for k, v in self.__dict__.items() if k not in self._model_attributes}
+
+    def rubric_for(self, item: ScoringItem) -> Rubric:
+        return item.rubric or self.rubric or rubric_for_tradition(item.poem.tradition)
+
+    def settings(self) -> dict[str, Any]:
+        """What, besides the model, changes an answer (recorded with every result, checked on resume)."""
+        return {}
+
+    def rubric_fingerprints(self) -> set[str]:
+        """The rubrics this evaluator can score under (without per-item overrides)."""
+        if not self.uses_rubric:
+            return set()
+        return {self.rubric.fingerprint} if self.rubric else {rubric_for_tradition(t).fingerprint for t in BUILTIN}
+
+    def prepare(self, items: Sequence[ScoringItem]) -> Prepared:
+        """Model inputs for a batch, on the CPU. An item that cannot be prepared is set aside with its error."""
+        start = time.perf_counter()
+        errors = {it.image_id: it.error or "no image" for it in items if it.image is None}
+        ready = [it for it in items if it.image is not None]
+        try:
+            inputs = self._prepare(ready) if ready else None
+        except Exception:
+            for it in ready:
+                try:
+                    self._prepare([it])
+                except Exception as exc:
+                    errors[it.image_id] = describe(exc)
+            ready = [it for it in ready if it.image_id not in errors]
+            try:
+                inputs = self._prepare(ready) if ready else None
+            except Exception as exc:  # they fail only together: none of them is scored, each says why
+                errors.update({it.image_id: describe(exc) for it in ready})
+                inputs = None
+        return Prepared(list(items), inputs, errors, time.perf_counter() - start)
+
+    def run(self, batch: Prepared) -> list[EvalResult]:
+        """Results for a prepared batch, in order. If the batch fails as a whole, each item is tried alone."""
+        start = time.perf_counter()
+        ready = batch.ready
+        try:
+            outputs = self._run(batch.inputs, ready) if ready else []
+        except RunStopped:
+            raise
+        except Exception as exc:
+            self._free_memory()
+            outputs = [self._run_alone(it) for it in ready] if len(ready) > 1 else [self.failure(ready[0], exc)]
+        per_item = (batch.seconds + time.perf_counter() - start) / max(len(batch.items), 1)
+        by_id = {r.image_id: r for r in outputs}
+        results = []
+        for it in batch.items:
+            result = by_id.get(it.image_id) or self.result(it, {}, None, None, "failed", batch.errors[it.image_id],
+                                                           kind="input")
+            result.seconds = round(per_item, 4)
+            results.append(result)
+        return results
+
+    def score(self, items: Sequence[ScoringItem]) -> list[EvalResult]:
+        """Score one batch: `run(prepare(items))`. Never raises for what one item does."""
+        return self.run(self.prepare(items))
+
+    def _run_alone(self, item: ScoringItem) -> EvalResult:
+        try:
+            [result] = self._run(self._prepare([item]), [item])
+            return result
+        except RunStopped:
+            raise
+        except Exception as exc:
+            self._free_memory()
+            return self.failure(item, exc)
+
+    def _free_memory(self) -> None:
+        if self.device is not None and self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    @abstractmethod
+    def _prepare(self, items: Sequence[ScoringItem]) -> Any:
+        """CPU inputs for items that all have an image, in one batch, in order."""
+
+    @abstractmethod
+    def _run(self, inputs: Any, items: Sequence[ScoringItem]) -> list[EvalResult]:
+        """Run the model on prepared inputs; one result per item, in order."""
+
+    def result(self, item: ScoringItem, scores: dict, quality: float | None, raw: str | None, status: str,
+               error: str | None, kind: str | None = None) -> EvalResult:
+        settings = self.settings()
+        if self.uses_rubric:
+            settings["rubric"] = self.rubric_for(item).fingerprint
+        if kind is None and status == "failed":
+            kind = "parse"
+        return EvalResult(image_id=item.image_id, evaluator=self.name, scores=scores, quality=quality,
+                          raw_output=raw, parse_status=status, error=error, seconds=0.0, model=self.model_name,
+                          error_kind=kind, settings=settings, random_weights=self.random_weights)
+
+    def failure(self, item: ScoringItem, exc: BaseException) -> EvalResult:
+        return self.result(item, {}, None, None, "failed", describe(exc), kind=error_kind(exc))
+
+    def __call__(self, images: Sequence[Image.Image], poems: Sequence[Poem | Mapping[str, str]],
+                 batch_size: int = 8) -> list[EvalResult]:
+        """Score images against poems (dicts with title, author, text, optional tradition), batch by batch."""
+        if len(images) != len(poems):
+            raise ValueError(f"{len(images)} images but {len(poems)} poems")
+        items = [rgb_item(str(i), img, as_poem(p, i)) for i, (img, p) in enumerate(zip(images, poems))]
+        return [r for start in range(0, len(items), batch_size) for r in self.score(items[start:start + batch_size])]
+
+
+def rgb_item(image_id: str, image: Image.Image, poem: Poem) -> ScoringItem:
+    """An item with its image decoded and in RGB; an image that cannot be read is the item's error, not an exception."""
+    try:
+        image.load()
+        return ScoringItem(image_id, image.convert("RGB"), poem)
+    except Exception as exc:
+        return ScoringItem(image_id, None, poem, f"unreadable image: {exc}")

@@ -1,0 +1,83 @@
+"""PAE on vLLM (extra `vllm`; needs a GPU): `LLM.chat` with PIL image parts, structured output from the
+rubric's JSON schema, the adapter through `LoRARequest`, and prefix caching so the shared rubric prefix
+(the system message) is computed once. vLLM schedules its own batches, so it gets requests in chunks of at
+least `MIN_CHUNK` (`tpb score` writes each chunk's results as soon as the chunk is done).
+
+vLLM is imported only when this evaluator is built. The request-building functions below are plain
+Python and are tested without vLLM.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..prompt import answer_schema, build_messages, with_image_parts
+from ...rubric import Rubric
+from .base import EvalResult, Evaluator, ScoringItem
+from ...models import DEFAULT_MAX_PIXELS, fit_pixels, model_label
+from .pae import DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL, PAE
+
+MAX_LORA_RANK = 64
+MAX_MODEL_LEN = 8192
+MIN_CHUNK = 256  # requests per LLM.chat call: enough to keep max_num_seqs (64) full until the chunk's tail
+
+
+def vllm_messages(item: ScoringItem, rubric: Rubric, max_pixels: int = DEFAULT_MAX_PIXELS) -> list[dict]:
+    """The prompt builder's messages, with the image as vLLM's `image_pil` part."""
+    return with_image_parts(build_messages(item.poem, rubric, fit_pixels(item.image, max_pixels)),
+                            lambda image: {"type": "image_pil", "image_pil": image})
+
+
+def engine_kwargs(model: str, adapter: str | None, max_num_seqs: int, seed: int = 0) -> dict:
+    """Arguments of `vllm.LLM` for scoring."""
+    kwargs = dict(model=model, enable_prefix_caching=True, limit_mm_per_prompt={"image": 1},
+                  max_num_seqs=max_num_seqs, max_model_len=MAX_MODEL_LEN, seed=seed)
+    if adapter:
+        kwargs.update(enable_lora=True, max_lora_rank=MAX_LORA_RANK, max_loras=1)
+    return kwargs
+
+
+def sampling_kwargs(rubric: Rubric, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> dict:
+    """Arguments of `vllm.SamplingParams`: greedy, answer constrained to the rubric's JSON schema."""
+    return dict(temperature=0.0, max_tokens=max_new_tokens, structured_outputs={"json": answer_schema(rubric)})
+
+
+def sampling_params(rubric: Rubric, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS):
+    """`vllm.SamplingParams` from `sampling_kwargs` (imports vLLM)."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+
+    kwargs = sampling_kwargs(rubric, max_new_tokens)
+    kwargs["structured_outputs"] = StructuredOutputsParams(**kwargs["structured_outputs"])
+    return SamplingParams(**kwargs)
+
+
+class PAEVLLM(PAE):
+    backend = "vllm"
+    min_batch_size = MIN_CHUNK
+    _model_attributes = ("llm",)
+    worker_start_method = "spawn"  # vLLM's engine runs threads in this process: never fork it
+
+    def __init__(self, model: str = DEFAULT_MODEL, adapter: str | None = None, max_pixels: int = DEFAULT_MAX_PIXELS,
+                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, max_num_seqs: int = 64, rubric: Rubric | str | None = None):
+        try:
+            from vllm import LLM
+            from vllm.lora.request import LoRARequest
+        except ImportError as exc:
+            raise ImportError("the vLLM backend needs `pip install 'tangpoetrybench[vllm]'` and a GPU") from exc
+        Evaluator.__init__(self, rubric)
+        self.llm = LLM(**engine_kwargs(model, adapter, max_num_seqs))
+        self.lora = LoRARequest("pae", 1, adapter) if adapter else None
+        self.model_name = model_label(model, adapter)
+        self.max_pixels = max_pixels
+        self.max_new_tokens = max_new_tokens
+
+    def _prepare(self, items: Sequence[ScoringItem]) -> list[list[dict]]:
+        return [vllm_messages(it, self.rubric_for(it), self.max_pixels) for it in items]
+
+    def _run(self, inputs: list[list[dict]], items: Sequence[ScoringItem]) -> list[EvalResult]:
+        rubrics = [self.rubric_for(it) for it in items]
+        params = {r.fingerprint: sampling_params(r, self.max_new_tokens) for r in rubrics}
+        outputs = self.llm.chat(inputs, sampling_params=[params[r.fingerprint] for r in rubrics],
+                                lora_request=self.lora, use_tqdm=False)
+        return [self.answer_result(it, out.outputs[0].text) for it, out in zip(items, outputs)]

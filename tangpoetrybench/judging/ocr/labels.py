@@ -1,0 +1,164 @@
+"""Text labels from the `text-ocr` evaluator: a draft of the raw release's `text_labels.csv` for people to
+adjudicate (`tpb build RAW --text-labels-from ocr.jsonl`), and the OCR's Table 3 beside the adjudicated one, with
+the precision and recall of each issue type (`tpb report --ocr ocr.jsonl`, `benchmarks/ocr_text.py`).
+
+The draft never replaces the release's own `text_labels.csv`: it is written beside it, as `text_labels.draft.csv`
+(the same columns, so it passes the release's validation once renamed) with the OCR's evidence for each row in
+`text_labels.draft.evidence.jsonl` (verdict, matched poem characters, regions with box, text and confidence).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ...errors import DataError, Problem
+from ..scoring import read_scores
+from ...dataset.raw_release import ISSUE_TYPES, TEXT_LABEL_COLUMNS, read_release
+
+DRAFT_NAME = "text_labels.draft.csv"
+EVIDENCE_NAME = "text_labels.draft.evidence.jsonl"
+ISSUES = tuple(t for t in ISSUE_TYPES if t != "none")  # leakage, fake_characters
+OCR_EVALUATOR = "text-ocr"
+
+
+def read_ocr(path: Path | str) -> dict[str, dict]:
+    """The records of a `tpb score --evaluator text-ocr` file, by image_id (failed ones included)."""
+    evaluator, records = read_scores(path)
+    if evaluator != OCR_EVALUATOR:
+        raise ValueError(f"{path} holds {evaluator} results, not text-ocr ones: make them with "
+                         f"`tpb score --evaluator text-ocr ... --out {path}`")
+    return records
+
+
+def ocr_issue_type(record: dict) -> str | None:
+    """none | leakage | fake_characters for a scored record; None for a failed one (no evidence)."""
+    evidence = record.get("evidence")
+    return None if record.get("parse_status") == "failed" or not evidence else evidence["issue_type"]
+
+
+@dataclass
+class DraftSummary:
+    draft: Path
+    evidence: Path
+    rows: int
+    issues: dict[str, int]  # issue_type -> rows
+    failed: list[str] = field(default_factory=list)  # image_ids whose OCR failed: not in the draft
+    missing: int = 0  # images of the release without an OCR result
+
+
+def draft_text_labels(raw: Path | str, ocr: Path | str, overwrite: bool = False) -> DraftSummary:
+    """Write `RAW/text_labels.draft.csv` and its evidence from the OCR results of the release's images."""
+    raw = Path(raw)
+    draft, evidence_path = raw / DRAFT_NAME, raw / EVIDENCE_NAME
+    for path in (draft, evidence_path):
+        if path.exists() and not overwrite:
+            raise FileExistsError(f"{path} exists (a draft being adjudicated?): move it away, or pass --overwrite")
+    release = read_release(raw)
+    records = read_ocr(ocr)
+    unknown = [Problem(str(ocr), f"no image {image_id!r} in {raw}", field="image_id") for image_id in records
+               if image_id not in release.images]
+    if unknown:
+        raise DataError(unknown + [Problem(str(ocr), f"score the release's own images: tpb score --images {raw}/images "
+                                                     f"--poems {raw}/poems.jsonl --evaluator text-ocr --out {ocr}")])
+    rows, evidence, failed = [], [], []
+    for image_id in sorted(release.images):
+        record = records.get(image_id)
+        if record is None:
+            continue
+        issue = ocr_issue_type(record)
+        if issue is None:
+            failed.append(image_id)
+            continue
+        generator, poem_id = image_id.split("/", 1)
+        rows.append({"generator": generator, "poem_id": poem_id, "text_issue": int(issue != "none"), "issue_type": issue})
+        evidence.append({"generator": generator, "poem_id": poem_id, **record["evidence"]})
+    with open(draft, "w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(TEXT_LABEL_COLUMNS), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    evidence_path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in evidence), encoding="utf-8")
+    issues = {t: sum(r["issue_type"] == t for r in rows) for t in ISSUES}
+    return DraftSummary(draft, evidence_path, len(rows), issues, failed, len(release.images) - len(records))
+
+
+@dataclass
+class IssueAgreement:
+    """One issue type, over the images with both an adjudicated label and an OCR result."""
+
+    human: int
+    ocr: int
+    both: int
+
+    @property
+    def precision(self) -> float | None:
+        return self.both / self.ocr if self.ocr else None
+
+    @property
+    def recall(self) -> float | None:
+        return self.both / self.human if self.human else None
+
+    def to_json(self) -> dict:
+        return {"human": self.human, "ocr": self.ocr, "both": self.both, "precision": self.precision,
+                "recall": self.recall}
+
+
+def issue_agreement(human: dict[str, str], ocr: dict[str, str]) -> dict[str, IssueAgreement]:
+    """Per issue type (and `any` for any text issue), over images in both: `human` and `ocr` map image_id to
+    none | leakage | fake_characters."""
+    shared = sorted(set(human) & set(ocr))
+
+    def has(label: str, issue: str) -> bool:
+        return label != "none" if issue == "any" else label == issue
+
+    return {issue: IssueAgreement(human=sum(has(human[i], issue) for i in shared),
+                                  ocr=sum(has(ocr[i], issue) for i in shared),
+                                  both=sum(has(human[i], issue) and has(ocr[i], issue) for i in shared))
+            for issue in (*ISSUES, "any")}
+
+
+def issue_counts(labels: dict[str, str], generators: list[str]) -> dict[str, dict[str, int]]:
+    """Table 3's counts per generator: leakage, fake_characters, total and labelled images."""
+    table = {}
+    for g in generators:
+        mine = [t for image_id, t in labels.items() if image_id.split("/", 1)[0] == g]
+        table[g] = {**{t: mine.count(t) for t in ISSUES}, "total": sum(t != "none" for t in mine),
+                    "labelled_images": len(mine)}
+    return table
+
+
+def report_ocr_table3(rep, rows: list[dict], ocr_path: Path | str) -> None:
+    """The report's blocks after Table 3: the OCR's Table 3 beside the adjudicated one, and the agreement of each
+    issue type with the adjudicated labels (`rows`: the report's image rows)."""
+    from ...numeric import fmt
+
+    records = read_ocr(ocr_path)
+    ocr = {i: t for i, r in records.items() if (t := ocr_issue_type(r)) is not None}
+    human = {r["image_id"]: r["text_issue_type"] for r in rows if r["text_issue"] is not None}
+    generators = sorted({r["generator"] for r in rows})
+    in_report = {r["image_id"] for r in rows}
+    ocr = {i: t for i, t in ocr.items() if i in in_report}
+    counts_h, counts_o = issue_counts(human, generators), issue_counts(ocr, generators)
+    agreement = issue_agreement(human, ocr)
+    verdicts: dict[str, int] = {}
+    for image_id in ocr:
+        verdict = records[image_id]["evidence"]["verdict"]
+        verdicts[verdict] = verdicts.get(verdict, 0) + 1
+    rep.numbers["table3_ocr"] = {"scores": str(ocr_path), "by_generator": counts_o, "verdicts": verdicts,
+                                 "agreement": {k: v.to_json() for k, v in agreement.items()},
+                                 "images_compared": len(set(human) & set(ocr))}
+    rep.heading("Table 3 beside the OCR — text issues found by text-ocr")
+    rep.text(f"`{ocr_path}`: {len(ocr)} of the report's {len(rows)} images read by the OCR (RapidOCR PP-OCRv6 and "
+             "the rules of `tangpoetrybench.judging.ocr.evidence`); each cell is adjudicated / OCR. Seals and other text the "
+             "OCR found: " + (", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())) or "none") + ".")
+    rep.table(["Generator", "Leakage", "Fake characters", "Total", "Images"],
+              [[g, *(f"{counts_h[g][k]} / {counts_o[g][k]}" for k in (*ISSUES, "total", "labelled_images"))]
+               for g in generators])
+    rep.text(f"Agreement over the {len(set(human) & set(ocr))} images with both an adjudicated label and an OCR "
+             "result: precision = share of the OCR's finds that people confirmed, recall = share of people's "
+             "labels the OCR found.")
+    rep.table(["Issue type", "Adjudicated", "OCR", "Both", "Precision", "Recall"],
+              [[k, str(a.human), str(a.ocr), str(a.both), fmt(a.precision), fmt(a.recall)]
+               for k, a in agreement.items()])

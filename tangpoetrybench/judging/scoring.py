@@ -1,0 +1,406 @@
+"""Batch scoring to JSON Lines (`tpb score`): resumable, deterministic, pipelined, data-parallel.
+
+- Items come from a built dataset (a local folder or a Hub id; config and split) or from a folder of
+  images plus a poems file, streamed: only the image ids are read up front, and an image is decoded only
+  when its batch is prepared.
+- Batches are prepared (decoded, resized, run through the processor) by `torch.utils.data.DataLoader`
+  workers while the model scores the previous ones, then copied to the GPU from page-locked memory.
+- Results are appended as they are made and flushed after every batch. A rerun skips every image already
+  in the file, except those that failed in the model (out of memory, a timeout, an error of the model on that
+  image alone): those are tried again and their new result replaces the old. A line cut short by a kill is
+  dropped. Resuming with other settings (model, adapter, rubric, pixel budget, answer length, backend, parser)
+  is refused, naming the setting.
+- An item that fails on its own is recorded as failed and the run goes on. If every item that reached the
+  model in the first batches failed in the model, the run stops (`SystematicFailure`) and records nothing
+  for them: that is not one item's problem.
+- Under `accelerate launch` or `torchrun`, each process scores every n-th remaining item into its own part
+  file; when all are done the main process merges the parts into the output in source order, which is then
+  the same file a single process writes (but for the `seconds` timings).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from dataclasses import dataclass
+from functools import partial
+from itertools import islice
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Protocol, TypeVar
+
+import torch
+from PIL import Image
+from tqdm.auto import tqdm
+
+from ..dataset.reading import dataset_rows
+from ..errors import DataError, Problem, SystematicFailure
+from .evaluators.base import TRANSIENT, EvalResult, Evaluator, Prepared, ScoringItem, rgb_item
+from ..models import process_state
+from ..poems import Poem, read_poems
+from ..dataset.raw_release import IMAGE_EXTENSIONS
+
+DEFAULT_BATCH_SIZE = 8
+SYSTEMATIC_BATCHES = 3  # the first batches that must not all fail in the model
+MODEL_FAILURES = ("model", TRANSIENT)  # tried again by a rerun; unreadable images and unreadable answers are final
+
+
+@dataclass
+class SourceItem:
+    """An item before its image is decoded: `load()` makes the `ScoringItem`."""
+
+    image_id: str
+    poem: Poem
+    load_image: Callable[[], Image.Image]
+
+    def load(self) -> ScoringItem:
+        try:
+            image = self.load_image()
+        except Exception as exc:  # an unreadable image is one failed result, not a failed run
+            return ScoringItem(self.image_id, None, self.poem, f"unreadable image: {exc}")
+        return rgb_item(self.image_id, image, self.poem)
+
+
+class Source(Protocol):
+    """Where items come from: their ids in order (cheap, no image read), and the items themselves, streamed.
+    Sources are small picklable descriptions, so each data-loader worker can open its own stream."""
+
+    def ids(self) -> list[str]: ...
+
+    def __iter__(self) -> Iterator[SourceItem]: ...
+
+
+class DatasetSource:
+    """Items of a built dataset, streamed from its Parquet files (no cache copy). A Hub dataset is downloaded once
+    (its card and this config's files), so that every data-loader worker and every process reads local files
+    rather than streaming the split again."""
+
+    def __init__(self, dataset: str | Path, config: str = "images", split: str = "test"):
+        if not Path(dataset).exists():
+            from huggingface_hub import snapshot_download
+
+            if str(dataset).startswith(("/", ".", "~")) or str(dataset).count("/") != 1:
+                raise DataError(Problem(str(dataset), "no such dataset folder (a Hub dataset is named ORG/NAME)"))
+            dataset = snapshot_download(str(dataset), repo_type="dataset",
+                                        allow_patterns=["README.md", f"data/{config}/*"])
+        self.dataset, self.config, self.split = str(dataset), config, split
+        dataset_rows(self.dataset, config, split)  # a wrong folder, config or split fails here, before any model loads
+
+    def ids(self) -> list[str]:
+        return [row["image_id"] for row in dataset_rows(self.dataset, self.config, self.split, columns=["image_id"])]
+
+    def __iter__(self) -> Iterator[SourceItem]:
+        for row in dataset_rows(self.dataset, self.config, self.split, decode=False):
+            poem = Poem(poem_id=row["poem_id"], title=row["title"], author=row["author"], text=row["poem"],
+                        tradition=row["tradition"])
+            image = row["image"]
+            load = (partial(_open_bytes, image["bytes"]) if image.get("bytes") is not None
+                    else partial(Image.open, image["path"]))
+            yield SourceItem(row["image_id"], poem, load)
+
+
+def _open_bytes(data: bytes) -> Image.Image:
+    return Image.open(io.BytesIO(data))
+
+
+class FolderSource:
+    """Images named by poem: `DIR/<poem_id>.png` or `DIR/<generator>/<poem_id>.png`.
+
+    The image_id is the path below DIR without its extension. Every image must name a poem of the file."""
+
+    def __init__(self, images: Path | str, poems_file: Path | str):
+        root = Path(images)
+        self.poems = {p.poem_id: p for p in read_poems(poems_file)}
+        files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS
+                       and not any(part.startswith(".") for part in p.relative_to(root).parts))
+        unknown = [Problem(str(p.relative_to(root)), f"no poem {p.stem!r} in {poems_file}") for p in files
+                   if p.stem not in self.poems]
+        if unknown:
+            raise DataError(unknown)
+        if not files:
+            raise DataError(Problem(str(root), f"no images ({', '.join(IMAGE_EXTENSIONS)})"))
+        self.files = [(str(p.relative_to(root).with_suffix("")), p) for p in files]
+
+    def ids(self) -> list[str]:
+        return [image_id for image_id, _ in self.files]
+
+    def __iter__(self) -> Iterator[SourceItem]:
+        for image_id, path in self.files:
+            yield SourceItem(image_id, self.poems[path.stem], partial(Image.open, path))
+
+
+@dataclass
+class ScoreSummary:
+    out: Path
+    total: int  # items in the source (after --limit)
+    skipped: int  # already in the output before this run
+    scored: int  # scored by this run (all processes)
+    failed: int  # of those, failed (unreadable or refused images, model errors, answers that did not parse)
+    retryable: int = 0  # of the failed, those a rerun tries again (failures in the model)
+    process_scored: int = 0  # scored by this process
+    process_index: int = 0
+    num_processes: int = 1
+    prompt_tokens: int = 0  # tokens a served model reported for this run's requests (all processes)
+    completion_tokens: int = 0
+
+    @property
+    def main_process(self) -> bool:
+        return self.process_index == 0
+
+
+def read_scores(path: Path | str) -> tuple[str, dict[str, dict]]:
+    """(evaluator, records by image_id) of a results file made by one evaluator."""
+    if not Path(path).is_file():
+        raise ValueError(f"no scores file {path}: make one with `tpb score ... --out {path}`")
+    records: dict[str, dict] = {}
+    evaluators = set()
+    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+        evaluators.add(record.get("evaluator", "?"))
+        records[record["image_id"]] = record
+    if len(evaluators) > 1:
+        raise ValueError(f"{path}: results of several evaluators ({', '.join(sorted(evaluators))}); use one file each")
+    if not records:
+        raise ValueError(f"{path}: no results")
+    return evaluators.pop(), records
+
+
+def read_done(path: Path, repair: bool = True) -> list[dict]:
+    """The complete records of a results file. With `repair`, a trailing partial line (from a kill) is cut off
+    the file; only the process about to append to a file repairs it."""
+    if not path.is_file():
+        return []
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if repair and end < len(data):
+        with open(path, "r+b") as f:
+            f.truncate(end)
+    return [json.loads(line) for line in data[:end].decode("utf-8").splitlines() if line.strip()]
+
+
+def final_records(records: Iterable[dict]) -> dict[str, dict]:
+    """One record per image: a final one (scored, or an unreadable image or answer) wins over a model or transient
+    failure, which a rerun tries again, whatever file or line either is in."""
+    out: dict[str, dict] = {}
+    for record in records:
+        held = out.get(record["image_id"])
+        retried = held is not None and held.get("error_kind") in MODEL_FAILURES
+        if held is None or (retried and record.get("error_kind") not in MODEL_FAILURES):
+            out[record["image_id"]] = record
+    return out
+
+
+def _check_same_run(records: list[dict], evaluator: Evaluator, out: Path) -> None:
+    """Resuming appends to a file: it must hold results made the same way, setting by setting."""
+    expected = {"evaluator": evaluator.name, "model": evaluator.model_name, **evaluator.settings()}
+    rubrics = evaluator.rubric_fingerprints()
+    advice = "choose another --out, or delete it to start over"
+    for record in records:
+        if "settings" not in record:
+            raise ValueError(f"{out} holds results without their settings (written by an older tpb): {advice}")
+        made = {"evaluator": record.get("evaluator"), "model": record.get("model"), **record["settings"]}
+        for key, value in expected.items():
+            if made.get(key) != value:
+                raise ValueError(f"{out} holds results made with {key} {made.get(key)!r}, not {value!r}: {advice}")
+        rubric = record["settings"].get("rubric")
+        if rubrics and rubric not in rubrics:
+            raise ValueError(f"{out} holds results made with rubric {rubric!r}, not {' or '.join(sorted(rubrics))} "
+                             f"(the rubric's content changed): {advice}")
+
+
+T = TypeVar("T")
+
+
+def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    iterator = iter(items)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
+
+
+class PreparedBatches(torch.utils.data.IterableDataset):
+    """The batches still to score, each decoded and prepared where it is iterated: in a data-loader worker, worker
+    w of n taking batches w, w + n, … (the loader hands them back in order)."""
+
+    def __init__(self, evaluator: Evaluator, source: Source, todo: set[str], batch_size: int, limit: int | None):
+        self.evaluator, self.source, self.todo, self.batch_size, self.limit = evaluator, source, todo, batch_size, limit
+
+    def __iter__(self) -> Iterator[Prepared]:
+        info = torch.utils.data.get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info else (0, 1)
+        items = (it for it in islice(self.source, self.limit) if it.image_id in self.todo)
+        for index, batch in enumerate(_chunks(items, self.batch_size)):
+            if index % workers == worker:
+                yield self.evaluator.prepare([it.load() for it in batch])
+
+
+def _unchanged(batch: Prepared) -> Prepared:
+    return batch
+
+
+def default_num_workers(evaluator: Evaluator, num_processes: int = 1) -> int:
+    """Up to 4 preparing workers per process beside an accelerator; none when the model itself runs on the CPU."""
+    if evaluator.device is not None and evaluator.device.type == "cpu":
+        return 0
+    return max(0, min(4, (os.cpu_count() or 1) // num_processes - 1))
+
+
+class FailureGuard:
+    """Holds results back until a batch shows that the model works, and stops the run when it does not: when every
+    item that reached the model in the first `batches` batches (or in all of them, if fewer) failed in the model."""
+
+    def __init__(self, trusted: bool, batches: int = SYSTEMATIC_BATCHES):
+        self.trusted, self.batches = trusted, batches
+        self.held: list[EvalResult] = []
+        self.failed_batches = 0
+
+    def admit(self, results: list[EvalResult]) -> list[EvalResult]:
+        """The results that may be written now."""
+        if self.trusted:
+            return results
+        self.held += results
+        reached = [r for r in results if r.error_kind != "input"]
+        if not reached:
+            return []
+        if all(r.error_kind in MODEL_FAILURES for r in reached):
+            self.failed_batches += 1
+            if self.failed_batches >= self.batches:
+                self.stop()
+            return []
+        self.trusted = True
+        released, self.held = self.held, []
+        return released
+
+    def finish(self) -> list[EvalResult]:
+        if self.failed_batches and not self.trusted:
+            self.stop()
+        released, self.held = self.held, []
+        return released
+
+    def stop(self) -> None:
+        first = next(r for r in self.held if r.error_kind in MODEL_FAILURES)
+        raise SystematicFailure(f"every image of the first {self.failed_batches} batch(es) failed in the model "
+                                f"({first.error}); nothing was written for them. Fix the cause and run again "
+                                "(lower --batch-size or --max-pixels if it is out of memory)")
+
+
+def score_to_jsonl(
+    evaluator: Evaluator,
+    source: Source,
+    out: Path | str,
+    batch_size: int | None = None,
+    limit: int | None = None,
+    num_workers: int | None = None,
+    progress: bool = True,
+) -> ScoreSummary:
+    """Score every item of `source` not yet in `out`, appending SPEC §6 records as JSON Lines.
+
+    `batch_size` defaults to 8 (an engine that schedules its own batches, vLLM, takes at least its
+    `min_batch_size`); `num_workers` preparing processes default to `default_num_workers`."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    state = process_state()
+    rank, world = (state.process_index, state.num_processes) if state else (0, 1)
+    batch_size = max(batch_size or DEFAULT_BATCH_SIZE, evaluator.min_batch_size)
+    ids = source.ids()[:limit]
+    order = {image_id: i for i, image_id in enumerate(ids)}
+    if len(order) != len(ids):
+        raise ValueError("the source has repeated image_ids")
+    # Part files: this run's (one per process) and any a killed run with another process count left behind.
+    target = out.with_name(f"{out.name}.part{rank}") if world > 1 else out
+    parts = sorted(set(out.parent.glob(f"{out.name}.part*")) | ({target} if world > 1 else set()))
+    records = [r for path in [out, *parts] for r in read_done(path, repair=path == target)]
+    _check_same_run(records, evaluator, out)
+    latest = final_records(records)
+    done = {i for i, r in latest.items() if i in order and r.get("error_kind") not in MODEL_FAILURES}
+    retry = any(r.get("error_kind") in MODEL_FAILURES for r in latest.values())
+    # Items belong to processes by their place in the source, so no item falls between two processes
+    # however far apart in time they read what is done.
+    todo = [i for i in ids if i not in done and order[i] % world == rank]
+    workers = default_num_workers(evaluator, world) if num_workers is None else num_workers
+    loader = torch.utils.data.DataLoader(
+        PreparedBatches(evaluator, source, set(todo), batch_size, limit), batch_size=None, collate_fn=_unchanged,
+        num_workers=workers, pin_memory=evaluator.device is not None and evaluator.device.type == "cuda",
+        multiprocessing_context=evaluator.worker_start_method if workers else None,
+    )
+    guard = FailureGuard(trusted=any(r.get("error_kind") not in (*MODEL_FAILURES, "input") for r in records))
+
+    scored = failed = retryable = prompt_tokens = completion_tokens = 0
+    with open(target, "a", encoding="utf-8") as f, tqdm(
+        total=len(todo), desc=f"Scoring ({evaluator.name})", unit="image", disable=not progress or rank != 0
+    ) as bar:
+        def write(results: list[EvalResult]) -> None:
+            nonlocal scored, failed, retryable, prompt_tokens, completion_tokens
+            f.write("".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in results))
+            f.flush()
+            os.fsync(f.fileno())
+            scored += len(results)
+            failed += sum(r.parse_status == "failed" for r in results)
+            retryable += sum(r.error_kind in MODEL_FAILURES for r in results)
+            prompt_tokens += sum(r.usage["prompt_tokens"] for r in results if r.usage)
+            completion_tokens += sum(r.usage["completion_tokens"] for r in results if r.usage)
+
+        seen = 0
+        for batch in loader:
+            write(guard.admit(evaluator.run(batch)))
+            bar.update(len(batch.items))
+            seen += len(batch.items)
+        write(guard.finish())
+    if seen != len(todo):  # a source whose stream and ids disagree must not pass for a finished run
+        raise RuntimeError(f"the source gave {seen} of the {len(todo)} items to score; rerun to score the rest")
+    local = scored
+    counts = (scored, failed, retryable, prompt_tokens, completion_tokens)
+    if parts or retry:
+        counts = _merge(state, out, order, counts)
+    scored, failed, retryable, prompt_tokens, completion_tokens = counts
+    return ScoreSummary(out=out, total=len(ids), skipped=len(done), scored=scored, failed=failed, retryable=retryable,
+                        process_scored=local, process_index=rank, num_processes=world, prompt_tokens=prompt_tokens,
+                        completion_tokens=completion_tokens)
+
+
+def _merge(state, out: Path, order: dict[str, int], counts: tuple[int, ...]) -> tuple[int, ...]:
+    """After every process is done: the main process writes out + all part files in source order, one record per
+    image (`final_records`), then drops the parts. Returns the run's counts summed over all processes."""
+    world = state.num_processes if state else 1
+    if world > 1:
+        import torch.distributed as dist
+
+        total = torch.tensor(counts, device=state.device)
+        dist.all_reduce(total)
+        counts = tuple(int(c) for c in total)
+        state.wait_for_everyone()
+    if state is None or state.is_main_process:
+        parts = sorted(out.parent.glob(f"{out.name}.part*"))
+        records = final_records(r for path in [out, *parts] for r in read_done(path, repair=False))
+        tmp = out.with_name(out.name + ".merging")
+        tmp.write_text("".join(json.dumps(records[i], ensure_ascii=False) + "\n"
+                               for i in sorted(records, key=lambda i: order.get(i, len(order)))), encoding="utf-8")
+        os.replace(tmp, out)
+        for path in parts:
+            path.unlink(missing_ok=True)
+    if world > 1:
+        state.wait_for_everyone()
+    return counts
+
+
+def source_of(dataset: str | Path | None = None, images: Path | str | None = None, poems: Path | str | None = None,
+              config: str = "images", split: str = "test") -> Source:
+    """What to score: a built dataset's split (`dataset`, a folder or Hub id), or a folder of images named by
+    poem (`images` with the `poems` file)."""
+    if (dataset is None) == (images is None):
+        raise ValueError("give --dataset DIR, or --images DIR with --poems FILE")
+    if images is not None and poems is None:
+        raise ValueError("--images needs --poems FILE")
+    return DatasetSource(dataset, config, split) if dataset is not None else FolderSource(images, poems)
+
+
+def score(evaluator: Evaluator, out: Path | str, dataset: str | Path | None = None, images: Path | str | None = None,
+          poems: Path | str | None = None, config: str = "images", split: str = "test", **kwargs) -> ScoreSummary:
+    """Score a dataset's split or a folder of images (see `source_of`) into the JSON Lines file `out`, resuming
+    what is already there. Other keyword arguments (batch_size, limit, num_workers, progress) go to
+    `score_to_jsonl`."""
+    return score_to_jsonl(evaluator, source_of(dataset, images, poems, config, split), out, **kwargs)

@@ -1,0 +1,345 @@
+"""`tpb leaderboard`: every generator, human-rated or new, scored by one evaluator on the same poems, beside the
+human scores where people rated it.
+
+Definitions (also stated in the output):
+- Generators are those in the score files (an image id is `<generator>/<poem_id>`). They are compared on the poems
+  of the dataset's split that every one of them has a result for, so that each is judged on the same poems.
+- Every number in a "PAE" column is the evaluator's estimate; every number in a "human" column is the mean of the
+  built dataset's human scores for the same images. A dimension's score is the mean over images where it is
+  non-null.
+- 95 % intervals and rank stability resample poems (the same draw for every generator, so the comparison stays
+  paired); rank stability is the share of resamples in which a generator holds the rank it has in the estimate.
+- Agreement with people, over the human-rated generators: Kendall τ-b and Spearman ρ between PAE's and the
+  human means of each generator on the images that have both, and the SPEC §7 per-image statistics (τ within a
+  poem, Spearman over images) from `agreement.agreement`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from ..stats.agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement, resample_weights
+from ..dataset.reading import dataset_rows
+from ..judging.scoring import read_scores
+from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_ci, fmt_interval
+from .plots import radar, ring_floor
+from .report import Report, is_synthetic, write_report
+from ..rubric import rubric_for_tradition
+
+HUMAN_CONFIGS = ("images", "unseen_generator")  # where a built dataset keeps human-rated Tang images
+
+
+@dataclass
+class Scores:
+    """One evaluator's results for every generator, from one or more files made with the same settings."""
+
+    evaluator: str
+    model: str
+    settings: dict
+    records: dict[str, dict]  # by image_id
+    files: list[str]
+
+    @property
+    def random_weights(self) -> bool:
+        return any(r.get("random_weights") for r in self.records.values())
+
+
+def _made_with(record: dict) -> dict:
+    """The evaluator, model and settings of a record, but the rubric: a file may also hold Song Ci images, scored
+    with their own rubric; the rubric of the images compared is checked on its own (`_one_rubric`)."""
+    settings = {k: v for k, v in (record.get("settings") or {}).items() if k != "rubric"}
+    return {"evaluator": record.get("evaluator"), "model": record.get("model"), **settings}
+
+
+def _one_rubric(records: dict[str, dict], image_ids: list[str]) -> str | None:
+    rubrics = {records[i].get("settings", {}).get("rubric") for i in image_ids}
+    if len(rubrics) > 1:
+        raise ValueError(f"the images compared were scored with different rubrics ({', '.join(sorted(map(str, rubrics)))}):"
+                         " score every generator's images with the same rubric")
+    return rubrics.pop() if rubrics else None
+
+
+def read_score_files(paths: list[Path]) -> Scores:
+    """Results of every file, refused unless one evaluator made them all with the same settings (model, adapter,
+    rubric, pixel budget, answer length, backend, parser) and no image is scored twice."""
+    if not paths:
+        raise ValueError("give the score files to compare (tpb score --out FILE), one or more")
+    records: dict[str, dict] = {}
+    source: dict[str, str] = {}
+    first, made = None, None
+    for path in paths:
+        evaluator, these = read_scores(path)
+        if evaluator != "pae":
+            raise ValueError(f"{path} holds {evaluator} results: the leaderboard ranks PAE's rubric scores, so score "
+                             "every generator with `tpb score --evaluator pae`")
+        for image_id, record in these.items():
+            this = _made_with(record)
+            if made is None:
+                first, made = path, this
+            elif this != made:
+                key = next(k for k in sorted(set(made) | set(this)) if made.get(k) != this.get(k))
+                raise ValueError(f"{path} was scored with {key} {this.get(key)!r} but {first} with {made.get(key)!r}: "
+                                 "a leaderboard compares generators scored by one evaluator with the same settings; "
+                                 "score them all the same way")
+            if "/" not in image_id:
+                raise ValueError(f"{path}: image {image_id!r} names no generator (ids are GENERATOR/POEM_ID): score "
+                                 "a folder of GENERATOR/POEM_ID.png files, e.g. tpb score --images RAW/images")
+            if image_id in records:
+                raise ValueError(f"image {image_id!r} is scored in both {source[image_id]} and {path}: give each "
+                                 "image once")
+            records[image_id], source[image_id] = record, str(path)
+    settings = {k: v for k, v in made.items() if k not in ("evaluator", "model")}
+    return Scores(made["evaluator"], made["model"] or "", settings, records, [str(p) for p in paths])
+
+
+def human_rows(dataset: str | Path, split: str, keys: list[str]) -> list[dict]:
+    """The split's human-rated Tang images (`images` config, and `unseen_generator` where the dataset has one)."""
+    rows = []
+    for config in HUMAN_CONFIGS:
+        try:
+            rows += list(dataset_rows(dataset, config, split, ["image_id", "poem_id", "generator", *keys, "quality"]))
+        except ValueError:
+            if config == "images":
+                raise
+    return rows
+
+
+def _per_poem(values: dict[tuple[str, str], list], generators: list[str], poems: list[str], width: int):
+    """(sums, counts), each (G, width, P), of the non-null values of each generator's image of each poem."""
+    sums = np.zeros((len(generators), width, len(poems)))
+    counts = np.zeros_like(sums)
+    gi, pi = {g: i for i, g in enumerate(generators)}, {p: i for i, p in enumerate(poems)}
+    for (g, p), row in values.items():
+        for c, v in enumerate(row):
+            if v is not None:
+                sums[gi[g], c, pi[p]] += v
+                counts[gi[g], c, pi[p]] += 1
+    return sums, counts
+
+
+def _means(weights: np.ndarray, sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """(B, G, C) means for poem weights (B, P); NaN where a generator has no value."""
+    g, c, p = sums.shape
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = (weights @ sums.reshape(g * c, p).T) / (weights @ counts.reshape(g * c, p).T)
+    return means.reshape(len(weights), g, c)
+
+
+def _ranks(quality: np.ndarray) -> np.ndarray:
+    """1-based ranks by quality (highest first) along the last axis; a missing quality ranks last (the callers
+    leave generators without a quality unranked)."""
+    order = np.argsort(-np.nan_to_num(quality, nan=-np.inf), axis=-1, kind="stable")
+    return np.argsort(order, axis=-1, kind="stable") + 1
+
+
+def _kendall_b(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """τ-b between the columns of x and y (…, G) for every leading index, vectorised over pairs of generators."""
+    i, j = np.triu_indices(x.shape[-1], k=1)
+    sx, sy = np.sign(x[..., i] - x[..., j]), np.sign(y[..., i] - y[..., j])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (sx * sy).sum(-1) / np.sqrt(np.abs(sx).sum(-1) * np.abs(sy).sum(-1))
+
+
+def _interval(values: np.ndarray) -> list[float] | None:
+    values = values[np.isfinite(values)]
+    return [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))] if len(values) else None
+
+
+def build_leaderboard(dataset: str | Path, scores: list[Path], split: str = "test",
+                      n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0) -> Report:
+    rubric = rubric_for_tradition("tang")
+    keys = list(rubric.keys)
+    columns = keys + ["quality"]
+    s = read_score_files(scores)
+    rows = human_rows(dataset, split, keys)
+    split_poems = {r["poem_id"] for r in rows}
+    generators = sorted({i.split("/", 1)[0] for i in s.records})
+    scored = {g: {i.split("/", 1)[1] for i in s.records if i.startswith(g + "/")} for g in generators}
+    poems = sorted(split_poems.intersection(*scored.values()))
+    if not poems:
+        raise ValueError(f"no poem of {dataset} ({split} split) has a result for every generator "
+                         f"({', '.join(generators)}): score each generator's images of the same poems")
+    keep = set(poems)
+    compared = [i for i in s.records if i.split("/", 1)[1] in keep]
+    s.settings["rubric"] = _one_rubric(s.records, compared)
+    pae_values = {tuple(i.split("/", 1)): [(s.records[i].get("scores") or {}).get(k) for k in keys]
+                  + [s.records[i].get("quality")] for i in compared}
+    human_values = {(r["generator"], r["poem_id"]): [r[c] for c in columns] for r in rows
+                    if r["poem_id"] in keep and r["generator"] in scored}
+    rated = [g for g in generators if any(human_values.get((g, p), [None])[-1] is not None for p in poems)]
+    pae_sums, pae_counts = _per_poem(pae_values, generators, poems, len(columns))
+    human_sums, human_counts = _per_poem(human_values, generators, poems, len(columns))
+
+    estimate = np.ones((1, len(poems)))
+    pae, human = _means(estimate, pae_sums, pae_counts)[0], _means(estimate, human_sums, human_counts)[0]
+    rank = _ranks(pae[:, -1])
+    boot_pae = boot_human = np.zeros((0, len(generators), len(columns)))
+    if n_bootstrap > 0:
+        weights = resample_weights(np.random.default_rng(seed), len(poems), n_bootstrap)
+        boot_pae, boot_human = _means(weights, pae_sums, pae_counts), _means(weights, human_sums, human_counts)
+    has_quality = np.isfinite(pae[:, -1])
+    stability = np.full(len(generators), np.nan)
+    if n_bootstrap > 0:
+        stability = (_ranks(boot_pae[:, :, -1]) == rank).mean(axis=0)
+
+    def column_dict(means: np.ndarray, boot: np.ndarray, g: int) -> dict:
+        out = {}
+        for c, key in enumerate(columns):
+            value = means[g, c]
+            out[key] = None if not np.isfinite(value) else float(value)
+            out[f"{key}_ci"] = _interval(boot[:, g, c]) if n_bootstrap > 0 and np.isfinite(value) else None
+        return out
+
+    board = []
+    for g_index, g in enumerate(generators):
+        n_images = sum((g, p) in pae_values for p in poems)
+        board.append({
+            "generator": g, "rank": int(rank[g_index]) if has_quality[g_index] else None,
+            "rank_stability": float(stability[g_index]) if has_quality[g_index] and n_bootstrap > 0 else None,
+            "human_rated": g in rated, "images": n_images,
+            "pae_answers_without_quality": sum(pae_values[(g, p)][-1] is None for p in poems if (g, p) in pae_values),
+            "pae": column_dict(pae, boot_pae, g_index),
+            "human": column_dict(human, boot_human, g_index) if g in rated else None,
+        })
+    board.sort(key=lambda row: (row["rank"] is None, row["rank"] or 0, row["generator"]))
+
+    rep = Report(title="TangPoetryBench leaderboard")
+    rep.numbers.update(dataset=str(dataset), split=split, poems=len(poems), evaluator=s.evaluator, model=s.model,
+                       settings=s.settings, score_files=s.files, random_weights=s.random_weights,
+                       bootstrap={"resamples": n_bootstrap, "seed": seed, "unit": "poem", "percentiles": [2.5, 97.5]},
+                       leaderboard=board)
+    rep.heading("TangPoetryBench leaderboard", 1)
+    if s.random_weights:
+        rep.text("**Random weights.** The scores come from a tiny test model: they check the pipeline and measure "
+                 "nothing.")
+    if is_synthetic(dataset):
+        rep.numbers["synthetic"] = True
+        rep.text("**Synthetic data.** The dataset was made by `tpb demo-release`: its human scores are simulated.")
+    rep.text(f"Every generator is scored by one evaluator, `{s.evaluator}` (`{s.model}`, settings "
+             f"{', '.join(f'{k} {v}' for k, v in s.settings.items())}), on the same {len(poems)} poems of the "
+             f"`{split}` split of `{dataset}`. **PAE** columns are the evaluator's estimates; **human** columns are "
+             "the means of the dataset's human ratings of the same images, shown only where people rated that "
+             f"generator ({', '.join(rated) or 'none here'}). Intervals: 95 %, {n_bootstrap:,} resamples of poems "
+             f"(seed {seed}), the same draw for every generator. Rank stability: the share of resamples in which a "
+             "generator holds its rank.")
+    rep.heading("Ranking by PAE-estimated quality (×100)")
+    ranking = leaderboard_rows(board)
+    rep.table(["Rank", "Generator", "PAE quality [95 % CI]", "Human quality [95 % CI]", "Rank stability (%)", "Images"],
+              ranking)
+    if any(ZERO_WIDTH in cell for row in ranking for cell in row):
+        rep.text(ZERO_WIDTH_NOTE)
+
+    rep.heading("Table 2 layout — per dimension (×100): PAE estimate, then human where rated")
+    layout = [[rubric.dimension(k).name["en"] if k in keys else "Quality",
+               *[_cell(r["pae"], k) + (f" · human {fmt(_x100(r['human'][k]), 1)}" if r["human"] else "")
+                 for r in board]] for k in columns]
+    rep.table(["Dimension", *[r["generator"] for r in board]], layout)
+    if any(ZERO_WIDTH in cell for row in layout for cell in row):
+        rep.text(ZERO_WIDTH_NOTE)
+
+    profiles = {r["generator"]: {k: r["pae"][k] for k in keys} for r in board}
+    floor = ring_floor(profiles)
+    rep.figure("radar_pae.png", radar(profiles, rubric, f"PAE estimates ({floor:.1f}–1)", rmin=floor),
+               "Every generator's profile as PAE estimates it.")
+    if rated:
+        rep.figure("radar_human.png", radar({r["generator"]: {k: r["human"][k] for k in keys} for r in board
+                                             if r["human"]}, rubric, f"Human scores ({floor:.1f}–1)", rmin=floor),
+                   "The human-rated generators' profiles from the human ratings of the same images.")
+    _agreement(rep, s, rows, keep, rated, pae_values, human_values, poems, n_bootstrap, seed,
+               weights if n_bootstrap > 0 else None, rubric)
+    return rep
+
+
+def leaderboard_rows(board: list[dict]) -> list[list[str]]:
+    """One row per generator (rank, generator, PAE and human quality ×100 with intervals, rank stability, images):
+    the Markdown table and the Space's tab show the same."""
+    return [["—" if r["rank"] is None else str(r["rank"]), r["generator"], _cell(r["pae"], "quality"),
+             _cell(r["human"], "quality") if r["human"] else "not rated",
+             "—" if r["rank_stability"] is None else f"{100 * r['rank_stability']:.1f}", _images(r)] for r in board]
+
+
+def _images(row: dict) -> str:
+    missing = row["pae_answers_without_quality"]
+    return str(row["images"]) + (f" ({missing} without a PAE quality)" if missing else "")
+
+
+def _finite(value) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
+def _x100(value: float | None) -> float | None:
+    return None if value is None else 100 * value
+
+
+def _cell(values: dict, key: str) -> str:
+    value, ci = values[key], values[f"{key}_ci"]
+    if value is None:
+        return "—"
+    return f"{100 * value:.1f}" + (f" {fmt_interval(ci, 1, scale=100)}" if ci else "")
+
+
+def _agreement(rep: Report, s: Scores, rows: list[dict], keep: set[str], rated: list[str], pae_values: dict,
+               human_values: dict, poems: list[str], n_bootstrap: int, seed: int, weights: np.ndarray | None,
+               rubric) -> None:
+    """How far PAE's ranking of the human-rated generators agrees with the human one on the same images."""
+    rep.heading("Does PAE rank the human-rated generators as people do?")
+    result: dict = {"generators": rated}
+    if len(rated) < 2:
+        rep.text("Fewer than two of these generators were rated by people, so there is no ranking to compare.")
+        rep.numbers["agreement_with_humans"] = result
+        return
+    both = {gp: (pae_values[gp][-1], human_values[gp][-1]) for gp in pae_values
+            if gp[0] in rated and gp in human_values and None not in (pae_values[gp][-1], human_values[gp][-1])}
+    pae_sums, pae_counts = _per_poem({gp: [v[0]] for gp, v in both.items()}, rated, poems, 1)
+    human_sums, human_counts = _per_poem({gp: [v[1]] for gp, v in both.items()}, rated, poems, 1)
+    ones = np.ones((1, len(poems)))
+    pae_q, human_q = _means(ones, pae_sums, pae_counts)[0, :, 0], _means(ones, human_sums, human_counts)[0, :, 0]
+    defined = bool(np.isfinite(pae_q).all() and np.isfinite(human_q).all())
+    tau = _finite(_kendall_b(pae_q, human_q)) if defined else None
+    rho = _finite(stats.spearmanr(pae_q, human_q).statistic) if defined and len(rated) > 2 else None
+    result.update(images=len(both), pae_quality=dict(zip(rated, map(_finite, pae_q))),
+                  human_quality=dict(zip(rated, map(_finite, human_q))), kendall_tau=tau, spearman=rho)
+    if weights is not None:
+        bp, bh = _means(weights, pae_sums, pae_counts)[:, :, 0], _means(weights, human_sums, human_counts)[:, :, 0]
+        whole = np.isfinite(bp).all(axis=1) & np.isfinite(bh).all(axis=1)  # resamples where every mean exists
+        result["kendall_tau_ci"] = _interval(_kendall_b(bp, bh))
+        result["same_order_share"] = (float(np.mean(np.all(_ranks(bp[whole]) == _ranks(bh[whole]), axis=1)))
+                                      if whole.any() else None)
+    keys = list(rubric.keys)
+    data_rows = [r for r in rows if r["poem_id"] in keep and r["generator"] in rated]
+    records = [s.records.get(r["image_id"]) or {} for r in data_rows]
+    data = AgreementData(
+        image_ids=[r["image_id"] for r in data_rows], poem_ids=[r["poem_id"] for r in data_rows], keys=tuple(keys),
+        anchors=np.array([rubric.anchor_step(k) for k in keys]),
+        human=np.array([[np.nan if r[k] is None else r[k] for k in keys] for r in data_rows], dtype=float),
+        pred=np.array([[np.nan if (rec.get("scores") or {}).get(k) is None else rec["scores"][k] for k in keys]
+                       for rec in records], dtype=float),
+        human_quality=np.array([np.nan if r["quality"] is None else r["quality"] for r in data_rows], dtype=float),
+        pred_quality=np.array([np.nan if rec.get("quality") is None else rec["quality"] for rec in records], dtype=float),
+    )
+    per_image = agreement(data, n_bootstrap=n_bootstrap, seed=seed)
+    result["per_image"] = {k: per_image.get(k) for k in ("n_images", "n_poems", "kendall_tau", "kendall_tau_ci",
+                                                         "kendall_tau_poems", "spearman", "spearman_ci", "mae", "mae_ci")}
+    rep.numbers["agreement_with_humans"] = result
+    ci = result.get("kendall_tau_ci")
+    same = result.get("same_order_share")
+    rep.text(f"Over the {len(rated)} human-rated generators ({', '.join(rated)}), on the {len(both)} images that have "
+             f"both a human and a PAE quality: Kendall τ-b between PAE's and the human means {fmt(tau)}"
+             + (f" {fmt_ci(ci)}" if ci else "") + (f", Spearman ρ {fmt(rho)}" if rho is not None else "")
+             + (f"; PAE orders them exactly as people do in {100 * same:.1f} % of resamples" if same is not None else "")
+             + ".")
+    p = result["per_image"]
+    rep.table(["Per-image statistic (SPEC §7)", "Value", "95 % CI (poems)"],
+              [[f"Kendall τ within a poem ({p['kendall_tau_poems']} poems)", fmt(p["kendall_tau"]),
+                fmt_ci(p.get("kendall_tau_ci"))],
+               ["Spearman ρ over images", fmt(p["spearman"]), fmt_ci(p.get("spearman_ci"))],
+               ["MAE over (image, dimension) pairs", fmt(p["mae"]), fmt_ci(p.get("mae_ci"))]])
+
+
+def write_leaderboard(rep: Report, out: Path | str) -> Path:
+    """OUT/leaderboard.md, leaderboard.html (figures embedded), leaderboard.json and figures/."""
+    return write_report(rep, out, name="leaderboard", numbers="leaderboard.json")

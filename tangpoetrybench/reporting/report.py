@@ -1,0 +1,448 @@
+"""`tpb report`: the paper's human-data analysis, recomputed from any built dataset.
+
+Writes `report.md`, a self-contained `report.html` (figures embedded), every figure as PNG under
+`figures/`, and `numbers.json` with every number shown. The report is a list of blocks (headings,
+paragraphs, tables, figures) rendered twice, to Markdown and to HTML, so both say the same.
+
+Every reading where the paper leaves room is stated in the report's own text, beside its table: Table 2 and the
+findings use the `images` config (Tang poems, seen generators), all splits; a generator's score on a dimension is the
+mean over the images where it is non-null, with intervals that resample images within each generator; "strong"
+generators (the zoomed radar) are those within 10 quality points of the best; the findings' definitions are in
+`findings.py`.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import findings
+from ..stats.agreement import DEFAULT_BOOTSTRAP, STAT_LABELS, agreement
+from ..dataset.reading import dataset_rows
+from ..judging.scoring import read_scores
+from ..stats.agree import agreement_data, matched, rating_table
+from ..stats.noise_floor import MIN_MULTI_RATED, floor_summary, noise_floor
+from ..numeric import ZERO_WIDTH_NOTE, fmt, fmt_interval, mean_or_none
+from .plots import radar, ring_floor, scatter
+from ..rubric import rubric_for_tradition
+from ..judging.ocr.labels import issue_counts, report_ocr_table3
+
+STRONG_GAP = 0.10
+SPLITS = ("train", "validation", "test")
+
+
+@dataclass
+class Report:
+    blocks: list[tuple] = field(default_factory=list)  # (kind, payload)
+    numbers: dict = field(default_factory=dict)
+    figures: dict[str, bytes] = field(default_factory=dict)  # file name -> PNG
+    title: str = "TangPoetryBench report"
+
+    def heading(self, text: str, level: int = 2) -> None:
+        self.blocks.append(("heading", (level, text)))
+
+    def text(self, text: str) -> None:
+        self.blocks.append(("text", text))
+
+    def table(self, header: list[str], rows: list[list[str]]) -> None:
+        self.blocks.append(("table", (header, rows)))
+
+    def figure(self, name: str, fig, caption: str) -> None:
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=110)
+        self.figures[name] = buffer.getvalue()
+        self.blocks.append(("figure", (name, caption)))
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None or not np.isfinite(x) else f"{100 * x:.1f}"
+
+
+def load_rows(dataset: str | Path, config: str, columns: list[str]) -> list[dict]:
+    rows = []
+    for split in SPLITS:
+        try:
+            rows += [dict(r, split=split) for r in dataset_rows(dataset, config, split, columns)]
+        except ValueError:  # a split the dataset does not have
+            continue
+    return rows
+
+
+def is_synthetic(dataset: str | Path) -> bool:
+    from huggingface_hub import DatasetCard
+
+    path = Path(dataset) / "README.md"
+    card = DatasetCard.load(path if path.is_file() else str(dataset), repo_type="dataset")
+    return "synthetic" in (card.data.tags or [])
+
+
+def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "test",
+                 n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, ocr: Path | None = None) -> Report:
+    rubric = rubric_for_tradition("tang")
+    keys = list(rubric.keys)
+    rows = load_rows(dataset, "images", ["image_id", "poem_id", "generator", "poem", *keys, "quality",
+                                         "recognizability", "text_issue", "text_issue_type", "face_avoidance"])
+    ratings = [r for r in load_rows(dataset, "ratings", ["rater_group", "phase1_correct", "image_config", "generator",
+                                                         *(f"{k}_option" for k in keys)])
+               if r["image_config"] == "images"]
+    generators = sorted({r["generator"] for r in rows})
+    rng = np.random.default_rng(seed)
+    rep = Report()
+    rep.numbers["dataset"] = str(dataset)
+    rep.numbers["n_images"] = len(rows)
+    rep.numbers["generators"] = generators
+    rep.heading("TangPoetryBench report", 1)
+    if is_synthetic(dataset):
+        rep.numbers["synthetic"] = True
+        rep.text("**Synthetic data.** This dataset was made by `tpb demo-release`: its images and ratings are "
+                 "simulated. The numbers below test the analysis; they describe no real model or rater.")
+    rep.text(f"Dataset `{dataset}`, config `images`, all splits: {len(rows)} images of "
+             f"{len({r['poem_id'] for r in rows})} poems by {len(generators)} generators. "
+             f"Intervals: 95 %, {n_bootstrap:,} bootstrap resamples (seed {seed}).")
+
+    # Table 2
+    row_keys = keys + ["quality", "recognizability"]
+    table2, table2_ci = {g: {} for g in generators}, {g: {} for g in generators}
+    for g in generators:
+        for key in row_keys:
+            values = np.array([r[key] for r in rows if r["generator"] == g and r[key] is not None], dtype=float)
+            if len(values):
+                boot = findings.bootstrap_means(values, n_bootstrap, rng)
+                table2[g][key] = round(100 * float(values.mean()), 4)
+                table2_ci[g][key] = [round(100 * float(np.percentile(boot, 2.5)), 4),
+                                     round(100 * float(np.percentile(boot, 97.5)), 4)]
+            else:
+                table2[g][key], table2_ci[g][key] = None, None
+    avg = {k: mean_or_none([table2[g][k] for g in generators]) for k in row_keys}
+    rep.numbers.update(table2=table2, table2_ci=table2_ci, table2_avg=avg)
+    rep.heading("Table 2 — human scores by generator (×100)")
+    rep.text("Mean over the images where the dimension applies; best per row in bold; [95 % interval, images "
+             "resampled within each generator].")
+    body, zero_width = [], False
+    for key in row_keys:
+        present = [table2[g][key] for g in generators if table2[g][key] is not None]
+        best = max(present) if present else None
+        cells = []
+        for g in generators:
+            v, ci = table2[g][key], table2_ci[g][key]
+            cell = "—" if v is None else f"{v:.1f} {fmt_interval(ci, 1)}"
+            zero_width |= v is not None and ci[0] == ci[1]
+            cells.append(f"**{cell}**" if v is not None and v == best else cell)
+        name = rubric.dimension(key).name["en"] if key in keys else key.capitalize()
+        body.append([name, *cells, fmt(avg[key], 1)])
+    rep.table(["Dimension", *generators, "Avg"], body)
+    if zero_width:
+        rep.text(ZERO_WIDTH_NOTE)
+
+    # Figure 2
+    profiles = {g: {k: None if table2[g][k] is None else table2[g][k] / 100 for k in keys} for g in generators}
+    quality = {g: table2[g]["quality"] or 0.0 for g in generators}
+    best_q = max(quality.values()) if quality else 0.0
+    strong = [g for g in generators if quality[g] / 100 >= best_q / 100 - STRONG_GAP]
+    rep.numbers["strong_generators"] = strong
+    rep.heading("Figure 2 — profiles")
+    floor = ring_floor(profiles)
+    rep.figure("figure2a_all.png", radar(profiles, rubric, f"All generators ({floor:.1f}–1)", rmin=floor),
+               f"All generators on one scale ({floor:.1f} to 1, low enough for every value).")
+    zoom = [v for g in strong for v in profiles[g].values() if v is not None]
+    rmin = max(0.0, np.floor((min(zoom) if zoom else 0.5) * 50 - 1) / 50)
+    rep.figure("figure2b_strong.png", radar({g: profiles[g] for g in strong}, rubric,
+                                            f"Strong generators ({rmin:.2f}–1)", rmin=rmin),
+               f"The strong generators (within {STRONG_GAP * 100:.0f} quality points of the best), zoomed.")
+
+    # Table 3
+    table3 = issue_counts({r["image_id"]: r["text_issue_type"] for r in rows if r["text_issue"] is not None},
+                          generators)
+    rep.numbers["table3"] = table3
+    rep.heading("Table 3 — text issues (adjudicated labels)")
+    rep.table(["Generator", "Leakage", "Fake characters", "Total", "Labelled images"],
+              [[g, *(str(table3[g][k]) for k in ("leakage", "fake_characters", "total", "labelled_images"))]
+               for g in generators])
+    if ocr is not None:  # text-ocr results: the OCR's Table 3 beside it (tangpoetrybench.judging.ocr.labels)
+        report_ocr_table3(rep, rows, ocr)
+
+    split_floor = noise_floor(rating_table(dataset, split)) if scores else None  # the same for every scores file
+    for path in scores:
+        _table4(rep, dataset, Path(path), split, split_floor, n_bootstrap, seed)
+
+    # Table 5 and the noise floor
+    nf = noise_floor(rating_table_all(dataset))
+    rep.numbers["noise_floor"] = nf
+    rep.heading("Table 5 — agreement between raters (multi-rated images)")
+    rep.text(f"{nf['n_multi_rated_images']} multi-rated images (kept ratings of the `images` config, all splits). "
+             "Within one level: the share of pairs of raters of an image, both judging the dimension applicable, "
+             "whose scores differ by at most one anchor step — on a two-level dimension (text integrity, the survey "
+             "answer) the share that agree exactly; leave-one-out deviation: the mean over raters of |one rater − "
+             "the mean of the image's other raters|; Krippendorff's α on the interval scale.")
+    rep.table(["Dimension", "Pairs", "Within one level (%)", "LOO deviation", "α"],
+              [[rubric.dimension(k).name["en"], str(d["n_pairs"]), _pct(d["within_one_level"]),
+                fmt(d["loo_deviation"]), fmt(d["krippendorff_alpha"])] for k, d in nf["per_dimension"].items()])
+
+    _findings(rep, rows, ratings, keys, generators, rubric, table2, n_bootstrap, rng)
+    return rep
+
+
+def rating_table_all(dataset: str | Path):
+    """The kept ratings of every split's `images` config, in one table."""
+    tables = []
+    for split in SPLITS:
+        try:
+            tables.append(rating_table(dataset, split))
+        except ValueError:
+            continue
+    first = tables[0]
+    return type(first)(
+        units=[u for t in tables for u in t.units], poems=[p for t in tables for p in t.poems],
+        raters=[r for t in tables for r in t.raters], keys=first.keys, anchors=first.anchors,
+        scores=np.concatenate([t.scores for t in tables]),
+    )
+
+
+def _ordinal(rank: int, n: int) -> str:
+    """"highest", "lowest" or "2nd highest" for a 1-based rank among n (1 = highest)."""
+    if rank == 1:
+        return "highest"
+    if rank == n:
+        return "lowest"
+    return f"{rank}{'nd' if rank == 2 else 'rd' if rank == 3 else 'th'} highest"
+
+
+def _findings(rep: Report, rows, ratings, keys, generators, rubric, table2, n_bootstrap, rng) -> None:
+    """The paper's §4 findings: headings name the analysis; every finding is a sentence computed from the numbers."""
+    name = {k: rubric.dimension(k).name["en"] for k in keys}
+    f: dict = {}
+    rep.heading("Findings of the paper's §4, recomputed")
+    rep.text("Over the `images` config (Tang poems, seen generators), all splits; ratings are the kept ratings of those "
+             "images. ρ is Spearman's rank correlation, over the pairs where both values are present.")
+
+    d = findings.drivers(rows, keys)
+    f["spearman_with_overall"] = {k: v["rho"] for k, v in d.items()}
+    rep.heading("Dimensions and overall impression", 3)
+    ordered = sorted((k for k in d if d[k]["rho"] is not None), key=lambda k: -d[k]["rho"])
+    if len(ordered) >= 3:
+        a, b, z = ordered[0], ordered[1], ordered[-1]
+        rep.text(f"Per image, overall impression goes most with {name[a]} (ρ {fmt(d[a]['rho'], 2)}) and {name[b]} "
+                 f"(ρ {fmt(d[b]['rho'], 2)}), least with {name[z]} (ρ {fmt(d[z]['rho'], 2)}).")
+    rep.table(["Dimension", "Spearman ρ with overall impression", "Images"],
+              [[name[k], fmt(d[k]["rho"]), str(d[k]["images"])] for k in ordered + [k for k in d if k not in ordered]])
+
+    diff = f["difficulty"] = findings.difficulty(rows, keys)
+    rep.heading("Poem difficulty", 3)
+    gaps = sorted((k for k, v in diff["easy_minus_hard_gap"].items() if v is not None),
+                  key=lambda k: -diff["easy_minus_hard_gap"][k])
+    text = (f"A poem's difficulty is the mean overall impression over its images; it ranges from {fmt(diff['min'], 2)} "
+            f"to {fmt(diff['max'], 2)}. Its correlation with poem length (Han characters, every CJK ideograph block) is "
+            f"{findings.strength(diff['spearman_with_length'])} (ρ {fmt(diff['spearman_with_length'], 2)}, "
+            f"{diff['poems']} poems).")
+    if gaps:
+        top, low = gaps[0], gaps[-1]
+        text += (f" Between the easiest and the hardest quartile the gap is largest on {name[top]} "
+                 f"({fmt(diff['easy_minus_hard_gap'][top], 2)}) and smallest on {name[low]} "
+                 f"({fmt(diff['easy_minus_hard_gap'][low], 2)}).")
+    rep.text(text)
+    rep.text(f"Quartiles: the {diff['quartile_size']} hardest and the {diff['quartile_size']} easiest of the "
+             f"{diff['poems']} poems, each with every poem tied at its boundary ({diff['hard_poems']} and "
+             f"{diff['easy_poems']} poems). The gap is the "
+             "mean over the easy quartile's poems minus the mean over the hard quartile's, each poem weighing as one "
+             "(its mean over its images); overall impression defines the quartiles and is left out.")
+    rep.table(["Dimension", "Gap (easy − hard)"],
+              [[name[k], fmt(diff["easy_minus_hard_gap"][k])] for k in gaps])
+
+    rec = f["recognizability"] = findings.recognizability(rows, generators)
+    rep.heading("Recognizability and quality", 3)
+    text = (f"Per image, the correlation of recognizability with quality is "
+            f"{findings.strength(rec['spearman_with_quality'])} (ρ {fmt(rec['spearman_with_quality'], 2)}, "
+            f"{rec['spearman_with_quality_images']} images) and with overall impression "
+            f"{findings.strength(rec['spearman_with_overall'])} (ρ {fmt(rec['spearman_with_overall'], 2)}). The {rec['highly_rated_images']} highly rated images "
+            f"(quality ≥ {findings.HIGH_QUALITY}, with a Phase-1 answer) have mean recognizability "
+            f"{fmt(rec['mean_of_highly_rated'], 2)}.")
+    by_gen = rec["by_generator"]
+    with_mean = [g for g in generators if by_gen[g]["mean"] is not None]
+    if len(with_mean) >= 2:
+        best = max(with_mean, key=lambda g: by_gen[g]["mean"])
+        clean = [g for g in with_mean if by_gen[g]["mean_without_leakage"] is not None]
+        best_clean = max(clean, key=lambda g: by_gen[g]["mean_without_leakage"]) if clean else None
+        text += f" {best} is the most recognizable generator ({fmt(by_gen[best]['mean'], 3)})"
+        if best_clean == best:
+            text += (f"; it stays the most recognizable with every leakage image left out "
+                     f"({fmt(by_gen[best]['mean_without_leakage'], 3)}).")
+        elif best_clean:
+            text += (f"; with every leakage image left out, {best_clean} is "
+                     f"({fmt(by_gen[best_clean]['mean_without_leakage'], 3)}).")
+        else:
+            text += "."
+    rep.text(text)
+    rep.table(["Generator", "Recognizability", "Without leakage images", "Leakage images left out"],
+              [[g, fmt(by_gen[g]["mean"]), fmt(by_gen[g]["mean_without_leakage"]),
+                str(by_gen[g]["leakage_images_left_out"])] for g in generators])
+
+    st = f["ranking_stability"] = findings.ranking_stability(rows, generators, n_bootstrap, rng)
+    rep.heading("Ranking stability", 3)
+    ranked = [g for g in generators if st["first"][g] is not None]
+    if len(ranked) >= 2:
+        top = max(ranked, key=lambda g: st["first"][g])
+        bottom = max(ranked, key=lambda g: st["last"][g])
+        rep.text(f"{top} has the highest mean quality in {_pct(st['first'][top])} % of the resamples and {bottom} the "
+                 f"lowest in {_pct(st['last'][bottom])} %.")
+    rep.text("Share of bootstrap resamples (images resampled within each generator) in which each generator has the "
+             "highest and the lowest mean quality.")
+    rep.table(["Generator", "Ranks first (%)", "Ranks last (%)"],
+              [[g, _pct(st["first"][g]), _pct(st["last"][g])] for g in generators])
+
+    emo = findings.emotion(ratings, generators, rubric)
+    f["face_avoidance"] = {g: {**emo["face_avoidance"][g], "emotional_resonance": table2[g][emo["dimension"]]}
+                           for g in generators}
+    f["emotion_option_shares"] = emo["option_shares"]
+    dim = rubric.dimension(emo["dimension"])
+    rep.heading("Emotion and face avoidance", 3)
+    rates = [g for g in generators if emo["face_avoidance"][g]["rate"] is not None
+             and table2[g][emo["dimension"]] is not None]
+    if len(rates) >= 2:
+        most = max(rates, key=lambda g: emo["face_avoidance"][g]["rate"])
+        order = sorted(rates, key=lambda g: -table2[g][emo["dimension"]])
+        rho, _ = findings.spearman([emo["face_avoidance"][g]["rate"] for g in rates],
+                                   [table2[g][emo["dimension"]] for g in rates])
+        f["face_avoidance_vs_emotion_spearman"] = rho
+        rep.text(f"{most}, which avoids faces most ({_pct(emo['face_avoidance'][most]['rate'])} % of its applicable "
+                 f"emotion ratings), has the {_ordinal(order.index(most) + 1, len(order))} emotional resonance of the "
+                 f"{len(order)} generators; across generators, face avoidance and emotional resonance have Spearman "
+                 f"ρ {fmt(rho, 2)}.")
+    option = dim.option(emo["face_option"])
+    rep.text(f"Face avoidance: the share of a generator's applicable {dim.name['en'].lower()} ratings (pooled over "
+             f"ratings, not averaged per image) that chose \"{option.label['en']}\".")
+    rep.table(["Generator", "Face avoidance (%)", "Applicable ratings", f"{dim.name['en']} (×100)"],
+              [[g, _pct(emo["face_avoidance"][g]["rate"]), str(emo["face_avoidance"][g]["ratings"]),
+                fmt(table2[g][emo["dimension"]], 1)] for g in generators])
+    rep.text(f"How the {emo['applicable_ratings']} applicable {dim.name['en'].lower()} ratings split over the options, "
+             "all generators pooled:")
+    rep.table(["Option", "Score", "Share (%)"],
+              [[f"{letter}: {dim.option(letter).label['en']}", fmt(o["score"], 2), _pct(o["share"])]
+               for letter, o in emo["option_shares"].items()])
+
+    app = f["applicability"] = findings.applicability(ratings, rubric)
+    rep.heading("Applicability", 3)
+    rep.text("Dimensions with a not-applicable option: the share of kept ratings, pooled over generators, that judged "
+             "the dimension applicable (Table 2 averages these dimensions over the images where it applies).")
+    rep.table(["Dimension", "Applicable (%)", "Ratings"],
+              [[name[k], _pct(a["share"]), str(a["ratings"])] for k, a in app.items()])
+
+    acc = f["phase1_accuracy_by_group"] = findings.phase1_accuracy(ratings)
+    rep.heading("Phase-1 accuracy by rater group", 3)
+    e, c = acc["expert"]["accuracy"], acc["crowd"]["accuracy"]
+    if e is not None and c is not None:
+        rep.text(f"Experts picked the right poem {'more' if e > c else 'less' if e < c else 'as'} often "
+                 f"{'than' if e != c else 'as'} crowd workers ({_pct(e)} % against {_pct(c)} %).")
+    rep.text("Kept ratings with a Phase-1 answer, of the Tang images by the seen generators.")
+    rep.table(["Rater group", "Phase-1 accuracy (%)", "Answers"],
+              [[g, _pct(a["accuracy"]), str(a["answers"])] for g, a in acc.items()])
+    rep.numbers["findings"] = f
+
+
+def _table4(rep: Report, dataset, path: Path, split: str, nf: dict, n_bootstrap: int, seed: int) -> None:
+    """Table 4 for one scores file, beside `nf`, the noise floor of the split's multi-rated images."""
+    evaluator, records = read_scores(path)
+    if evaluator in rep.numbers.get("table4", {}):  # two files of one evaluator (say two served judges): named apart
+        evaluator = f"{evaluator} ({path.stem})"
+    data = agreement_data(dataset, records, split)
+    warning = matched(data, records, path, f"the {split} split")
+    result = agreement(data, n_bootstrap=n_bootstrap, seed=seed)
+    random_weights = any(r.get("random_weights") for r in records.values())
+    rep.numbers.setdefault("table4", {})[evaluator] = {**result, "scores": str(path), "random_weights": random_weights}
+    rep.heading(f"Table 4 — {evaluator} against the human scores ({split} split)")
+    if random_weights:
+        rep.text("**Random weights.** These scores come from a tiny test model: they check the pipeline and measure nothing.")
+    if warning:
+        rep.text(f"**Warning.** {warning}.")
+    floor = floor_summary(nf)
+    rows = []
+    for stat, label in STAT_LABELS.items():
+        if stat in result:
+            if stat == "kendall_tau":
+                label += f" ({result['kendall_tau_poems']} poems)"
+            rows.append([label, fmt(result[stat]), fmt_interval(result.get(f"{stat}_ci"), 3),
+                         fmt(floor[stat]) if stat in floor else ""])
+    rep.table(["Statistic", "Value", "95 % interval (poems resampled)", "Human noise floor"], rows)
+    if nf["enough"]:
+        rep.text(f"Human noise floor: from the {nf['n_multi_rated_images']} multi-rated images of the {split} split, "
+                 "pooled over dimensions (every rater's leave-one-out deviation beside the mean absolute error, every "
+                 "pair of raters beside within one anchor step, one rater's per-poem τ against the others' beside "
+                 "Kendall τ).")
+    else:
+        rep.text(f"Human noise floor: too few multi-rated images in the {split} split ({nf['n_multi_rated_images']}; "
+                 f"at least {MIN_MULTI_RATED} needed), so none is shown.")
+    if any(ci and ci[0] == ci[1] for ci in (result.get(f"{stat}_ci") for stat in STAT_LABELS)):
+        rep.text(ZERO_WIDTH_NOTE)
+    ok = np.isfinite(data.pred_quality) & np.isfinite(data.human_quality)
+    if ok.any():
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", evaluator)
+        rep.figure(f"scatter_{name}.png", scatter(list(data.human_quality[ok]), list(data.pred_quality[ok]),
+                                                  "human quality", f"{evaluator} quality"),
+                   f"{evaluator}: predicted against human quality, one point per image.")
+
+
+def render_markdown(rep: Report) -> str:
+    out = []
+    for kind, payload in rep.blocks:
+        if kind == "heading":
+            out.append("#" * payload[0] + " " + payload[1])
+        elif kind == "text":
+            out.append(payload)
+        elif kind == "table":
+            header, rows = payload
+            out.append("\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+                                 + ["| " + " | ".join(r) + " |" for r in rows]))
+        else:
+            name, caption = payload
+            out.append(f"![{caption}](figures/{name})\n\n*{caption}*")
+    return "\n\n".join(out) + "\n"
+
+
+def _inline(text: str) -> str:
+    """Markdown's **bold** and `code` in a line of text, as HTML."""
+    text = html.escape(text)
+    text = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", text)
+    return re.sub(r"`(.+?)`", r"<code>\1</code>", text)
+
+
+def render_html(rep: Report) -> str:
+    parts = []
+    for kind, payload in rep.blocks:
+        if kind == "heading":
+            parts.append(f"<h{payload[0]}>{_inline(payload[1])}</h{payload[0]}>")
+        elif kind == "text":
+            parts.append(f"<p>{_inline(payload)}</p>")
+        elif kind == "table":
+            header, rows = payload
+            head = "".join(f"<th>{_inline(h)}</th>" for h in header)
+            body = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in rows)
+            parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        else:
+            name, caption = payload
+            data = base64.b64encode(rep.figures[name]).decode()
+            parts.append(f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
+                         f"<figcaption>{_inline(caption)}</figcaption></figure>")
+    style = ("body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;padding:0 1em;color:#222}"
+             "table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}"
+             "td{white-space:nowrap}"
+             "th:first-child,td:first-child{text-align:left}img{max-width:100%}figcaption{color:#555;font-size:90%}")
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(rep.title)}</title>'
+            f"<style>{style}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n")
+
+
+def write_report(rep: Report, out: Path | str, name: str = "report", numbers: str = "numbers.json") -> Path:
+    out = Path(out)
+    (out / "figures").mkdir(parents=True, exist_ok=True)
+    for figure, png in rep.figures.items():
+        (out / "figures" / figure).write_bytes(png)
+    (out / f"{name}.md").write_text(render_markdown(rep), encoding="utf-8")
+    (out / f"{name}.html").write_text(render_html(rep), encoding="utf-8")
+    (out / numbers).write_text(json.dumps(rep.numbers, ensure_ascii=False, indent=1, default=float) + "\n",
+                                      encoding="utf-8")
+    return out

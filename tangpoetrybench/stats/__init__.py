@@ -1,0 +1,10 @@
+"""The statistics room: how far an evaluator's scores agree with people.
+
+    agreement          agreement statistics with bootstrap intervals (poems resampled)
+    noise_floor        the human noise floor (a rater against the others)
+    agree              `tpb agree`: a scores file against a built dataset's human ratings
+    external_ratings   multi-rater ratings of other text-to-image benchmarks
+    evaluate_metric    the glue behind the `evaluate` module (metric/pae)
+
+It imports the core modules, `dataset` and `judging`.
+"""

@@ -1,0 +1,141 @@
+"""`tpb agree`: an evaluator's scores (JSON Lines from `tpb score`) against a built dataset's human scores,
+with intervals and the human noise floor of the same split, as JSON and as a table for the terminal."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+from .agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement
+from ..dataset.reading import dataset_rows
+from .noise_floor import MIN_MULTI_RATED, RatingTable, floor_summary, noise_floor
+from ..judging.scoring import read_scores
+from ..numeric import fmt, fmt_ci
+from ..rubric import Rubric, rubric_for_tradition
+
+
+def config_rubric(dataset: str | Path, config: str, split: str) -> Rubric:
+    """The rubric of a config's images, from their poems' tradition (Tang for `images` and `unseen_generator`,
+    Song Ci for `song_ci`); one config holds one tradition."""
+    traditions = sorted({r["tradition"] for r in dataset_rows(dataset, config, split, ["tradition"])})
+    if len(traditions) > 1:
+        raise ValueError(f"{config}/{split} mixes traditions ({', '.join(traditions)}): score them one at a time")
+    return rubric_for_tradition(traditions[0] if traditions else "tang")
+
+
+def matched(data: AgreementData, records: dict[str, dict], scores: Path | str, where: str) -> str | None:
+    """A scores file must be about these images: none of them is an error; some missing is a warning (returned)."""
+    found = sum(i in records for i in data.image_ids)
+    if found == 0:
+        raise ValueError(f"{scores} has results for none of the {len(data.image_ids)} images of {where} "
+                         f"(its {len(records)} results are for other images): check --dataset, --config and --split")
+    if found < len(data.image_ids):
+        return (f"{len(data.image_ids) - found} of the {len(data.image_ids)} images of {where} have no result in "
+                f"{scores}: they count against coverage")
+    return None
+
+
+def agreement_data(dataset: str | Path, records: dict[str, dict], split: str, config: str = "images") -> AgreementData:
+    rubric = config_rubric(dataset, config, split)
+    keys = list(rubric.keys)
+    rows = list(dataset_rows(dataset, config, split, ["image_id", "poem_id", "quality", *keys]))
+    human = np.array([[np.nan if r[k] is None else r[k] for k in keys] for r in rows], dtype=float).reshape(len(rows), len(keys))
+    pred = np.full_like(human, np.nan)
+    pred_quality = np.full(len(rows), np.nan)
+    for i, row in enumerate(rows):
+        record = records.get(row["image_id"])
+        if record is None:
+            continue
+        scores = record.get("scores") or {}
+        pred[i] = [np.nan if scores.get(k) is None else scores[k] for k in keys]
+        pred_quality[i] = np.nan if record.get("quality") is None else record["quality"]
+    return AgreementData(
+        image_ids=[r["image_id"] for r in rows], poem_ids=[r["poem_id"] for r in rows], keys=rubric.keys,
+        anchors=np.array([rubric.anchor_step(k) for k in keys]), human=human, pred=pred,
+        human_quality=np.array([np.nan if r["quality"] is None else r["quality"] for r in rows], dtype=float),
+        pred_quality=pred_quality, scalar=not any(r.get("scores") for r in records.values()),
+    )
+
+
+def rating_table(dataset: str | Path, split: str, image_config: str = "images") -> RatingTable:
+    """The kept ratings of a split's images of one config, for the noise floor."""
+    rubric = config_rubric(dataset, image_config, split)
+    keys = list(rubric.keys)
+    rows = [r for r in dataset_rows(dataset, "ratings", split, ["image_id", "image_config", "poem_id", "rater_id", *keys])
+            if r["image_config"] == image_config]
+    scores = np.array([[np.nan if r[k] is None else r[k] for k in keys] for r in rows], dtype=float).reshape(len(rows), len(keys))
+    return RatingTable([r["image_id"] for r in rows], [r["poem_id"] for r in rows], [r["rater_id"] for r in rows],
+                       rubric.keys, np.array([rubric.anchor_step(k) for k in keys]), scores)
+
+
+def agree(dataset: str | Path, scores: Path | str, split: str = "test", n_bootstrap: int = DEFAULT_BOOTSTRAP,
+          seed: int = 0, config: str = "images") -> dict:
+    """SPEC §7 for one evaluator's results on one config and split (`images`: the held-out test poems;
+    `unseen_generator` and `song_ci`: the paper's two generalization tests), beside the same images' noise floor."""
+    evaluator, records = read_scores(scores)
+    data = agreement_data(dataset, records, split, config)
+    warning = matched(data, records, scores, f"{dataset} ({config}, {split})")
+    first = next(iter(records.values()))
+    result = {
+        "evaluator": evaluator, "model": first.get("model", ""), "dataset": str(dataset), "config": config,
+        "split": split, "scores": str(scores), "random_weights": any(r.get("random_weights") for r in records.values()),
+        "parse_status": {s: sum(records.get(i, {}).get("parse_status") == s for i in data.image_ids)
+                         for s in ("ok", "repaired", "failed")},
+        "missing": sum(i not in records for i in data.image_ids), "warning": warning,
+        "agreement": agreement(data, n_bootstrap=n_bootstrap, seed=seed),
+    }
+    result["noise_floor"] = noise_floor(rating_table(dataset, split, config))
+    return result
+
+
+def _fmt(value, ci=None) -> str:
+    return fmt(value) + (f"  {fmt_ci(ci)}" if ci else "")
+
+
+RANDOM_WEIGHTS_NOTE = ("NOTE: random weights (a tiny test model): these scores test the pipeline and measure nothing.")
+LEGEND = ("human noise floor, from this split's images rated more than once: LOO dev = mean |one rater − the mean of "
+          "the other raters| (beside MAE); ±1 level = share of pairs of raters within one anchor step (beside within "
+          "one anchor); α = Krippendorff's alpha, interval; τ = one rater's ranking against the others', per poem")
+
+
+def format_table(result: dict) -> str:
+    a, nf = result["agreement"], result["noise_floor"]
+    unit = a["bootstrap"]["unit"]
+    lines = [RANDOM_WEIGHTS_NOTE] if result["random_weights"] else []
+    if result.get("warning"):
+        lines.append(f"WARNING: {result['warning']}")
+    lines += [
+        f"Agreement of {result['evaluator']} ({result['model']}) with human scores — {result.get('config', 'images')}, "
+        f"{result['split']} split, {a['n_images']} images, {a['n_poems']} poems",
+        f"answers: {result['parse_status']['ok']} ok, {result['parse_status']['repaired']} repaired, "
+        f"{result['parse_status']['failed']} failed, {result['missing']} without a result",
+        f"95% intervals: bootstrap over {unit}s, {a['bootstrap']['resamples']} resamples, seed {a['bootstrap']['seed']}",
+        "",
+        f"{'statistic':<24}{'value   [95% CI]':<30}human noise floor",
+    ]
+    floor = floor_summary(nf)
+    for stat in ("coverage", "mae", "within_0.05", "within_one_anchor", "kendall_tau", "spearman"):
+        if stat in a:
+            label = f"kendall_tau ({a['kendall_tau_poems']} poems)" if stat == "kendall_tau" else stat
+            lines.append(f"{label:<24}{_fmt(a[stat], a.get(f'{stat}_ci')):<30}"
+                         f"{_fmt(floor[stat]) if stat in floor else ''}")
+    if "per_dimension" in a:
+        lines += ["", f"{'dimension':<22}{'scored/pairs':>13}  {'MAE   [95% CI]':<27}{'within 0.05   [95% CI]':<27}"
+                      f"{'LOO dev':>9}{'±1 level':>10}{'α':>8}"]
+        for key, d in a["per_dimension"].items():
+            h = nf["per_dimension"][key] if nf["enough"] else {}
+            scored = f"{d['n_scored_pairs']}/{d['n_pairs']}"
+            lines.append(f"{key:<22}{scored:>13}  {_fmt(d['mae'], d.get('mae_ci')):<27}"
+                         f"{_fmt(d['within_0.05'], d.get('within_0.05_ci')):<27}{_fmt(h.get('loo_deviation')):>9}"
+                         f"{_fmt(h.get('within_one_level')):>10}{_fmt(h.get('krippendorff_alpha')):>8}")
+    if nf["enough"]:
+        lines += ["", textwrap.fill(LEGEND + ".", width=110),
+                  f"noise floor: {nf['n_multi_rated_images']} multi-rated images of {nf['n_images']} rated; "
+                  f"rater-vs-rest τ over {nf['rater_vs_rest_tau_cases']} (poem, rater) cases"]
+    else:
+        lines += ["", f"noise floor: too few multi-rated images ({nf['n_multi_rated_images']} of {nf['n_images']} "
+                      f"rated; at least {MIN_MULTI_RATED} needed), so none is shown"]
+    return "\n".join(lines)
