@@ -37,7 +37,12 @@ _API = {
     "publish": "hub.publish",
 }
 
-__all__ = ["__version__", *_API]
+__all__ = [  # every name of _API
+    "__version__", "DataError", "Problem", "Rubric", "load_rubric", "rubric_for_tradition", "Poem", "read_poems",
+    "build_dataset", "parse_answer", "system_prompt", "user_prompt", "load_evaluator", "EvalResult", "score",
+    "score_to_jsonl", "AgreementData", "agreement", "RatingTable", "noise_floor", "agree", "rating_table",
+    "build_report", "write_report", "build_leaderboard", "write_leaderboard", "publish",
+]
 
 
 def __getattr__(name: str):

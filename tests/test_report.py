@@ -156,7 +156,8 @@ def test_a_generator_without_kept_ratings_is_not_ranked(tmp_path):
 def test_chinese_is_drawn_with_a_simplified_chinese_face():
     from matplotlib import font_manager
 
-    from tangpoetrybench.reporting.plots import CJK_FONT_PREFERENCE, cjk_font
+    from tangpoetrybench.fonts import CJK_FONT_PREFERENCE
+    from tangpoetrybench.fonts import cjk_family as cjk_font
 
     installed = {f.name for f in font_manager.fontManager.ttflist}
     if not installed & set(CJK_FONT_PREFERENCE):
@@ -169,3 +170,25 @@ def test_an_interval_of_zero_width_is_marked_not_printed():
 
     assert fmt_interval([1.0, 1.0]) == "‡" and fmt_interval(None) == "—"
     assert fmt_interval([0.1, 0.25], 1, scale=100) == "[10.0, 25.0]"
+
+
+def test_the_report_reads_each_config_once(planted, monkeypatch, tmp_path):
+    """Every number is computed from one read of each config (all its splits in one pass), then laid out."""
+    import datasets
+
+    out = planted[0]
+    reads = []
+    real = datasets.load_dataset
+
+    def counted(path, name=None, *args, **kwargs):
+        reads.append((name, kwargs.get("split")))
+        return real(path, name, *args, **kwargs)
+
+    monkeypatch.setattr(datasets, "load_dataset", counted)
+    scores = tmp_path / "s.jsonl"
+    scores.write_text("".join(json.dumps({"image_id": f"{g}/{p['poem_id']}", "evaluator": "synthetic-metric",
+                                          "scores": None, "quality": 0.5}) + "\n"
+                              for g in GENERATORS for p in POEMS), encoding="utf-8")
+    rep = build_report(out, scores=[scores], split="train", n_bootstrap=10)
+    assert sorted(reads) == [("images", None), ("ratings", None)]
+    assert "table4" in rep.numbers

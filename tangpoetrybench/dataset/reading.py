@@ -16,10 +16,7 @@ def dataset_rows(dataset: str | Path, config: str, split: str, columns: list[str
     A wrong folder, config or split fails here, not at the first row."""
     import datasets
 
-    folder = Path(dataset)
-    if (folder / "ratings.csv").is_file() and (folder / "poems.jsonl").is_file():
-        raise ValueError(f"{dataset} is a raw release (poems.jsonl, images/, ratings.csv), not a built dataset: "
-                         f"build it first with `tpb build {dataset} OUT`, then give OUT")
+    refuse_raw_release(dataset)
     try:
         ds = datasets.load_dataset(str(dataset), config, split=split, streaming=True)
     except ValueError as exc:
@@ -32,6 +29,13 @@ def dataset_rows(dataset: str | Path, config: str, split: str, columns: list[str
     return _rows(ds if decode else ds.decode(False))
 
 
+def refuse_raw_release(dataset: str | Path) -> None:
+    folder = Path(dataset)
+    if (folder / "ratings.csv").is_file() and (folder / "poems.jsonl").is_file():
+        raise ValueError(f"{dataset} is a raw release (poems.jsonl, images/, ratings.csv), not a built dataset: "
+                         f"build it first with `tpb build {dataset} OUT`, then give OUT")
+
+
 def _rows(ds) -> Iterator[dict]:
     # Batches, not `iter(ds)`: inside a torch data-loader worker, iter(ds) yields only that worker's share of the
     # Parquet shards (none at all for a worker beyond the shard count); `.iter` always yields every row.
@@ -39,3 +43,24 @@ def _rows(ds) -> Iterator[dict]:
         columns = list(batch)
         for i in range(len(batch[columns[0]])):
             yield {c: batch[c][i] for c in columns}
+
+
+def config_rows(dataset: str | Path, config: str, columns: list[str] | None = None,
+                splits: tuple[str, ...] = ("train", "validation", "test")) -> dict[str, list[dict]]:
+    """Every split of a config from one read of its Parquet files: split → rows, in `splits` order, for the
+    splits the dataset has. Images are left undecoded."""
+    import datasets
+
+    refuse_raw_release(dataset)
+    try:
+        parts = datasets.load_dataset(str(dataset), config, streaming=True)
+    except ValueError as exc:
+        if "BuilderConfig" in str(exc):
+            raise ValueError(f"{dataset} has no config {config!r} ({str(exc).splitlines()[0]})") from None
+        raise
+    out = {}
+    for split in splits:
+        if split in parts:
+            ds = parts[split].select_columns(columns) if columns else parts[split]
+            out[split] = list(_rows(ds.decode(False)))
+    return out

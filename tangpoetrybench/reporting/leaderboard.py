@@ -149,8 +149,43 @@ def _interval(values: np.ndarray) -> list[float] | None:
     return [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))] if len(values) else None
 
 
+@dataclass
+class LeaderboardData:
+    """Every number the leaderboard shows, computed before any of it is laid out."""
+
+    dataset: str
+    split: str
+    poems: list[str]
+    scores: Scores
+    n_bootstrap: int
+    seed: int
+    board: list[dict]  # one row per generator, ranked
+    rated: list[str]  # the generators people rated
+    synthetic: bool
+    agreement_with_humans: dict
+
+    def numbers(self) -> dict:
+        """leaderboard.json."""
+        s = self.scores
+        out = dict(dataset=self.dataset, split=self.split, poems=len(self.poems), evaluator=s.evaluator, model=s.model,
+                   settings=s.settings, score_files=s.files, random_weights=s.random_weights,
+                   bootstrap={"resamples": self.n_bootstrap, "seed": self.seed, "unit": "poem",
+                              "percentiles": [2.5, 97.5]},
+                   leaderboard=self.board)
+        if self.synthetic:
+            out["synthetic"] = True
+        out["agreement_with_humans"] = self.agreement_with_humans
+        return out
+
+
 def build_leaderboard(dataset: str | Path, scores: list[Path], split: str = "test",
                       n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0) -> Report:
+    """`tpb leaderboard`: read the scores and the dataset once, compute every number, then lay it out."""
+    return lay_out(compute_leaderboard(dataset, scores, split, n_bootstrap, seed))
+
+
+def compute_leaderboard(dataset: str | Path, scores: list[Path], split: str = "test",
+                        n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0) -> LeaderboardData:
     rubric = rubric_for_tradition("tang")
     keys = list(rubric.keys)
     columns = keys + ["quality"]
@@ -171,19 +206,29 @@ def build_leaderboard(dataset: str | Path, scores: list[Path], split: str = "tes
     human_values = {(r["generator"], r["poem_id"]): [r[c] for c in columns] for r in rows
                     if r["poem_id"] in keep and r["generator"] in scored}
     rated = [g for g in generators if any(human_values.get((g, p), [None])[-1] is not None for p in poems)]
+    weights = (resample_weights(np.random.default_rng(seed), len(poems), n_bootstrap) if n_bootstrap > 0 else None)
+    board = ranked_board(generators, poems, columns, pae_values, human_values, rated, weights)
+    return LeaderboardData(
+        str(dataset), split, poems, s, n_bootstrap, seed, board, rated, is_synthetic(dataset),
+        agreement_with_humans(s, rows, keep, rated, pae_values, human_values, poems, n_bootstrap, seed, weights,
+                              rubric))
+
+
+def ranked_board(generators: list[str], poems: list[str], columns: list[str], pae_values: dict, human_values: dict,
+                 rated: list[str], weights: np.ndarray | None) -> list[dict]:
+    """Per generator: rank, rank stability, images and every column's PAE (and human) mean with its interval,
+    ranked by PAE quality (`weights`: the bootstrap's poem weights, or None)."""
     pae_sums, pae_counts = _per_poem(pae_values, generators, poems, len(columns))
     human_sums, human_counts = _per_poem(human_values, generators, poems, len(columns))
-
     estimate = np.ones((1, len(poems)))
     pae, human = _means(estimate, pae_sums, pae_counts)[0], _means(estimate, human_sums, human_counts)[0]
     rank = _ranks(pae[:, -1])
     boot_pae = boot_human = np.zeros((0, len(generators), len(columns)))
-    if n_bootstrap > 0:
-        weights = resample_weights(np.random.default_rng(seed), len(poems), n_bootstrap)
+    if weights is not None:
         boot_pae, boot_human = _means(weights, pae_sums, pae_counts), _means(weights, human_sums, human_counts)
     has_quality = np.isfinite(pae[:, -1])
     stability = np.full(len(generators), np.nan)
-    if n_bootstrap > 0:
+    if weights is not None:
         stability = (_ranks(boot_pae[:, :, -1]) == rank).mean(axis=0)
 
     def column_dict(means: np.ndarray, boot: np.ndarray, g: int) -> dict:
@@ -191,7 +236,7 @@ def build_leaderboard(dataset: str | Path, scores: list[Path], split: str = "tes
         for c, key in enumerate(columns):
             value = means[g, c]
             out[key] = None if not np.isfinite(value) else float(value)
-            out[f"{key}_ci"] = _interval(boot[:, g, c]) if n_bootstrap > 0 and np.isfinite(value) else None
+            out[f"{key}_ci"] = _interval(boot[:, g, c]) if weights is not None and np.isfinite(value) else None
         return out
 
     board = []
@@ -199,33 +244,36 @@ def build_leaderboard(dataset: str | Path, scores: list[Path], split: str = "tes
         n_images = sum((g, p) in pae_values for p in poems)
         board.append({
             "generator": g, "rank": int(rank[g_index]) if has_quality[g_index] else None,
-            "rank_stability": float(stability[g_index]) if has_quality[g_index] and n_bootstrap > 0 else None,
+            "rank_stability": float(stability[g_index]) if has_quality[g_index] and weights is not None else None,
             "human_rated": g in rated, "images": n_images,
             "pae_answers_without_quality": sum(pae_values[(g, p)][-1] is None for p in poems if (g, p) in pae_values),
             "pae": column_dict(pae, boot_pae, g_index),
             "human": column_dict(human, boot_human, g_index) if g in rated else None,
         })
     board.sort(key=lambda row: (row["rank"] is None, row["rank"] or 0, row["generator"]))
+    return board
 
+
+def lay_out(data: LeaderboardData) -> Report:
+    rubric = rubric_for_tradition("tang")
+    keys = list(rubric.keys)
+    columns = keys + ["quality"]
+    s, board, rated = data.scores, data.board, data.rated
     rep = Report(title="TangPoetryBench leaderboard")
-    rep.numbers.update(dataset=str(dataset), split=split, poems=len(poems), evaluator=s.evaluator, model=s.model,
-                       settings=s.settings, score_files=s.files, random_weights=s.random_weights,
-                       bootstrap={"resamples": n_bootstrap, "seed": seed, "unit": "poem", "percentiles": [2.5, 97.5]},
-                       leaderboard=board)
+    rep.numbers = data.numbers()
     rep.heading("TangPoetryBench leaderboard", 1)
     if s.random_weights:
         rep.text("**Random weights.** The scores come from a tiny test model: they check the pipeline and measure "
                  "nothing.")
-    if is_synthetic(dataset):
-        rep.numbers["synthetic"] = True
+    if data.synthetic:
         rep.text("**Synthetic data.** The dataset was made by `tpb demo-release`: its human scores are simulated.")
     rep.text(f"Every generator is scored by one evaluator, `{s.evaluator}` (`{s.model}`, settings "
-             f"{', '.join(f'{k} {v}' for k, v in s.settings.items())}), on the same {len(poems)} poems of the "
-             f"`{split}` split of `{dataset}`. **PAE** columns are the evaluator's estimates; **human** columns are "
-             "the means of the dataset's human ratings of the same images, shown only where people rated that "
-             f"generator ({', '.join(rated) or 'none here'}). Intervals: 95 %, {n_bootstrap:,} resamples of poems "
-             f"(seed {seed}), the same draw for every generator. Rank stability: the share of resamples in which a "
-             "generator holds its rank.")
+             f"{', '.join(f'{k} {v}' for k, v in s.settings.items())}), on the same {len(data.poems)} poems of the "
+             f"`{data.split}` split of `{data.dataset}`. **PAE** columns are the evaluator's estimates; **human** "
+             "columns are the means of the dataset's human ratings of the same images, shown only where people rated "
+             f"that generator ({', '.join(rated) or 'none here'}). Intervals: 95 %, {data.n_bootstrap:,} resamples "
+             f"of poems (seed {data.seed}), the same draw for every generator. Rank stability: the share of resamples "
+             "in which a generator holds its rank.")
     rep.heading("Ranking by PAE-estimated quality (×100)")
     ranking = leaderboard_rows(board)
     rep.table(["Rank", "Generator", "PAE quality [95 % CI]", "Human quality [95 % CI]", "Rank stability (%)", "Images"],
@@ -249,8 +297,7 @@ def build_leaderboard(dataset: str | Path, scores: list[Path], split: str = "tes
         rep.figure("radar_human.png", radar({r["generator"]: {k: r["human"][k] for k in keys} for r in board
                                              if r["human"]}, rubric, f"Human scores ({floor:.1f}–1)", rmin=floor),
                    "The human-rated generators' profiles from the human ratings of the same images.")
-    _agreement(rep, s, rows, keep, rated, pae_values, human_values, poems, n_bootstrap, seed,
-               weights if n_bootstrap > 0 else None, rubric)
+    _agreement(rep, data.agreement_with_humans)
     return rep
 
 
@@ -282,16 +329,13 @@ def _cell(values: dict, key: str) -> str:
     return f"{100 * value:.1f}" + (f" {fmt_interval(ci, 1, scale=100)}" if ci else "")
 
 
-def _agreement(rep: Report, s: Scores, rows: list[dict], keep: set[str], rated: list[str], pae_values: dict,
-               human_values: dict, poems: list[str], n_bootstrap: int, seed: int, weights: np.ndarray | None,
-               rubric) -> None:
+def agreement_with_humans(s: Scores, rows: list[dict], keep: set[str], rated: list[str], pae_values: dict,
+                          human_values: dict, poems: list[str], n_bootstrap: int, seed: int,
+                          weights: np.ndarray | None, rubric) -> dict:
     """How far PAE's ranking of the human-rated generators agrees with the human one on the same images."""
-    rep.heading("Does PAE rank the human-rated generators as people do?")
     result: dict = {"generators": rated}
     if len(rated) < 2:
-        rep.text("Fewer than two of these generators were rated by people, so there is no ranking to compare.")
-        rep.numbers["agreement_with_humans"] = result
-        return
+        return result
     both = {gp: (pae_values[gp][-1], human_values[gp][-1]) for gp in pae_values
             if gp[0] in rated and gp in human_values and None not in (pae_values[gp][-1], human_values[gp][-1])}
     pae_sums, pae_counts = _per_poem({gp: [v[0]] for gp, v in both.items()}, rated, poems, 1)
@@ -324,11 +368,19 @@ def _agreement(rep: Report, s: Scores, rows: list[dict], keep: set[str], rated: 
     per_image = agreement(data, n_bootstrap=n_bootstrap, seed=seed)
     result["per_image"] = {k: per_image.get(k) for k in ("n_images", "n_poems", "kendall_tau", "kendall_tau_ci",
                                                          "kendall_tau_poems", "spearman", "spearman_ci", "mae", "mae_ci")}
-    rep.numbers["agreement_with_humans"] = result
-    ci = result.get("kendall_tau_ci")
-    same = result.get("same_order_share")
-    rep.text(f"Over the {len(rated)} human-rated generators ({', '.join(rated)}), on the {len(both)} images that have "
-             f"both a human and a PAE quality: Kendall τ-b between PAE's and the human means {fmt(tau)}"
+    return result
+
+
+def _agreement(rep: Report, result: dict) -> None:
+    rep.heading("Does PAE rank the human-rated generators as people do?")
+    rated = result["generators"]
+    if len(rated) < 2:
+        rep.text("Fewer than two of these generators were rated by people, so there is no ranking to compare.")
+        return
+    tau, rho, ci, same = (result["kendall_tau"], result["spearman"], result.get("kendall_tau_ci"),
+                          result.get("same_order_share"))
+    rep.text(f"Over the {len(rated)} human-rated generators ({', '.join(rated)}), on the {result['images']} images "
+             f"that have both a human and a PAE quality: Kendall τ-b between PAE's and the human means {fmt(tau)}"
              + (f" {fmt_ci(ci)}" if ci else "") + (f", Spearman ρ {fmt(rho)}" if rho is not None else "")
              + (f"; PAE orders them exactly as people do in {100 * same:.1f} % of resamples" if same is not None else "")
              + ".")

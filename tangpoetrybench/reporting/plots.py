@@ -5,10 +5,8 @@ Built with matplotlib's object-oriented API (no pyplot state, no display needed)
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import Mapping
 
-from matplotlib import font_manager
 from matplotlib.figure import Figure
 
 from ..fonts import cjk_family as cjk_font

@@ -24,18 +24,18 @@ from pathlib import Path
 import numpy as np
 
 from . import findings
-from ..stats.agreement import DEFAULT_BOOTSTRAP, STAT_LABELS, agreement
-from ..dataset.reading import dataset_rows
+from ..dataset.reading import config_rows
+from ..judging.ocr.labels import ISSUES, issue_counts, ocr_table3
 from ..judging.scoring import read_scores
-from ..stats.agree import agreement_data, matched, rating_table
-from ..stats.noise_floor import MIN_MULTI_RATED, floor_summary, noise_floor
 from ..numeric import ZERO_WIDTH_NOTE, fmt, fmt_interval, mean_or_none
-from .plots import radar, ring_floor, scatter
 from ..rubric import rubric_for_tradition
-from ..judging.ocr.labels import issue_counts, report_ocr_table3
+from ..stats.agree import RATING_COLUMNS as AGREE_RATING_COLUMNS
+from ..stats.agree import agreement_data_of, matched, rating_table_of, tradition_rubric
+from ..stats.agreement import DEFAULT_BOOTSTRAP, STAT_LABELS, agreement
+from ..stats.noise_floor import MIN_MULTI_RATED, floor_summary, noise_floor
+from .plots import radar, ring_floor, scatter
 
 STRONG_GAP = 0.10
-SPLITS = ("train", "validation", "test")
 
 
 @dataclass
@@ -65,14 +65,38 @@ def _pct(x: float | None) -> str:
     return "—" if x is None or not np.isfinite(x) else f"{100 * x:.1f}"
 
 
-def load_rows(dataset: str | Path, config: str, columns: list[str]) -> list[dict]:
-    rows = []
-    for split in SPLITS:
-        try:
-            rows += [dict(r, split=split) for r in dataset_rows(dataset, config, split, columns)]
-        except ValueError:  # a split the dataset does not have
-            continue
-    return rows
+# What the report reads of each config: each config is read once, every split in one pass.
+IMAGE_COLUMNS = ["image_id", "poem_id", "generator", "poem", "tradition", "quality", "recognizability", "text_issue",
+                 "text_issue_type", "face_avoidance"]
+RATING_COLUMNS = ["rater_group", "phase1_correct", "generator"]
+
+
+@dataclass
+class ReportInputs:
+    """A built dataset as the report reads it: the `images` config's rows and the kept ratings of those images,
+    every split (each row carries its `split`)."""
+
+    dataset: str
+    images: list[dict]
+    ratings: list[dict]
+    synthetic: bool
+
+    def split_images(self, split: str) -> list[dict]:
+        return [r for r in self.images if r["split"] == split]
+
+    def split_ratings(self, split: str) -> list[dict]:
+        return [r for r in self.ratings if r["split"] == split]
+
+
+def read_inputs(dataset: str | Path) -> ReportInputs:
+    keys = list(rubric_for_tradition("tang").keys)
+    images = config_rows(dataset, "images", [*IMAGE_COLUMNS, *keys])
+    ratings = config_rows(dataset, "ratings", [*RATING_COLUMNS, *AGREE_RATING_COLUMNS, *keys,
+                                               *(f"{k}_option" for k in keys)])
+    return ReportInputs(
+        str(dataset), [dict(r, split=split) for split, rows in images.items() for r in rows],
+        [dict(r, split=split) for split, rows in ratings.items() for r in rows if r["image_config"] == "images"],
+        is_synthetic(dataset))
 
 
 def is_synthetic(dataset: str | Path) -> bool:
@@ -83,32 +107,95 @@ def is_synthetic(dataset: str | Path) -> bool:
     return "synthetic" in (card.data.tags or [])
 
 
+@dataclass
+class Table4:
+    """One scores file against the human scores of the report's split."""
+
+    evaluator: str
+    result: dict  # agreement(...) with the file and whether its model had random weights
+    warning: str | None
+    human_quality: list[float]  # per image where both qualities are present: the scatter's points
+    predicted_quality: list[float]
+
+
+@dataclass
+class Findings:
+    numbers: dict  # what numbers.json holds under "findings"
+    drivers: dict
+    emotion: dict
+
+
+@dataclass
+class ReportData:
+    """Every number the report shows, computed before any of it is laid out."""
+
+    dataset: str
+    synthetic: bool
+    split: str
+    n_bootstrap: int
+    seed: int
+    rows: list[dict]
+    generators: list[str]
+    table2: dict
+    table2_ci: dict
+    table2_avg: dict
+    strong: list[str]
+    table3: dict
+    table3_ocr: dict | None
+    table4: list[Table4]
+    split_floor: dict | None
+    noise_floor: dict
+    findings: Findings
+
+    def numbers(self) -> dict:
+        """numbers.json."""
+        out = {"dataset": self.dataset, "n_images": len(self.rows), "generators": self.generators}
+        if self.synthetic:
+            out["synthetic"] = True
+        out.update(table2=self.table2, table2_ci=self.table2_ci, table2_avg=self.table2_avg,
+                   strong_generators=self.strong, table3=self.table3)
+        if self.table3_ocr is not None:
+            out["table3_ocr"] = self.table3_ocr
+        if self.table4:
+            out["table4"] = {t.evaluator: t.result for t in self.table4}
+        out.update(noise_floor=self.noise_floor, findings=self.findings.numbers)
+        return out
+
+
 def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "test",
                  n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, ocr: Path | None = None) -> Report:
+    """`tpb report`: read the dataset once, compute every number, then lay the report out."""
+    return lay_out(compute_report(read_inputs(dataset), scores, split, n_bootstrap, seed, ocr))
+
+
+def compute_report(inputs: ReportInputs, scores: list[Path] = (), split: str = "test",
+                   n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, ocr: Path | None = None) -> ReportData:
     rubric = rubric_for_tradition("tang")
     keys = list(rubric.keys)
-    rows = load_rows(dataset, "images", ["image_id", "poem_id", "generator", "poem", *keys, "quality",
-                                         "recognizability", "text_issue", "text_issue_type", "face_avoidance"])
-    ratings = [r for r in load_rows(dataset, "ratings", ["rater_group", "phase1_correct", "image_config", "generator",
-                                                         *(f"{k}_option" for k in keys)])
-               if r["image_config"] == "images"]
+    rows = inputs.images
     generators = sorted({r["generator"] for r in rows})
     rng = np.random.default_rng(seed)
-    rep = Report()
-    rep.numbers["dataset"] = str(dataset)
-    rep.numbers["n_images"] = len(rows)
-    rep.numbers["generators"] = generators
-    rep.heading("TangPoetryBench report", 1)
-    if is_synthetic(dataset):
-        rep.numbers["synthetic"] = True
-        rep.text("**Synthetic data.** This dataset was made by `tpb demo-release`: its images and ratings are "
-                 "simulated. The numbers below test the analysis; they describe no real model or rater.")
-    rep.text(f"Dataset `{dataset}`, config `images`, all splits: {len(rows)} images of "
-             f"{len({r['poem_id'] for r in rows})} poems by {len(generators)} generators. "
-             f"Intervals: 95 %, {n_bootstrap:,} bootstrap resamples (seed {seed}).")
+    table2, table2_ci = table2_means(rows, generators, keys + ["quality", "recognizability"], n_bootstrap, rng)
+    split_floor = noise_floor(rating_table_of(inputs.split_ratings(split), rubric)) if scores else None
+    table4: list[Table4] = []
+    for path in scores:
+        table4.append(table4_of(inputs, Path(path), split, n_bootstrap, seed, [t.evaluator for t in table4]))
+    return ReportData(
+        dataset=inputs.dataset, synthetic=inputs.synthetic, split=split, n_bootstrap=n_bootstrap, seed=seed,
+        rows=rows, generators=generators, table2=table2, table2_ci=table2_ci,
+        table2_avg={k: mean_or_none([table2[g][k] for g in generators]) for k in keys + ["quality", "recognizability"]},
+        strong=strong_generators(table2, generators),
+        table3=issue_counts({r["image_id"]: r["text_issue_type"] for r in rows if r["text_issue"] is not None},
+                            generators),
+        table3_ocr=ocr_table3(rows, ocr) if ocr is not None else None,
+        table4=table4, split_floor=split_floor, noise_floor=noise_floor(rating_table_of(inputs.ratings, rubric)),
+        findings=compute_findings(rows, inputs.ratings, keys, generators, rubric, table2, n_bootstrap, rng),
+    )
 
-    # Table 2
-    row_keys = keys + ["quality", "recognizability"]
+
+def table2_means(rows: list[dict], generators: list[str], row_keys: list[str], n_bootstrap: int,
+                 rng: np.random.Generator) -> tuple[dict, dict]:
+    """Table 2: each generator's mean (×100) where the dimension applies, with its bootstrap interval."""
     table2, table2_ci = {g: {} for g in generators}, {g: {} for g in generators}
     for g in generators:
         for key in row_keys:
@@ -120,61 +207,185 @@ def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "tes
                                      round(100 * float(np.percentile(boot, 97.5)), 4)]
             else:
                 table2[g][key], table2_ci[g][key] = None, None
-    avg = {k: mean_or_none([table2[g][k] for g in generators]) for k in row_keys}
-    rep.numbers.update(table2=table2, table2_ci=table2_ci, table2_avg=avg)
+    return table2, table2_ci
+
+
+def strong_generators(table2: dict, generators: list[str]) -> list[str]:
+    quality = {g: table2[g]["quality"] or 0.0 for g in generators}
+    best_q = max(quality.values()) if quality else 0.0
+    return [g for g in generators if quality[g] / 100 >= best_q / 100 - STRONG_GAP]
+
+
+def table4_of(inputs: ReportInputs, path: Path, split: str, n_bootstrap: int, seed: int, taken: list[str]) -> Table4:
+    """Table 4 for one scores file; a second file of an evaluator already `taken` (say two served judges) is named
+    apart by its file name."""
+    evaluator, records = read_scores(path)
+    if evaluator in taken:
+        evaluator = f"{evaluator} ({path.stem})"
+    rows = inputs.split_images(split)
+    data = agreement_data_of(rows, records, tradition_rubric(rows, f"images/{split}"))
+    warning = matched(data, records, path, f"the {split} split")
+    result = agreement(data, n_bootstrap=n_bootstrap, seed=seed)
+    random_weights = any(r.get("random_weights") for r in records.values())
+    ok = np.isfinite(data.pred_quality) & np.isfinite(data.human_quality)
+    return Table4(evaluator, {**result, "scores": str(path), "random_weights": random_weights}, warning,
+                  list(data.human_quality[ok]), list(data.pred_quality[ok]))
+
+
+def compute_findings(rows, ratings, keys, generators, rubric, table2, n_bootstrap, rng) -> Findings:
+    """The paper's §4 findings (definitions in `findings.py`), in the order the report shows them."""
+    f: dict = {}
+    d = findings.drivers(rows, keys)
+    f["spearman_with_overall"] = {k: v["rho"] for k, v in d.items()}
+    f["difficulty"] = findings.difficulty(rows, keys)
+    f["recognizability"] = findings.recognizability(rows, generators)
+    f["ranking_stability"] = findings.ranking_stability(rows, generators, n_bootstrap, rng)
+    emo = findings.emotion(ratings, generators, rubric)
+    f["face_avoidance"] = {g: {**emo["face_avoidance"][g], "emotional_resonance": table2[g][emo["dimension"]]}
+                           for g in generators}
+    f["emotion_option_shares"] = emo["option_shares"]
+    rates = face_rates(emo, table2, generators)
+    if len(rates) >= 2:
+        f["face_avoidance_vs_emotion_spearman"], _ = findings.spearman(
+            [emo["face_avoidance"][g]["rate"] for g in rates], [table2[g][emo["dimension"]] for g in rates])
+    f["applicability"] = findings.applicability(ratings, rubric)
+    f["phase1_accuracy_by_group"] = findings.phase1_accuracy(ratings)
+    return Findings(f, d, emo)
+
+
+def face_rates(emo: dict, table2: dict, generators: list[str]) -> list[str]:
+    """The generators with both a face-avoidance rate and an emotional-resonance score."""
+    return [g for g in generators if emo["face_avoidance"][g]["rate"] is not None
+            and table2[g][emo["dimension"]] is not None]
+
+
+# --- Layout: blocks from the computed numbers, nothing computed below this line but wording ---
+
+def lay_out(data: ReportData) -> Report:
+    rubric = rubric_for_tradition("tang")
+    rep = Report()
+    rep.numbers = data.numbers()
+    _intro(rep, data)
+    _table2(rep, data, rubric)
+    _figure2(rep, data, rubric)
+    _table3(rep, data)
+    for t in data.table4:
+        _table4(rep, t, data.split, data.split_floor)
+    _table5(rep, data.noise_floor, rubric)
+    _findings(rep, data, rubric)
+    return rep
+
+
+def _intro(rep: Report, data: ReportData) -> None:
+    rep.heading("TangPoetryBench report", 1)
+    if data.synthetic:
+        rep.text("**Synthetic data.** This dataset was made by `tpb demo-release`: its images and ratings are "
+                 "simulated. The numbers below test the analysis; they describe no real model or rater.")
+    rep.text(f"Dataset `{data.dataset}`, config `images`, all splits: {len(data.rows)} images of "
+             f"{len({r['poem_id'] for r in data.rows})} poems by {len(data.generators)} generators. "
+             f"Intervals: 95 %, {data.n_bootstrap:,} bootstrap resamples (seed {data.seed}).")
+
+
+def _table2(rep: Report, data: ReportData, rubric) -> None:
+    keys = list(rubric.keys)
     rep.heading("Table 2 — human scores by generator (×100)")
     rep.text("Mean over the images where the dimension applies; best per row in bold; [95 % interval, images "
              "resampled within each generator].")
     body, zero_width = [], False
-    for key in row_keys:
-        present = [table2[g][key] for g in generators if table2[g][key] is not None]
+    for key in keys + ["quality", "recognizability"]:
+        present = [data.table2[g][key] for g in data.generators if data.table2[g][key] is not None]
         best = max(present) if present else None
         cells = []
-        for g in generators:
-            v, ci = table2[g][key], table2_ci[g][key]
+        for g in data.generators:
+            v, ci = data.table2[g][key], data.table2_ci[g][key]
             cell = "—" if v is None else f"{v:.1f} {fmt_interval(ci, 1)}"
             zero_width |= v is not None and ci[0] == ci[1]
             cells.append(f"**{cell}**" if v is not None and v == best else cell)
         name = rubric.dimension(key).name["en"] if key in keys else key.capitalize()
-        body.append([name, *cells, fmt(avg[key], 1)])
-    rep.table(["Dimension", *generators, "Avg"], body)
+        body.append([name, *cells, fmt(data.table2_avg[key], 1)])
+    rep.table(["Dimension", *data.generators, "Avg"], body)
     if zero_width:
         rep.text(ZERO_WIDTH_NOTE)
 
-    # Figure 2
-    profiles = {g: {k: None if table2[g][k] is None else table2[g][k] / 100 for k in keys} for g in generators}
-    quality = {g: table2[g]["quality"] or 0.0 for g in generators}
-    best_q = max(quality.values()) if quality else 0.0
-    strong = [g for g in generators if quality[g] / 100 >= best_q / 100 - STRONG_GAP]
-    rep.numbers["strong_generators"] = strong
+
+def _figure2(rep: Report, data: ReportData, rubric) -> None:
+    keys = list(rubric.keys)
+    profiles = {g: {k: None if data.table2[g][k] is None else data.table2[g][k] / 100 for k in keys}
+                for g in data.generators}
     rep.heading("Figure 2 — profiles")
     floor = ring_floor(profiles)
     rep.figure("figure2a_all.png", radar(profiles, rubric, f"All generators ({floor:.1f}–1)", rmin=floor),
                f"All generators on one scale ({floor:.1f} to 1, low enough for every value).")
-    zoom = [v for g in strong for v in profiles[g].values() if v is not None]
+    zoom = [v for g in data.strong for v in profiles[g].values() if v is not None]
     rmin = max(0.0, np.floor((min(zoom) if zoom else 0.5) * 50 - 1) / 50)
-    rep.figure("figure2b_strong.png", radar({g: profiles[g] for g in strong}, rubric,
+    rep.figure("figure2b_strong.png", radar({g: profiles[g] for g in data.strong}, rubric,
                                             f"Strong generators ({rmin:.2f}–1)", rmin=rmin),
                f"The strong generators (within {STRONG_GAP * 100:.0f} quality points of the best), zoomed.")
 
-    # Table 3
-    table3 = issue_counts({r["image_id"]: r["text_issue_type"] for r in rows if r["text_issue"] is not None},
-                          generators)
-    rep.numbers["table3"] = table3
+
+def _table3(rep: Report, data: ReportData) -> None:
     rep.heading("Table 3 — text issues (adjudicated labels)")
     rep.table(["Generator", "Leakage", "Fake characters", "Total", "Labelled images"],
-              [[g, *(str(table3[g][k]) for k in ("leakage", "fake_characters", "total", "labelled_images"))]
+              [[g, *(str(data.table3[g][k]) for k in ("leakage", "fake_characters", "total", "labelled_images"))]
+               for g in data.generators])
+    if data.table3_ocr is not None:  # text-ocr results: the OCR's Table 3 beside it
+        _table3_ocr(rep, data.table3_ocr, data.table3, data.generators, len(data.rows))
+
+
+def _table3_ocr(rep: Report, t: dict, human: dict, generators: list[str], n_rows: int) -> None:
+    counts_o = t["by_generator"]
+    rep.heading("Table 3 beside the OCR — text issues found by text-ocr")
+    images_read = sum(c["labelled_images"] for c in counts_o.values())
+    rep.text(f"`{t['scores']}`: {images_read} of the report's {n_rows} images read by the OCR (RapidOCR PP-OCRv6 "
+             "and the rules of `tangpoetrybench.judging.ocr.evidence`); each cell is adjudicated / OCR. Seals and "
+             "other text the OCR found: "
+             + (", ".join(f"{k} {v}" for k, v in sorted(t["verdicts"].items())) or "none") + ".")
+    rep.table(["Generator", "Leakage", "Fake characters", "Total", "Images"],
+              [[g, *(f"{human[g][k]} / {counts_o[g][k]}" for k in (*ISSUES, "total", "labelled_images"))]
                for g in generators])
-    if ocr is not None:  # text-ocr results: the OCR's Table 3 beside it (tangpoetrybench.judging.ocr.labels)
-        report_ocr_table3(rep, rows, ocr)
+    rep.text(f"Agreement over the {t['images_compared']} images with both an adjudicated label and an OCR "
+             "result: precision = share of the OCR's finds that people confirmed, recall = share of people's "
+             "labels the OCR found.")
+    rep.table(["Issue type", "Adjudicated", "OCR", "Both", "Precision", "Recall"],
+              [[k, str(a["human"]), str(a["ocr"]), str(a["both"]), fmt(a["precision"]), fmt(a["recall"])]
+               for k, a in t["agreement"].items()])
 
-    split_floor = noise_floor(rating_table(dataset, split)) if scores else None  # the same for every scores file
-    for path in scores:
-        _table4(rep, dataset, Path(path), split, split_floor, n_bootstrap, seed)
 
-    # Table 5 and the noise floor
-    nf = noise_floor(rating_table_all(dataset))
-    rep.numbers["noise_floor"] = nf
+def _table4(rep: Report, t: Table4, split: str, nf: dict) -> None:
+    """Table 4 for one scores file, beside `nf`, the noise floor of the split's multi-rated images."""
+    result, evaluator = t.result, t.evaluator
+    rep.heading(f"Table 4 — {evaluator} against the human scores ({split} split)")
+    if result["random_weights"]:
+        rep.text("**Random weights.** These scores come from a tiny test model: they check the pipeline and measure nothing.")
+    if t.warning:
+        rep.text(f"**Warning.** {t.warning}.")
+    floor = floor_summary(nf)
+    rows = []
+    for stat, label in STAT_LABELS.items():
+        if stat in result:
+            if stat == "kendall_tau":
+                label += f" ({result['kendall_tau_poems']} poems)"
+            rows.append([label, fmt(result[stat]), fmt_interval(result.get(f"{stat}_ci"), 3),
+                         fmt(floor[stat]) if stat in floor else ""])
+    rep.table(["Statistic", "Value", "95 % interval (poems resampled)", "Human noise floor"], rows)
+    if nf["enough"]:
+        rep.text(f"Human noise floor: from the {nf['n_multi_rated_images']} multi-rated images of the {split} split, "
+                 "pooled over dimensions (every rater's leave-one-out deviation beside the mean absolute error, every "
+                 "pair of raters beside within one anchor step, one rater's per-poem τ against the others' beside "
+                 "Kendall τ).")
+    else:
+        rep.text(f"Human noise floor: too few multi-rated images in the {split} split ({nf['n_multi_rated_images']}; "
+                 f"at least {MIN_MULTI_RATED} needed), so none is shown.")
+    if any(ci and ci[0] == ci[1] for ci in (result.get(f"{stat}_ci") for stat in STAT_LABELS)):
+        rep.text(ZERO_WIDTH_NOTE)
+    if t.human_quality:
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", evaluator)
+        rep.figure(f"scatter_{name}.png", scatter(t.human_quality, t.predicted_quality,
+                                                  "human quality", f"{evaluator} quality"),
+                   f"{evaluator}: predicted against human quality, one point per image.")
+
+
+def _table5(rep: Report, nf: dict, rubric) -> None:
     rep.heading("Table 5 — agreement between raters (multi-rated images)")
     rep.text(f"{nf['n_multi_rated_images']} multi-rated images (kept ratings of the `images` config, all splits). "
              "Within one level: the share of pairs of raters of an image, both judging the dimension applicable, "
@@ -184,25 +395,6 @@ def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "tes
     rep.table(["Dimension", "Pairs", "Within one level (%)", "LOO deviation", "α"],
               [[rubric.dimension(k).name["en"], str(d["n_pairs"]), _pct(d["within_one_level"]),
                 fmt(d["loo_deviation"]), fmt(d["krippendorff_alpha"])] for k, d in nf["per_dimension"].items()])
-
-    _findings(rep, rows, ratings, keys, generators, rubric, table2, n_bootstrap, rng)
-    return rep
-
-
-def rating_table_all(dataset: str | Path):
-    """The kept ratings of every split's `images` config, in one table."""
-    tables = []
-    for split in SPLITS:
-        try:
-            tables.append(rating_table(dataset, split))
-        except ValueError:
-            continue
-    first = tables[0]
-    return type(first)(
-        units=[u for t in tables for u in t.units], poems=[p for t in tables for p in t.poems],
-        raters=[r for t in tables for r in t.raters], keys=first.keys, anchors=first.anchors,
-        scores=np.concatenate([t.scores for t in tables]),
-    )
 
 
 def _ordinal(rank: int, n: int) -> str:
@@ -214,16 +406,23 @@ def _ordinal(rank: int, n: int) -> str:
     return f"{rank}{'nd' if rank == 2 else 'rd' if rank == 3 else 'th'} highest"
 
 
-def _findings(rep: Report, rows, ratings, keys, generators, rubric, table2, n_bootstrap, rng) -> None:
+def _findings(rep: Report, data: ReportData, rubric) -> None:
     """The paper's §4 findings: headings name the analysis; every finding is a sentence computed from the numbers."""
+    keys, f = list(rubric.keys), data.findings.numbers
     name = {k: rubric.dimension(k).name["en"] for k in keys}
-    f: dict = {}
     rep.heading("Findings of the paper's §4, recomputed")
     rep.text("Over the `images` config (Tang poems, seen generators), all splits; ratings are the kept ratings of those "
              "images. ρ is Spearman's rank correlation, over the pairs where both values are present.")
+    _drivers(rep, data.findings.drivers, name)
+    _difficulty(rep, f["difficulty"], name)
+    _recognizability(rep, f["recognizability"], data.generators)
+    _ranking_stability(rep, f["ranking_stability"], data.generators)
+    _emotion(rep, data.findings.emotion, f, data.table2, data.generators, rubric)
+    _applicability(rep, f["applicability"], name)
+    _phase1(rep, f["phase1_accuracy_by_group"])
 
-    d = findings.drivers(rows, keys)
-    f["spearman_with_overall"] = {k: v["rho"] for k, v in d.items()}
+
+def _drivers(rep: Report, d: dict, name: dict) -> None:
     rep.heading("Dimensions and overall impression", 3)
     ordered = sorted((k for k in d if d[k]["rho"] is not None), key=lambda k: -d[k]["rho"])
     if len(ordered) >= 3:
@@ -233,7 +432,8 @@ def _findings(rep: Report, rows, ratings, keys, generators, rubric, table2, n_bo
     rep.table(["Dimension", "Spearman ρ with overall impression", "Images"],
               [[name[k], fmt(d[k]["rho"]), str(d[k]["images"])] for k in ordered + [k for k in d if k not in ordered]])
 
-    diff = f["difficulty"] = findings.difficulty(rows, keys)
+
+def _difficulty(rep: Report, diff: dict, name: dict) -> None:
     rep.heading("Poem difficulty", 3)
     gaps = sorted((k for k, v in diff["easy_minus_hard_gap"].items() if v is not None),
                   key=lambda k: -diff["easy_minus_hard_gap"][k])
@@ -255,7 +455,8 @@ def _findings(rep: Report, rows, ratings, keys, generators, rubric, table2, n_bo
     rep.table(["Dimension", "Gap (easy − hard)"],
               [[name[k], fmt(diff["easy_minus_hard_gap"][k])] for k in gaps])
 
-    rec = f["recognizability"] = findings.recognizability(rows, generators)
+
+def _recognizability(rep: Report, rec: dict, generators: list[str]) -> None:
     rep.heading("Recognizability and quality", 3)
     text = (f"Per image, the correlation of recognizability with quality is "
             f"{findings.strength(rec['spearman_with_quality'])} (ρ {fmt(rec['spearman_with_quality'], 2)}, "
@@ -283,7 +484,8 @@ def _findings(rep: Report, rows, ratings, keys, generators, rubric, table2, n_bo
               [[g, fmt(by_gen[g]["mean"]), fmt(by_gen[g]["mean_without_leakage"]),
                 str(by_gen[g]["leakage_images_left_out"])] for g in generators])
 
-    st = f["ranking_stability"] = findings.ranking_stability(rows, generators, n_bootstrap, rng)
+
+def _ranking_stability(rep: Report, st: dict, generators: list[str]) -> None:
     rep.heading("Ranking stability", 3)
     ranked = [g for g in generators if st["first"][g] is not None]
     if len(ranked) >= 2:
@@ -296,24 +498,18 @@ def _findings(rep: Report, rows, ratings, keys, generators, rubric, table2, n_bo
     rep.table(["Generator", "Ranks first (%)", "Ranks last (%)"],
               [[g, _pct(st["first"][g]), _pct(st["last"][g])] for g in generators])
 
-    emo = findings.emotion(ratings, generators, rubric)
-    f["face_avoidance"] = {g: {**emo["face_avoidance"][g], "emotional_resonance": table2[g][emo["dimension"]]}
-                           for g in generators}
-    f["emotion_option_shares"] = emo["option_shares"]
+
+def _emotion(rep: Report, emo: dict, f: dict, table2: dict, generators: list[str], rubric) -> None:
     dim = rubric.dimension(emo["dimension"])
     rep.heading("Emotion and face avoidance", 3)
-    rates = [g for g in generators if emo["face_avoidance"][g]["rate"] is not None
-             and table2[g][emo["dimension"]] is not None]
+    rates = face_rates(emo, table2, generators)
     if len(rates) >= 2:
         most = max(rates, key=lambda g: emo["face_avoidance"][g]["rate"])
         order = sorted(rates, key=lambda g: -table2[g][emo["dimension"]])
-        rho, _ = findings.spearman([emo["face_avoidance"][g]["rate"] for g in rates],
-                                   [table2[g][emo["dimension"]] for g in rates])
-        f["face_avoidance_vs_emotion_spearman"] = rho
         rep.text(f"{most}, which avoids faces most ({_pct(emo['face_avoidance'][most]['rate'])} % of its applicable "
                  f"emotion ratings), has the {_ordinal(order.index(most) + 1, len(order))} emotional resonance of the "
                  f"{len(order)} generators; across generators, face avoidance and emotional resonance have Spearman "
-                 f"ρ {fmt(rho, 2)}.")
+                 f"ρ {fmt(f['face_avoidance_vs_emotion_spearman'], 2)}.")
     option = dim.option(emo["face_option"])
     rep.text(f"Face avoidance: the share of a generator's applicable {dim.name['en'].lower()} ratings (pooled over "
              f"ratings, not averaged per image) that chose \"{option.label['en']}\".")
@@ -326,14 +522,16 @@ def _findings(rep: Report, rows, ratings, keys, generators, rubric, table2, n_bo
               [[f"{letter}: {dim.option(letter).label['en']}", fmt(o["score"], 2), _pct(o["share"])]
                for letter, o in emo["option_shares"].items()])
 
-    app = f["applicability"] = findings.applicability(ratings, rubric)
+
+def _applicability(rep: Report, app: dict, name: dict) -> None:
     rep.heading("Applicability", 3)
     rep.text("Dimensions with a not-applicable option: the share of kept ratings, pooled over generators, that judged "
              "the dimension applicable (Table 2 averages these dimensions over the images where it applies).")
     rep.table(["Dimension", "Applicable (%)", "Ratings"],
               [[name[k], _pct(a["share"]), str(a["ratings"])] for k, a in app.items()])
 
-    acc = f["phase1_accuracy_by_group"] = findings.phase1_accuracy(ratings)
+
+def _phase1(rep: Report, acc: dict) -> None:
     rep.heading("Phase-1 accuracy by rater group", 3)
     e, c = acc["expert"]["accuracy"], acc["crowd"]["accuracy"]
     if e is not None and c is not None:
@@ -342,49 +540,6 @@ def _findings(rep: Report, rows, ratings, keys, generators, rubric, table2, n_bo
     rep.text("Kept ratings with a Phase-1 answer, of the Tang images by the seen generators.")
     rep.table(["Rater group", "Phase-1 accuracy (%)", "Answers"],
               [[g, _pct(a["accuracy"]), str(a["answers"])] for g, a in acc.items()])
-    rep.numbers["findings"] = f
-
-
-def _table4(rep: Report, dataset, path: Path, split: str, nf: dict, n_bootstrap: int, seed: int) -> None:
-    """Table 4 for one scores file, beside `nf`, the noise floor of the split's multi-rated images."""
-    evaluator, records = read_scores(path)
-    if evaluator in rep.numbers.get("table4", {}):  # two files of one evaluator (say two served judges): named apart
-        evaluator = f"{evaluator} ({path.stem})"
-    data = agreement_data(dataset, records, split)
-    warning = matched(data, records, path, f"the {split} split")
-    result = agreement(data, n_bootstrap=n_bootstrap, seed=seed)
-    random_weights = any(r.get("random_weights") for r in records.values())
-    rep.numbers.setdefault("table4", {})[evaluator] = {**result, "scores": str(path), "random_weights": random_weights}
-    rep.heading(f"Table 4 — {evaluator} against the human scores ({split} split)")
-    if random_weights:
-        rep.text("**Random weights.** These scores come from a tiny test model: they check the pipeline and measure nothing.")
-    if warning:
-        rep.text(f"**Warning.** {warning}.")
-    floor = floor_summary(nf)
-    rows = []
-    for stat, label in STAT_LABELS.items():
-        if stat in result:
-            if stat == "kendall_tau":
-                label += f" ({result['kendall_tau_poems']} poems)"
-            rows.append([label, fmt(result[stat]), fmt_interval(result.get(f"{stat}_ci"), 3),
-                         fmt(floor[stat]) if stat in floor else ""])
-    rep.table(["Statistic", "Value", "95 % interval (poems resampled)", "Human noise floor"], rows)
-    if nf["enough"]:
-        rep.text(f"Human noise floor: from the {nf['n_multi_rated_images']} multi-rated images of the {split} split, "
-                 "pooled over dimensions (every rater's leave-one-out deviation beside the mean absolute error, every "
-                 "pair of raters beside within one anchor step, one rater's per-poem τ against the others' beside "
-                 "Kendall τ).")
-    else:
-        rep.text(f"Human noise floor: too few multi-rated images in the {split} split ({nf['n_multi_rated_images']}; "
-                 f"at least {MIN_MULTI_RATED} needed), so none is shown.")
-    if any(ci and ci[0] == ci[1] for ci in (result.get(f"{stat}_ci") for stat in STAT_LABELS)):
-        rep.text(ZERO_WIDTH_NOTE)
-    ok = np.isfinite(data.pred_quality) & np.isfinite(data.human_quality)
-    if ok.any():
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", evaluator)
-        rep.figure(f"scatter_{name}.png", scatter(list(data.human_quality[ok]), list(data.pred_quality[ok]),
-                                                  "human quality", f"{evaluator} quality"),
-                   f"{evaluator}: predicted against human quality, one point per image.")
 
 
 def render_markdown(rep: Report) -> str:

@@ -3,7 +3,6 @@ with intervals and the human noise floor of the same split, as JSON and as a tab
 
 from __future__ import annotations
 
-import json
 import textwrap
 from pathlib import Path
 
@@ -17,13 +16,17 @@ from ..numeric import fmt, fmt_ci
 from ..rubric import Rubric, rubric_for_tradition
 
 
-def config_rubric(dataset: str | Path, config: str, split: str) -> Rubric:
-    """The rubric of a config's images, from their poems' tradition (Tang for `images` and `unseen_generator`,
-    Song Ci for `song_ci`); one config holds one tradition."""
-    traditions = sorted({r["tradition"] for r in dataset_rows(dataset, config, split, ["tradition"])})
+def tradition_rubric(rows: list[dict], where: str) -> Rubric:
+    """The rubric of images from their poems' tradition (Tang for `images` and `unseen_generator`, Song Ci for
+    `song_ci`); one config holds one tradition."""
+    traditions = sorted({r["tradition"] for r in rows})
     if len(traditions) > 1:
-        raise ValueError(f"{config}/{split} mixes traditions ({', '.join(traditions)}): score them one at a time")
+        raise ValueError(f"{where} mixes traditions ({', '.join(traditions)}): score them one at a time")
     return rubric_for_tradition(traditions[0] if traditions else "tang")
+
+
+def config_rubric(dataset: str | Path, config: str, split: str) -> Rubric:
+    return tradition_rubric(list(dataset_rows(dataset, config, split, ["tradition"])), f"{config}/{split}")
 
 
 def matched(data: AgreementData, records: dict[str, dict], scores: Path | str, where: str) -> str | None:
@@ -40,8 +43,13 @@ def matched(data: AgreementData, records: dict[str, dict], scores: Path | str, w
 
 def agreement_data(dataset: str | Path, records: dict[str, dict], split: str, config: str = "images") -> AgreementData:
     rubric = config_rubric(dataset, config, split)
+    rows = list(dataset_rows(dataset, config, split, ["image_id", "poem_id", "quality", *rubric.keys]))
+    return agreement_data_of(rows, records, rubric)
+
+
+def agreement_data_of(rows: list[dict], records: dict[str, dict], rubric: Rubric) -> AgreementData:
+    """Image rows (image_id, poem_id, quality and every dimension) beside an evaluator's records."""
     keys = list(rubric.keys)
-    rows = list(dataset_rows(dataset, config, split, ["image_id", "poem_id", "quality", *keys]))
     human = np.array([[np.nan if r[k] is None else r[k] for k in keys] for r in rows], dtype=float).reshape(len(rows), len(keys))
     pred = np.full_like(human, np.nan)
     pred_quality = np.full(len(rows), np.nan)
@@ -60,12 +68,20 @@ def agreement_data(dataset: str | Path, records: dict[str, dict], split: str, co
     )
 
 
+RATING_COLUMNS = ["image_id", "image_config", "poem_id", "rater_id"]
+
+
 def rating_table(dataset: str | Path, split: str, image_config: str = "images") -> RatingTable:
     """The kept ratings of a split's images of one config, for the noise floor."""
     rubric = config_rubric(dataset, image_config, split)
+    rows = list(dataset_rows(dataset, "ratings", split, [*RATING_COLUMNS, *rubric.keys]))
+    return rating_table_of(rows, rubric, image_config)
+
+
+def rating_table_of(rows: list[dict], rubric: Rubric, image_config: str = "images") -> RatingTable:
+    """Rating rows (RATING_COLUMNS and every dimension) of one image config, as the noise floor's table."""
     keys = list(rubric.keys)
-    rows = [r for r in dataset_rows(dataset, "ratings", split, ["image_id", "image_config", "poem_id", "rater_id", *keys])
-            if r["image_config"] == image_config]
+    rows = [r for r in rows if r["image_config"] == image_config]
     scores = np.array([[np.nan if r[k] is None else r[k] for k in keys] for r in rows], dtype=float).reshape(len(rows), len(keys))
     return RatingTable([r["image_id"] for r in rows], [r["poem_id"] for r in rows], [r["rater_id"] for r in rows],
                        rubric.keys, np.array([rubric.anchor_step(k) for k in keys]), scores)

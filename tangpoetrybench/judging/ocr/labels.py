@@ -129,36 +129,19 @@ def issue_counts(labels: dict[str, str], generators: list[str]) -> dict[str, dic
     return table
 
 
-def report_ocr_table3(rep, rows: list[dict], ocr_path: Path | str) -> None:
-    """The report's blocks after Table 3: the OCR's Table 3 beside the adjudicated one, and the agreement of each
-    issue type with the adjudicated labels (`rows`: the report's image rows)."""
-    from ...numeric import fmt
-
+def ocr_table3(rows: list[dict], ocr_path: Path | str) -> dict:
+    """The OCR's Table 3 beside the adjudicated one (`rows`: the report's image rows): counts per generator, the
+    OCR's verdicts, and each issue type's agreement with the adjudicated labels."""
     records = read_ocr(ocr_path)
     ocr = {i: t for i, r in records.items() if (t := ocr_issue_type(r)) is not None}
     human = {r["image_id"]: r["text_issue_type"] for r in rows if r["text_issue"] is not None}
     generators = sorted({r["generator"] for r in rows})
     in_report = {r["image_id"] for r in rows}
     ocr = {i: t for i, t in ocr.items() if i in in_report}
-    counts_h, counts_o = issue_counts(human, generators), issue_counts(ocr, generators)
-    agreement = issue_agreement(human, ocr)
     verdicts: dict[str, int] = {}
     for image_id in ocr:
         verdict = records[image_id]["evidence"]["verdict"]
         verdicts[verdict] = verdicts.get(verdict, 0) + 1
-    rep.numbers["table3_ocr"] = {"scores": str(ocr_path), "by_generator": counts_o, "verdicts": verdicts,
-                                 "agreement": {k: v.to_json() for k, v in agreement.items()},
-                                 "images_compared": len(set(human) & set(ocr))}
-    rep.heading("Table 3 beside the OCR — text issues found by text-ocr")
-    rep.text(f"`{ocr_path}`: {len(ocr)} of the report's {len(rows)} images read by the OCR (RapidOCR PP-OCRv6 and "
-             "the rules of `tangpoetrybench.judging.ocr.evidence`); each cell is adjudicated / OCR. Seals and other text the "
-             "OCR found: " + (", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())) or "none") + ".")
-    rep.table(["Generator", "Leakage", "Fake characters", "Total", "Images"],
-              [[g, *(f"{counts_h[g][k]} / {counts_o[g][k]}" for k in (*ISSUES, "total", "labelled_images"))]
-               for g in generators])
-    rep.text(f"Agreement over the {len(set(human) & set(ocr))} images with both an adjudicated label and an OCR "
-             "result: precision = share of the OCR's finds that people confirmed, recall = share of people's "
-             "labels the OCR found.")
-    rep.table(["Issue type", "Adjudicated", "OCR", "Both", "Precision", "Recall"],
-              [[k, str(a.human), str(a.ocr), str(a.both), fmt(a.precision), fmt(a.recall)]
-               for k, a in agreement.items()])
+    return {"scores": str(ocr_path), "by_generator": issue_counts(ocr, generators), "verdicts": verdicts,
+            "agreement": {k: v.to_json() for k, v in issue_agreement(human, ocr).items()},
+            "images_compared": len(set(human) & set(ocr))}
