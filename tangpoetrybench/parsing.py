@@ -39,6 +39,7 @@ whenever these rules do.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import math
 import re
@@ -149,16 +150,21 @@ def _parse(text: str, rubric: Rubric) -> ParsedAnswer:
     if body is None:
         return _failed(rubric, notes + ["every code fence is labelled as something other than the answer"])
 
+    start = body
     found = []  # (segment, closed, its mapping, the notes reading it made, usable, label), each segment read once
     for seg, complete, label in _segments(body):
         if _kind(label) == "other":
             notes.append(f"skipped an object labelled {label!r}")
+            body = body.replace(seg, " ")  # nor is it read as free text
             continue
         seg_notes: list[str] = []
         mapping = _rubric_mapping(seg, complete, rubric, seg_notes)
         if isinstance(mapping, str):
             return _failed(rubric, notes + seg_notes + [mapping])
-        if mapping is not None:
+        if mapping is None:
+            notes += seg_notes  # why it was not read ("ignored the scores under 'draft'")
+            body = body.replace(seg, " ") if complete else body  # nor are its keys read as free text
+        else:
             usable = any(_usable(rubric, k, v) for k, v in mapping.items())
             found.append((seg, complete, mapping, seg_notes, usable, _kind(label)))
     if found:
@@ -185,8 +191,7 @@ def _parse(text: str, rubric: Rubric) -> ParsedAnswer:
     else:
         pairs = _free_pairs(body, rubric, notes)
         if not pairs:
-            objects = any(complete for _, complete, _ in _segments(body))
-            return _failed(rubric, notes + ["no key matches a rubric dimension" if objects else
+            return _failed(rubric, notes + ["no key matches a rubric dimension" if body != start else
                                             "no JSON object or key: value pairs found"])
         raw = _keep_last(pairs, notes)
         notes.append("read key: value pairs from free text")
@@ -225,6 +230,8 @@ def _label(prefix: str) -> str:
 def _kind(name) -> str | None:
     """"answer" for a name of the answer's container, "other" for a draft's, a confidence's, reasons'; else None."""
     words = re.findall(r"[a-z]+|[\u4e00-\u9fff]+", str(name).lower())
+    if len(words) > 4:  # a sentence, not a label ("Here is my final assessment, with reasons:")
+        return None
     joined = re.sub(r"[\s_\-]+", "", str(name).lower())
     if joined in OTHER_NAMES or any(w in OTHER_NAMES for w in words):
         return "other"
@@ -452,21 +459,31 @@ def _alias(rubric: Rubric, key) -> str | None:
     names, one in parentheses (`情感共鸣（Emotional resonance）`) when both name the same dimension."""
     text = unicodedata.normalize("NFKC", str(key))
     parts = [p for p in re.split(r"[()]", text) if p.strip()] if "(" in text else [text]
-    hits = set()
+    table, hits = _name_table(_names(rubric)), set()
     for part in parts:
         form = _normal(part)
-        forms = {form, KEY_SUFFIX.sub("", form)} - {""}
-        dims = {d.key for d in rubric.dimensions if forms & {_normal(d.key), _normal(d.name["en"]), _normal(d.name["zh"])}}
+        dims = {table[f] for f in (form, KEY_SUFFIX.sub("", form)) if f in table}
         if not dims:
             return None
         hits |= dims
     return hits.pop() if len(hits) == 1 else None
 
 
-def _key_pattern(rubric: Rubric) -> re.Pattern:
+def _names(rubric: Rubric) -> tuple[tuple[str, ...], ...]:
+    return tuple((d.key, d.name["en"], d.name["zh"]) for d in rubric.dimensions)
+
+
+@functools.lru_cache(maxsize=16)
+def _name_table(names: tuple[tuple[str, ...], ...]) -> dict[str, str]:
+    """Each name of a dimension, compared without case, spaces, hyphens or underscores → the dimension's key."""
+    return {_normal(n): dim[0] for dim in names for n in dim}
+
+
+@functools.lru_cache(maxsize=16)
+def _key_pattern(names: tuple[tuple[str, ...], ...]) -> re.Pattern:
     """A dimension's name in free text, with its separator: `Safety:`, `**core imagery**:`, `"safety" =`,
     `情感共鸣(Emotional resonance):`, `Text integrity —`."""
-    names = {n for d in rubric.dimensions for n in (d.key, d.name["en"], d.name["zh"])}
+    names = {n for dim in names for n in dim}
     forms = sorted((r"[\s_\-]*".join(map(re.escape, re.split(r"[\s_\-]+", n.strip()))) for n in names),
                    key=len, reverse=True)
     return re.compile(r"(?<![A-Za-z0-9_])[\"']?((?:" + "|".join(forms) + r")(?:[\s_]*(?:score|rating|得分|分数))?"
@@ -476,7 +493,7 @@ def _key_pattern(rubric: Rubric) -> re.Pattern:
 def _free_pairs(body: str, rubric: Rubric, notes: list[str], cut_off: bool = False) -> list[tuple[str, object]]:
     """(key, value text) pairs of free text: table rows and "key: value" entries, sections headed as a draft, a
     confidence or reasons skipped. With `cut_off`, the last value counts only if a separator ends it."""
-    pattern, pairs, skipping = _key_pattern(rubric), [], False
+    pattern, pairs, skipping = _key_pattern(_names(rubric)), [], False
     lines = MARKUP.sub(_markup, re.sub(r"(^|\s)//[^\n]*", r"\1", body)).splitlines()
     table = [line for line in lines if line.strip().startswith("|")]
     if len(table) >= 2:
@@ -634,7 +651,8 @@ def _cells_value(cells: _Cells, rubric: Rubric, key: str) -> tuple[float | None,
     if len({round(v, 6) for v, _ in read}) > 1:
         return None, f"{AMBIGUOUS}the row's cells {' | '.join(cells)} give different scores"
     if not read:
-        return None, f"{' | '.join(cells)!r} is not a score, set to null"
+        nulls = [r for r in (_value(c, rubric, key) for c in cells) if "null" in r[1] and "not a" not in r[1]]
+        return nulls[0] if nulls else (None, f"{' | '.join(cells)!r} is not a score, set to null")
     plain = [r for r in read if r[1].startswith("plain")]
     return plain[0] if plain and len(plain) == len(read) else next(r for r in read if not r[1].startswith("plain"))
 

@@ -58,8 +58,9 @@ def test_format_reward_hand_cases():
     fenced = [{"role": "assistant", "content": "```json\n" + answer()[0]["content"] + "\n```"}]
     nine = answer()
     nine[0]["content"] = json.dumps({k: v for k, v in zip(RUBRIC.keys[:9], TARGET)})
-    got = rewards.format_reward([answer(), fenced, nine, "plain text", answer(beauty=1)], tradition=["tang"] * 5)
-    assert got == [1.0, 0.0, 0.0, 0.0, 0.0]
+    pairs = plain(json.dumps([[k, v] for k, v in zip(RUBRIC.keys, TARGET)]))  # a list of pairs, not the object
+    got = rewards.format_reward([answer(), fenced, nine, "plain text", answer(beauty=1), pairs], tradition=["tang"] * 6)
+    assert got == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
     assert rewards.REWARD_WEIGHTS == (1.0, 0.2)
 
 
