@@ -14,7 +14,7 @@ from .base import EvalResult, Evaluator, ScoringItem
 
 EVALUATORS = ("pae", "api", "clipscore", "blipscore", "vqascore", "text-ocr")
 BACKENDS = ("transformers", "vllm")
-API_OPTIONS = ("base_url", "api_key_env", "concurrency", "timeout", "retries", "structured", "backoff")
+API_OPTIONS = ("base_url", "api_key_env", "concurrency", "timeout", "retries", "structured", "backoff", "repair")
 
 
 def load_evaluator(name: str, model: str | None = None, adapter: str | None = None, backend: str = "transformers",
@@ -24,7 +24,7 @@ def load_evaluator(name: str, model: str | None = None, adapter: str | None = No
     evaluator.
 
     `api` asks a served or hosted model: `model` is the name the server knows, and `base_url`, `api_key_env`,
-    `concurrency`, `timeout` and `retries` (see `evaluators.api.APIJudge`) apply to it alone."""
+    `concurrency`, `timeout`, `retries` and `repair` (see `evaluators.api.APIJudge`) apply to it alone."""
     if name not in EVALUATORS:
         raise ValueError(f"unknown evaluator {name!r} (known: {', '.join(EVALUATORS)})")
     if backend not in BACKENDS:
