@@ -101,6 +101,8 @@ def _score(args: argparse.Namespace) -> None:
              if v is not None}
     if args.constrained:
         extra["constrained"] = True
+    if args.question:
+        extra["question"] = args.question
     evaluator = load_evaluator(args.evaluator, model=args.model, adapter=args.adapter, backend=args.backend, **extra)
     summary = score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,
                              num_workers=args.num_workers, progress=not args.quiet)
@@ -333,6 +335,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--constrained", action="store_true",
                    help="PAE on transformers: decode only answers in the rubric's JSON form, so every answer parses "
                         "(the vllm backend always does)")
+    p.add_argument("--question", choices=["t2v_metrics", "poem"],
+                   help="vqascore: t2v_metrics' question, comparable with published VQAScore, or this project's own "
+                        "(title, author and full text) (default: t2v_metrics)")
     p.add_argument("--base-url", help="api: an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (default: "
                                       "Hugging Face Inference Providers route --model)")
     p.add_argument("--api-key-env", metavar="NAME",
