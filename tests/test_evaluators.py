@@ -76,6 +76,25 @@ def test_each_result_says_how_much_of_the_poem_the_text_encoder_saw(name, model,
     assert tokenizer(text[:n - 1])["input_ids"][:len(kept) - 1] != kept[:-1]
 
 
+def test_tpb_score_warns_when_the_text_encoder_saw_only_part_of_a_poem(tiny_models, tmp_path, capsys):
+    """Two poems, one of them synthetic and long: `tpb score` names how many the encoder cut."""
+    from tangpoetrybench.cli import main
+    from tangpoetrybench.poems import write_poems
+
+    short = sample_poems()[0]
+    long = Poem("synthetic-long", short.title, short.author, "\n".join([short.text] * 6), "tang")
+    write_poems([short, long], tmp_path / "poems.jsonl")
+    (tmp_path / "images").mkdir()
+    for poem in (short, long):
+        Image.new("RGB", (32, 32), "white").save(tmp_path / "images" / f"{poem.poem_id}.png")
+    out = tmp_path / "blip.jsonl"
+    assert main(["score", "--images", str(tmp_path / "images"), "--poems", str(tmp_path / "poems.jsonl"), "--evaluator",
+                 "blipscore", "--model", str(tiny_models["blip"]), "--out", str(out), "--quiet"]) == 0
+    assert "warning: the text encoder saw only the start of 1 of the 2 poems" in capsys.readouterr().out
+    assert sorted(json.loads(line)["evidence"]["text_seen"]["truncated"] for line in out.read_text().splitlines()) == [
+        False, True]
+
+
 def test_vqascore_asks_t2v_metrics_question_by_default(tiny_models):
     from tangpoetrybench.evaluators.vqascore import question
 
