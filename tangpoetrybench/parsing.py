@@ -293,19 +293,24 @@ def _rubric_mapping(segment: str, complete: bool, rubric: Rubric, notes: list[st
     if not complete:
         pairs = _free_pairs(segment, rubric, notes, cut_off=True)
         return _keep_last(pairs, notes) if pairs else None
-    value = _loads_lenient(segment, notes)
+    return _pick(_loads_lenient(segment, notes), rubric, notes)
+
+
+def _pick(value, rubric: Rubric, notes: list[str], depth: int = 2) -> dict | str | None:
+    """The mapping that holds the answer: the object's own keys where they name dimensions, or a container named as
+    the answer, else the one unnamed container with scores, looked for up to `depth` levels down; never a container
+    named as a draft, a confidence or reasons. Two that disagree: the reason, a string."""
     own = _as_mapping(value, notes)
-    if own is not None and any(_alias(rubric, k) for k in own):
-        candidates = [(own, None)]
-    else:
-        candidates = []
+    candidates = [(own, [])] if own is not None and any(_alias(rubric, k) for k in own) else []
     unnamed = []
-    if isinstance(value, dict):
+    if isinstance(value, dict) and depth:
         for k, v in value.items():
             if _alias(rubric, k) is not None or not isinstance(v, (dict, list)):
                 continue
             sub_notes = [f"read the scores under {k!r}"]
-            mapping = _as_mapping(v, sub_notes)
+            mapping = _pick(v, rubric, sub_notes, depth - 1)
+            if isinstance(mapping, str):
+                return mapping
             if mapping is None or not any(_usable(rubric, mk, mv) for mk, mv in mapping.items()):
                 continue
             kind = _kind(k)
@@ -320,7 +325,7 @@ def _rubric_mapping(segment: str, complete: bool, rubric: Rubric, notes: list[st
             return f"{AMBIGUOUS}the object holds {len(usable)} different answers"
     if usable:
         mapping, sub_notes = usable[0]
-        notes += sub_notes or []
+        notes += sub_notes
         return mapping
     return candidates[0][0] if candidates else None
 
@@ -458,15 +463,15 @@ def _alias(rubric: Rubric, key) -> str | None:
     """The dimension a key names: its key, English or Chinese name, maybe with "score" after it, or two of those
     names, one in parentheses (`情感共鸣（Emotional resonance）`) when both name the same dimension."""
     text = unicodedata.normalize("NFKC", str(key))
-    parts = [p for p in re.split(r"[()]", text) if p.strip()] if "(" in text else [text]
-    table, hits = _name_table(_names(rubric)), set()
-    for part in parts:
+    outside, *inside = [p for p in re.split(r"[()]", text) if p.strip()] or [""]
+    table, hits = _name_table(_names(rubric)), []
+    for i, part in enumerate([outside, *inside]):
         form = _normal(part)
         dims = {table[f] for f in (form, KEY_SUFFIX.sub("", form)) if f in table}
-        if not dims:
+        if not dims and i == 0:
             return None
-        hits |= dims
-    return hits.pop() if len(hits) == 1 else None
+        hits += dims  # a parenthesis that names no dimension is a remark ("Safety (a–c)")
+    return hits[0] if len(set(hits)) == 1 else None
 
 
 def _names(rubric: Rubric) -> tuple[tuple[str, ...], ...]:
@@ -507,7 +512,10 @@ def _free_pairs(body: str, rubric: Rubric, notes: list[str], cut_off: bool = Fal
                 if skipping:
                     notes.append(f"skipped the section {heading!r}")
             continue
-        if skipping:
+        inline = _kind(_label(line[:matches[0].start()]))
+        if skipping or inline == "other":
+            if inline == "other":
+                notes.append(f"skipped the line {_label(line[:matches[0].start()])!r}")
             continue
         for m, nxt in zip(matches, matches[1:] + [None]):
             raw = line[m.end(): nxt.start() if nxt else len(line)]
@@ -707,6 +715,9 @@ def _option(text: str, dim: Dimension) -> tuple[float | None, str] | None:
         if named and letter not in named:
             return None, f"{AMBIGUOUS}{text!r} names option {letter!r} and the label of option {named[0]!r}"
         option = dim.option(letter)
+        number = re.fullmatch(rf"\s*({NUMBER})\s*", rest)
+        if number and (option.score is None or abs(float(number.group(1)) - option.score) > 0.005):
+            return None, f"{AMBIGUOUS}{text!r} names option {letter!r} and the score {number.group(1)}"
     else:
         option = by_label[0]
     score = option.score

@@ -315,7 +315,8 @@ def score_to_jsonl(
         total=len(todo), desc=f"Scoring ({evaluator.name})", unit="image", disable=not progress or rank != 0
     ) as bar:
         def write(results: list[EvalResult]) -> None:
-            nonlocal scored, failed, retryable, prompt_tokens, completion_tokens, repair_rounds, repair_parsed, truncated
+            nonlocal scored, failed, retryable, prompt_tokens, completion_tokens
+            nonlocal repair_rounds, repair_parsed, truncated
             f.write("".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in results))
             f.flush()
             os.fsync(f.fileno())

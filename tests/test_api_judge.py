@@ -244,7 +244,8 @@ def test_a_malformed_answer_gets_one_repair_round(server, demo_built, tmp_path, 
     counts it. The next image answers well at once. With --repair 0 the malformed answer is a failed parse."""
     out = tmp_path / "repair.jsonl"
     with FaultProxy(server["url"], answers=[MALFORMED, GOOD, GOOD]) as proxy:
-        assert main(score_cmd(demo_built, server["model"], proxy.url, out, "--limit", "2", "--concurrency", "1")[3:]) == 0
+        cmd = score_cmd(demo_built, server["model"], proxy.url, out, "--limit", "2", "--concurrency", "1")
+        assert main(cmd[3:]) == 0
     printed = capsys.readouterr().out
     assert "repair round: 1 of the 2 answers did not parse and were asked again, 1 of them then parsed" in printed
     first, second = records(out)

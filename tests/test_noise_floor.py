@@ -114,7 +114,8 @@ def test_genai_bench(caplog):
     assert got["n_ratings"] == 9480 and got["n_multi_rated_images"] == 3160
     assert float(table.scores.max()) == 1.0 and float(table.scores.min()) == 0.0
     # the figures quoted in the docs
-    assert (round(d["loo_deviation"], 3), round(d["within_one_level"], 3), round(d["krippendorff_alpha"], 3)) == (0.151, 0.892, 0.711)
+    assert (round(d["loo_deviation"], 3), round(d["within_one_level"], 3),
+            round(d["krippendorff_alpha"], 3)) == (0.151, 0.892, 0.711)
     assert round(got["rater_vs_rest_tau"], 3) == 0.685 and got["rater_vs_rest_tau_cases"] == 1395
     with pytest.raises(ValueError, match=r"genai_bench_image_human_ratings.json: ratings outside the 1–5 scale: "
                                          r"DALLE_3/00232: 41 outside 1–5; DeepFloyd_I_XL_v1/00253: 33"):
@@ -125,7 +126,8 @@ def test_ratings_outside_the_scale_are_dropped_or_refused(tmp_path):
     """Synthetic ratings: an image with a 0, a 2.5 or a 6 goes, with all its ratings; the others stay."""
     path = tmp_path / "synthetic_likert.csv"
     path.write_text("t2i_model,item_id,worker_id,answer\n" + "".join(
-        f"m,{item},w{k},{r}\n" for item, rs in {"i1": [5, 4], "i2": [0, 3], "i3": [2.5, 2], "i4": [6, 1], "i5": [1, 1]}.items()
+        f"m,{item},w{k},{r}\n"
+        for item, rs in {"i1": [5, 4], "i2": [0, 3], "i3": [2.5, 2], "i4": [6, 1], "i5": [1, 1]}.items()
         for k, r in enumerate(rs)))
     table = read_dsg(path)
     assert sorted(set(table.units)) == ["m/i1", "m/i5"] and len(table.dropped) == 3

@@ -56,8 +56,9 @@ class ImageTextMetric(Evaluator):
         tokens = len(tokenizer(text, verbose=False)["input_ids"])
         kept = tokenizer(text, truncation=True, max_length=self.max_length, return_offsets_mapping=True)
         seen = max((end for _, end in kept["offset_mapping"]), default=0)
+        truncated = tokens > self.max_length
         return {"tokens": tokens, "max_tokens": self.max_length, "characters": len(text),
-                "characters_seen": len(text) if tokens <= self.max_length else seen, "truncated": tokens > self.max_length}
+                "characters_seen": seen if truncated else len(text), "truncated": truncated}
 
     def scored(self, items: Sequence[ScoringItem], scores: Sequence[float]) -> list[EvalResult]:
         """Each item's result, with how much of its poem the text encoder saw."""
