@@ -94,9 +94,12 @@ def _score(args: argparse.Namespace) -> None:
     extra = {k: v for k, v in (("device", args.device), ("max_pixels", args.max_pixels),
                                ("max_new_tokens", args.max_new_tokens), ("base_url", args.base_url),
                                ("api_key_env", args.api_key_env), ("concurrency", args.concurrency),
-                               ("timeout", args.timeout), ("retries", args.retries)) if v is not None}
+                               ("timeout", args.timeout), ("retries", args.retries), ("repair", args.repair))
+             if v is not None}
     if args.constrained:
         extra["constrained"] = True
+    if args.question:
+        extra["question"] = args.question
     evaluator = load_evaluator(args.evaluator, model=args.model, adapter=args.adapter, backend=args.backend, **extra)
     summary = score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,
                              num_workers=args.num_workers, progress=not args.quiet)
@@ -113,6 +116,12 @@ def _score(args: argparse.Namespace) -> None:
 
         usage = usage_line(summary.prompt_tokens, summary.completion_tokens, args.price_in, args.price_out)
         print(f"{evaluator.model_name}: {usage} in this run")
+        print(f"repair round: {summary.repair_rounds} of the {summary.scored} answers did not parse and were asked "
+              f"again, {summary.repair_parsed} of them then parsed" if evaluator.repair else
+              "repair round: off (--repair 0)")
+    if summary.truncated:
+        print(f"warning: the text encoder saw only the start of {summary.truncated} of the {summary.scored} poems "
+              f"(its token limit): each record's evidence.text_seen says how much")
     if evaluator.random_weights:
         from .stats.agree import RANDOM_WEIGHTS_NOTE
 
@@ -205,6 +214,27 @@ def _tiny_models(args: argparse.Namespace) -> None:
 
 
 
+class _StoreOnce(argparse._StoreAction):
+    """An option that takes one value (or one list) refuses to be given twice, instead of silently keeping the last;
+    options that gather several values say `action="extend"`."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = namespace.__dict__.setdefault("_given_once", set())
+        if option_string is not None and self.dest in given:
+            parser.error(f"{'/'.join(self.option_strings)} was given twice: give it once")
+        given.add(self.dest)
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _Parser(argparse.ArgumentParser):
+    """tpb's parser and each command's: every plain option is stored once (`_StoreOnce`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _StoreOnce)
+        self.register("action", "store", _StoreOnce)
+
+
 class _Help(argparse.RawDescriptionHelpFormatter):
     """Each option's default where it has one; descriptions and examples kept as written."""
 
@@ -220,7 +250,7 @@ POEMS_FILE = "a poems file (JSON Lines: poem_id, title, author, text, tradition;
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tpb", description=__doc__, formatter_class=_Help, epilog=(
+    parser = _Parser(prog="tpb", description=__doc__, formatter_class=_Help, epilog=(
         "start with: tpb demo-release sample/raw && tpb build sample/raw sample/dataset\n"
         "every command: tpb COMMAND --help"))
     parser.add_argument("--version", action="version", version=f"%(prog)s {__import__('tangpoetrybench').__version__}")
@@ -302,6 +332,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--constrained", action="store_true",
                    help="PAE on transformers: decode only answers in the rubric's JSON form, so every answer parses "
                         "(the vllm backend always does)")
+    p.add_argument("--question", choices=["t2v_metrics", "poem"],
+                   help="vqascore: t2v_metrics' question, comparable with published VQAScore, or this project's own "
+                        "(title, author and full text) (default: t2v_metrics)")
     p.add_argument("--base-url", help="api: an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (default: "
                                       "Hugging Face Inference Providers route --model)")
     p.add_argument("--api-key-env", metavar="NAME",
@@ -311,6 +344,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, help="api: seconds a request may take before it is retried (default: 120)")
     p.add_argument("--retries", type=int,
                    help="api: retries of a request on 429, 5xx, timeouts and lost connections (default: 5)")
+    p.add_argument("--repair", type=int, choices=[0, 1],
+                   help="api: repair rounds for an answer that does not parse: asked again in the same conversation "
+                        "for the JSON alone (default: 1; 0 turns it off)")
     p.add_argument("--price-in", type=float, metavar="USD",
                    help="api: USD per million prompt tokens, for a cost estimate at the end (default: none)")
     p.add_argument("--price-out", type=float, metavar="USD",
@@ -333,7 +369,8 @@ def make_parser() -> argparse.ArgumentParser:
                 "tpb report --dataset sample/dataset --out report/ --scores scores.jsonl --ocr ocr.jsonl", _report)
     p.add_argument("--dataset", required=True, help="a built dataset folder or Hub id")
     p.add_argument("--out", type=Path, required=True, help="the report folder (report.md, report.html, numbers.json)")
-    p.add_argument("--scores", type=Path, nargs="*", help="evaluators' results (tpb score), one file each: Table 4")
+    p.add_argument("--scores", type=Path, nargs="*", action="extend",
+                   help="evaluators' results (tpb score), one file each: Table 4 (repeat the option, or list the files)")
     p.add_argument("--ocr", type=Path, metavar="OCR.jsonl",
                    help="text-ocr results (tpb score --evaluator text-ocr): Table 3 from the OCR beside the "
                         "adjudicated one, with precision and recall per issue type")
@@ -365,8 +402,9 @@ def make_parser() -> argparse.ArgumentParser:
                 "and JSON", "tpb leaderboard --dataset sample/dataset --scores rated.jsonl new.jsonl --out board/",
                 _leaderboard)
     p.add_argument("--dataset", required=True, help="a built dataset folder or Hub id (its human scores)")
-    p.add_argument("--scores", type=Path, nargs="+", required=True,
-                   help="PAE results (tpb score --out) covering every generator, all made with the same settings")
+    p.add_argument("--scores", type=Path, nargs="+", required=True, action="extend",
+                   help="PAE results (tpb score --out) covering every generator, all made with the same settings "
+                        "(repeat the option, or list the files)")
     p.add_argument("--out", type=Path, required=True,
                    help="the folder to write (leaderboard.md, leaderboard.html, leaderboard.json, figures/)")
     p.add_argument("--split", default="test", help="the dataset split whose poems the generators are compared on")

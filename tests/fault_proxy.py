@@ -1,7 +1,8 @@
 """A loopback HTTP proxy in front of a real server, for fault injection: it answers the first requests with the
-planned faults (429 with Retry-After, 503, a dropped connection, an answer held back past the client's timeout),
+planned faults (429 with Retry-After, 503, a dropped connection, an answer held back until the client gives up),
 checks an API key, refuses requests that carry a given field, and can delay every answer by a fixed time (the
-concurrency benchmark). Everything else goes to the real server and back unchanged."""
+concurrency benchmark), and can put planned answers in place of the real server's first ones (a malformed answer,
+then a good one: the repair round). Everything else goes to the real server and back unchanged."""
 
 from __future__ import annotations
 
@@ -18,13 +19,17 @@ FAULTS = ("429", "503", "drop", "slow")
 class FaultProxy:
     """`with FaultProxy(upstream, faults=["429", "drop"]) as proxy:` then send requests to `proxy.url`.
 
-    `faults` are used one per request, in order of arrival; `requests` logs what each request got."""
+    `faults` are used one per request, in order of arrival; `answers` likewise, one per chat completion the real
+    server answered: its message's content is replaced by the planned text (None: left as it is). `requests` logs what
+    each request got, with the role and text of its last two messages."""
 
-    def __init__(self, upstream: str, faults: list[str] = (), delay: float = 0.0, slow: float = 0.0,
-                 key: str | None = None, refuse_field: str | None = None, retry_after: str = "1", port: int = 0):
+    def __init__(self, upstream: str, faults: list[str] = (), delay: float = 0.0,
+                 key: str | None = None, refuse_field: str | None = None, retry_after: str = "1", port: int = 0,
+                 answers: list[str | None] = ()):
         assert all(f in FAULTS for f in faults), faults
         self.upstream = urlparse(upstream)
-        self.faults, self.delay, self.slow, self.key = list(faults), delay, slow, key
+        self.faults, self.delay, self.key = list(faults), delay, key
+        self.answers = list(answers)
         self.refuse_field, self.retry_after, self.port = refuse_field, retry_after, port
         self.requests: list[dict] = []
         self.lock = threading.Lock()
@@ -70,7 +75,9 @@ class FaultProxy:
         with self.lock:
             fault = self.faults.pop(0) if self.faults else None
             self.requests.append({"path": h.path, "fault": fault, "fields": sorted(fields),
-                                  "authorization": h.headers.get("Authorization")})
+                                  "authorization": h.headers.get("Authorization"),
+                                  "last_messages": [(m["role"], m["content"] if isinstance(m["content"], str) else None)
+                                                    for m in fields.get("messages", [])[-2:]]})
         if self.key is not None and h.headers.get("Authorization") != f"Bearer {self.key}":
             return self.answer(h, 401, {"error": "invalid API key"})
         if self.refuse_field and self.refuse_field in fields:
@@ -82,13 +89,33 @@ class FaultProxy:
         if fault == "drop":
             h.close_connection = True  # no answer: the client sees the connection closed
             return None
-        upstream = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=600)
+        upstream = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port)
         upstream.request(h.command, h.path, body or None, {"Content-Type": "application/json"})
         response = upstream.getresponse()
         data = response.read()
         upstream.close()
-        time.sleep(self.delay + (self.slow if fault == "slow" else 0.0))
+        if response.status == 200 and h.path.endswith("/chat/completions"):
+            with self.lock:
+                planned = self.answers.pop(0) if self.answers else None
+            if planned is not None:
+                reply = json.loads(data)
+                reply["choices"][0]["message"]["content"] = planned
+                data = json.dumps(reply).encode()
+        if fault == "slow":
+            return self.hold_until_closed(h)
+        time.sleep(self.delay)
         return self.answer(h, response.status, data)
+
+    @staticmethod
+    def hold_until_closed(h: BaseHTTPRequestHandler) -> None:
+        """No answer until the client closes the connection (its timeout gave up): an event, not a fixed wait."""
+        h.connection.settimeout(None)
+        try:
+            while h.connection.recv(1):  # the client sends nothing more; b"" is its close
+                pass
+        except OSError:
+            pass
+        h.close_connection = True
 
     @staticmethod
     def answer(h: BaseHTTPRequestHandler, status: int, data: bytes | dict, headers: dict | None = None) -> None:

@@ -142,6 +142,19 @@ def synthetic(n_poems, seed=3):
     return preds, refs, poems
 
 
+@pytest.mark.parametrize("front", ["package", "evaluate"])
+def test_every_prediction_none_is_coverage_zero(front, metric_dir):
+    """An evaluator that gave nothing (every answer failed) is not a scalar metric: coverage 0, no MAE."""
+    refs = [[1.0, 0.5, 0.67, 1.0, N, 1.0, 0.5, 0.33, 0.67, 0.75]] * 4
+    args = dict(predictions=[None] * 4, references=refs, poem_ids=["A", "A", "B", "B"], n_bootstrap=50)
+    if front == "evaluate":
+        got = evaluate.load(str(metric_dir)).compute(**args)
+    else:
+        got = agreement(AgreementData.from_lists(args["predictions"], refs, args["poem_ids"], RUBRIC), n_bootstrap=50)
+    assert got["coverage"] == 0.0 and got["mae"] is None and got["n_scored_pairs"] == 0 and got["n_pairs"] == 36
+    assert got["per_dimension"]["safety"]["coverage"] == 0.0 and got["kendall_tau"] is None
+
+
 def test_interval_holds_the_estimate_and_narrows_with_more_poems():
     widths = []
     for n in (10, 40, 160):

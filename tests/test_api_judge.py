@@ -22,10 +22,12 @@ from PIL import Image
 from fault_proxy import FaultProxy
 from tangpoetrybench.cli import main
 from tangpoetrybench.judging.evaluators import load_evaluator
-from tangpoetrybench.judging.evaluators.api import (APIJudge, is_internal_url, redact, response_format, retry_after_seconds,
-                                            retry_delay, served_reward, usage_line, wire_messages)
+from tangpoetrybench.judging.evaluators.api import (REPAIR_PROMPT, APIJudge, is_internal_url, redact, repair_messages,
+                                            response_format, retry_after_seconds, retry_delay, served_reward,
+                                            usage_line, wire_messages)
 from tangpoetrybench.judging.evaluators.base import EvalResult, ScoringItem
 from tangpoetrybench.models import chat_inputs
+from tangpoetrybench.judging.parsing import PARSER_VERSION
 from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.judging.prompt import answer_schema, build_messages
 from tangpoetrybench.rubric import load_rubric
@@ -103,8 +105,9 @@ def test_judge_state_and_record_format(monkeypatch):
     judge = load_evaluator("api", model="pae", base_url="http://127.0.0.1:8000/v1", api_key_env="TPB_TEST_KEY",
                            concurrency=3)
     assert SECRET.encode() not in pickle.dumps(judge) and judge.min_batch_size == 12
-    assert judge.settings() == {"backend": "api", "max_pixels": 1024 * 1024, "max_new_tokens": 256, "parser": 2,
-                                "temperature": 0.0, "seed": 0}
+    assert judge.settings() == {"backend": "api", "max_pixels": 1024 * 1024, "max_new_tokens": 256,
+                                "parser": PARSER_VERSION, "temperature": 0.0, "seed": 0, "repair": 1}
+    assert load_evaluator("api", model="pae", base_url="http://127.0.0.1:8000/v1", repair=0).settings()["repair"] == 0
     plain = EvalResult("x", "clipscore", {}, 0.5, None, "ok", None, 0.1)
     assert "usage" not in plain.to_json()
 
@@ -116,6 +119,10 @@ def test_option_errors(tmp_path, capsys):
         load_evaluator("api", base_url="http://127.0.0.1:8000/v1")
     with pytest.raises(ValueError, match="is not an http"):
         load_evaluator("api", model="pae", base_url="127.0.0.1:8000")
+    with pytest.raises(ValueError, match="--repair must be 0 .off. or 1"):
+        load_evaluator("api", model="pae", base_url="http://127.0.0.1:8000/v1", repair=2)
+    with pytest.raises(ValueError, match="--repair applies to the api evaluator only"):
+        load_evaluator("clipscore", repair=0)
     out = tmp_path / "x.jsonl"
     assert main(["score", "--images", str(tmp_path), "--poems", "p.jsonl", "--evaluator", "clipscore",
                  "--price-in", "1", "--out", str(out)]) == 2
@@ -140,13 +147,12 @@ def server(tiny_models, tmp_path_factory):
                              "127.0.0.1", "--port", str(port), "--device", "cpu"], stdout=log, stderr=subprocess.STDOUT,
                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while True:
+    while True:  # until the server answers, or ends: however long a loaded machine takes to start it
         try:
             urllib.request.urlopen(url + "/health", timeout=2)
             break
         except OSError:
-            assert proc.poll() is None and time.time() < deadline, open(log.name).read()[-3000:]
+            assert proc.poll() is None, open(log.name).read()[-3000:]
             time.sleep(0.5)
     yield {"url": url, "model": model}
     proc.terminate()
@@ -172,11 +178,11 @@ def test_scores_the_split_offline_through_the_server(server, demo_built, tmp_pat
     out = tmp_path / "api.jsonl"
     monkeypatch.setenv("TPB_KEY", SECRET)
     with FaultProxy(server["url"], key=SECRET) as proxy:
-        cmd = score_cmd(demo_built, server["model"], proxy.url, out, "--api-key-env", "TPB_KEY")
+        cmd = score_cmd(demo_built, server["model"], proxy.url, out, "--api-key-env", "TPB_KEY", "--repair", "0")
         assert main(cmd[3:] + ["--limit", "5"]) == 0
         first = capsys.readouterr()
         rest = subprocess.run(cmd + ["--price-in", "0.5", "--price-out", "2"], capture_output=True, text=True,
-                              env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
+                              env={**os.environ, "HF_HUB_OFFLINE": "1"})
         assert rest.returncode == 0, rest.stderr[-3000:]
     assert "5 scored now" in first.out and "7 scored now" in rest.stdout and "5 already there" in rest.stdout
     assert "estimated cost $" in rest.stdout and "prompt +" in rest.stdout
@@ -198,11 +204,11 @@ def test_scores_the_split_offline_through_the_server(server, demo_built, tmp_pat
 
 @pytest.mark.slow
 def test_faults_are_retried_and_every_image_is_scored_once(server, demo_built, tmp_path, caplog):
-    """429 with Retry-After, 503, a dropped connection and an answer held past the timeout: each retried, each retry
-    logged, and the run ends with every image scored exactly once."""
-    with FaultProxy(server["url"], faults=["429", "503", "drop", "slow"], slow=12) as proxy:
+    """429 with Retry-After, 503, a dropped connection and an answer held until the client's timeout gives it up: each
+    retried, each retry logged, and the run ends with every image scored exactly once."""
+    with FaultProxy(server["url"], faults=["429", "503", "drop", "slow"]) as proxy:
         judge = load_evaluator("api", model=server["model"], base_url=proxy.url, max_new_tokens=8, concurrency=4,
-                               timeout=10, backoff=0.05)
+                               timeout=30, backoff=0.05, repair=0)
         with caplog.at_level(logging.WARNING, logger="tangpoetrybench.judging.evaluators.api"):
             summary = score_to_jsonl(judge, DatasetSource(demo_built, "images", "test"), tmp_path / "f.jsonl",
                                      progress=False)
@@ -218,10 +224,54 @@ def test_faults_are_retried_and_every_image_is_scored_once(server, demo_built, t
     assert len(proxy.requests) >= 16
 
 
+def test_the_repair_round_goes_on_in_the_same_conversation():
+    messages = [{"role": "system", "content": "rubric"}, {"role": "user", "content": [{"type": "text", "text": "q"}]}]
+    assert repair_messages(messages, "Safety: 0.5 or 1") == [
+        *messages, {"role": "assistant", "content": "Safety: 0.5 or 1"}, {"role": "user", "content": REPAIR_PROMPT}]
+    assert REPAIR_PROMPT == "Reply with the JSON object only, in the schema above."
+
+
+GOOD = json.dumps({"safety": 1, "technical_quality": 0.5, "ai_plausibility": 0.67, "text_integrity": 1,
+                   "scene_consistency": None, "cultural_coherence": 1, "artistic_style": 0.5, "core_imagery": 0.33,
+                   "emotional_resonance": 0.67, "overall_impression": 0.75})
+MALFORMED = "Safety: 0.5 or 1\nCore imagery: 0.33–0.67"  # two readings: a failed parse
+
+
+@pytest.mark.slow
+def test_a_malformed_answer_gets_one_repair_round(server, demo_built, tmp_path, capsys):
+    """The proxy puts a malformed answer in place of the real server's first one, then a good one in place of the
+    answer to the repair request: the record keeps both, is `repaired` with the second's scores, and `tpb score`
+    counts it. The next image answers well at once. With --repair 0 the malformed answer is a failed parse."""
+    out = tmp_path / "repair.jsonl"
+    with FaultProxy(server["url"], answers=[MALFORMED, GOOD, GOOD]) as proxy:
+        cmd = score_cmd(demo_built, server["model"], proxy.url, out, "--limit", "2", "--concurrency", "1")
+        assert main(cmd[3:]) == 0
+    printed = capsys.readouterr().out
+    assert "repair round: 1 of the 2 answers did not parse and were asked again, 1 of them then parsed" in printed
+    first, second = records(out)
+    assert len(proxy.requests) == 3 and [r["settings"]["repair"] for r in (first, second)] == [1, 1]
+    assert proxy.requests[1]["last_messages"] == [("assistant", MALFORMED), ("user", REPAIR_PROMPT)]
+    assert first["raw_output"] == MALFORMED and first["parse_status"] == "repaired"
+    assert first["repair"] == {"raw_output": GOOD, "parse_status": "ok", "error": None}
+    assert first["scores"]["core_imagery"] == 0.33 and first["quality"] is not None
+    assert first["error"].startswith("the first answer did not parse (") and "two readings" in first["error"]
+    assert first["usage"]["prompt_tokens"] > 1.5 * second["usage"]["prompt_tokens"]  # two requests' tokens
+    assert second["raw_output"] == GOOD and second["parse_status"] == "ok" and "repair" not in second
+
+    off = tmp_path / "off.jsonl"
+    with FaultProxy(server["url"], answers=[MALFORMED]) as proxy:
+        assert main(score_cmd(demo_built, server["model"], proxy.url, off, "--limit", "1", "--repair", "0")[3:]) == 0
+    assert "repair round: off (--repair 0)" in capsys.readouterr().out
+    [row] = records(off)
+    assert len(proxy.requests) == 1 and row["parse_status"] == "failed" and "repair" not in row
+    assert row["settings"]["repair"] == 0
+
+
 @pytest.mark.slow
 def test_a_refused_response_format_is_asked_again_without(server, demo_built, tmp_path, caplog):
     with FaultProxy(server["url"], refuse_field="response_format") as proxy:
-        judge = load_evaluator("api", model=server["model"], base_url=proxy.url, max_new_tokens=8, concurrency=2)
+        judge = load_evaluator("api", model=server["model"], base_url=proxy.url, max_new_tokens=8, concurrency=2,
+                               repair=0)
         with caplog.at_level(logging.WARNING, logger="tangpoetrybench.judging.evaluators.api"):
             score_to_jsonl(judge, DatasetSource(demo_built, "images", "test"), tmp_path / "r.jsonl", limit=8,
                            progress=False)
@@ -285,7 +335,7 @@ def test_concurrency_benchmark_runs(server, tmp_path):
     script = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "api_concurrency.py")
     done = subprocess.run([sys.executable, script, "--images", "4", "--concurrency", "1,4", "--base-url",
                            server["url"] + "/v1", "--model", server["model"], "--out", str(tmp_path / "b.json")],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "| concurrency | wall s | images/s | × first row | answered |" in done.stdout
     assert [r["answered"] for r in json.loads((tmp_path / "b.json").read_text())["rows"]] == [4, 4]

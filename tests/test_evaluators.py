@@ -12,7 +12,7 @@ from tangpoetrybench.judging.evaluators.base import ScoringItem
 from tangpoetrybench.models import fit_pixels
 from tangpoetrybench.judging.evaluators.pae_vllm import engine_kwargs, sampling_kwargs, vllm_messages
 from tangpoetrybench.judging.parsing import PARSER_VERSION
-from tangpoetrybench.poems import sample_poems
+from tangpoetrybench.poems import Poem, sample_poems
 from tangpoetrybench.judging.prompt import build_messages
 from tangpoetrybench.rubric import load_rubric
 from tangpoetrybench.judging.scoring import DatasetSource, score_to_jsonl
@@ -33,7 +33,8 @@ def test_end_to_end_over_the_demo_dataset(name, model, bounds, tiny_models, demo
     ids = [it.image_id for it in DatasetSource(demo_built, "images", "test")]
     assert [r["image_id"] for r in records] == ids and summary.scored == len(ids) == 12
     for r in records:
-        assert set(r) == FIELDS and r["evaluator"] == name and r["random_weights"] is True
+        assert set(r) == FIELDS | ({"evidence"} if name in ("clipscore", "blipscore") else set())
+        assert r["evaluator"] == name and r["random_weights"] is True
         assert r["model"] == str(tiny_models[model])
         if name == "pae":
             assert r["parse_status"] in ("ok", "repaired", "failed") and isinstance(r["raw_output"], str)
@@ -46,7 +47,71 @@ def test_end_to_end_over_the_demo_dataset(name, model, bounds, tiny_models, demo
         else:
             assert r["scores"] == {} and r["parse_status"] == "ok" and bounds[0] <= r["quality"] <= bounds[1]
             assert r["error_kind"] is None
-            assert r["settings"] == ({"max_pixels": 1024 * 1024} if name == "vqascore" else {})
+            assert r["settings"] == ({"max_pixels": 1024 * 1024, "question": "t2v_metrics"} if name == "vqascore" else
+                                     {"max_text_tokens": {"clip": 77, "chinese-clip": 52, "blip": 35}[model]})
+    if name in ("clipscore", "blipscore"):
+        assert summary.truncated == sum(r["evidence"]["text_seen"]["truncated"] for r in records)
+
+
+@pytest.mark.parametrize("name,model,limit", [("clipscore", "clip", 77), ("clipscore", "chinese-clip", 52),
+                                              ("blipscore", "blip", 35)])
+def test_each_result_says_how_much_of_the_poem_the_text_encoder_saw(name, model, limit, tiny_models):
+    """A short poem is seen whole; a long one (synthetic: a real poem's lines repeated) only up to the limit, and the
+    record says how many tokens it had and how many of its characters the kept tokens cover."""
+    evaluator = load_evaluator(name, model=str(tiny_models[model]))
+    tokenizer = evaluator.processor.tokenizer
+    short = sample_poems()[0]
+    long = Poem("synthetic-long", short.title, short.author, "\n".join([short.text] * 6), "tang")
+    image = Image.new("RGB", (32, 32), "white")
+    seen_short, seen_long = [r.evidence["text_seen"] for r in evaluator([image, image], [short, long])]
+    text = " ".join(long.lines)
+    assert seen_short["truncated"] is False and seen_short["characters_seen"] == seen_short["characters"]
+    assert seen_long["truncated"] is True
+    assert seen_long["max_tokens"] == limit == evaluator.settings()["max_text_tokens"]
+    assert seen_long["tokens"] == len(tokenizer(text)["input_ids"]) > limit and seen_long["characters"] == len(text)
+    kept = tokenizer(text, truncation=True, max_length=limit)["input_ids"]
+    assert len(kept) == limit and 0 < seen_long["characters_seen"] < len(text)
+    # the characters seen are those the kept tokens spell: that prefix holds every kept token, one character less not
+    n = seen_long["characters_seen"]
+    assert tokenizer(text[:n])["input_ids"][:len(kept) - 1] == kept[:-1]
+    assert tokenizer(text[:n - 1])["input_ids"][:len(kept) - 1] != kept[:-1]
+
+
+def test_tpb_score_warns_when_the_text_encoder_saw_only_part_of_a_poem(tiny_models, tmp_path, capsys):
+    """Two poems, one of them synthetic and long: `tpb score` names how many the encoder cut."""
+    from tangpoetrybench.cli import main
+    from tangpoetrybench.poems import write_poems
+
+    short = sample_poems()[0]
+    long = Poem("synthetic-long", short.title, short.author, "\n".join([short.text] * 6), "tang")
+    write_poems([short, long], tmp_path / "poems.jsonl")
+    (tmp_path / "images").mkdir()
+    for poem in (short, long):
+        Image.new("RGB", (32, 32), "white").save(tmp_path / "images" / f"{poem.poem_id}.png")
+    out = tmp_path / "blip.jsonl"
+    assert main(["score", "--images", str(tmp_path / "images"), "--poems", str(tmp_path / "poems.jsonl"), "--evaluator",
+                 "blipscore", "--model", str(tiny_models["blip"]), "--out", str(out), "--quiet"]) == 0
+    assert "warning: the text encoder saw only the start of 1 of the 2 poems" in capsys.readouterr().out
+    assert sorted(json.loads(line)["evidence"]["text_seen"]["truncated"] for line in out.read_text().splitlines()) == [
+        False, True]
+
+
+def test_vqascore_asks_t2v_metrics_question_by_default(tiny_models):
+    from tangpoetrybench.judging.evaluators.vqascore import question
+
+    poem = sample_poems()[0]
+    assert question(poem) == f'Does this figure show "{" ".join(poem.lines)}"? Please answer yes or no.'
+    assert question(poem, "poem").startswith("Does this image illustrate the following poem?\n《")
+    own = load_evaluator("vqascore", model=str(tiny_models["qwen3-vl"]), question="poem")
+    assert own.settings() == {"max_pixels": 1024 * 1024, "question": "poem"}
+    default = load_evaluator("vqascore", model=str(tiny_models["qwen3-vl"]))
+    image = Image.new("RGB", (64, 64), "white")
+    [a], [b] = default([image], [poem]), own([image], [poem])
+    assert a.settings["question"] == "t2v_metrics" and b.settings["question"] == "poem" and a.quality != b.quality
+    with pytest.raises(ValueError, match="unknown VQAScore question 'mine'"):
+        load_evaluator("vqascore", model=str(tiny_models["qwen3-vl"]), question="mine")
+    with pytest.raises(ValueError, match="--question applies to vqascore only"):
+        load_evaluator("clipscore", question="poem")
 
 
 def test_batching_does_not_change_scalar_scores(tiny_models):

@@ -100,22 +100,52 @@ def check(table, rows):
 
 
 @needs_ratings
-def test_genai_bench():
-    data = json.loads((RATINGS / "genai_bench_image_human_ratings.json").read_text())
+def test_genai_bench(caplog):
+    """Two images hold a corrupt rating ([5, 41, 4] and [3, 3, 33]): they are left out, counted and named."""
+    path = RATINGS / "genai_bench_image_human_ratings.json"
+    data = json.loads(path.read_text())
     rows = [(pid, model, f"r{k}", float(r)) for pid, e in data.items() for model, rs in e["models"].items()
-            for k, r in enumerate(rs)]
-    d, got = check(read_genai_bench(RATINGS / "genai_bench_image_human_ratings.json"), rows)
-    assert got["n_ratings"] == 9486 and got["n_multi_rated_images"] == 3162
+            if all(r in (1, 2, 3, 4, 5) for r in rs) for k, r in enumerate(rs)]
+    with caplog.at_level("WARNING", logger="tangpoetrybench.stats.external_ratings"):
+        table = read_genai_bench(path)
+    assert table.dropped == ["DALLE_3/00232: 41 outside 1–5", "DeepFloyd_I_XL_v1/00253: 33 outside 1–5"]
+    assert "dropped 2 image(s) holding a rating outside the 1–5 scale" in caplog.text and str(path) in caplog.text
+    d, got = check(table, rows)
+    assert got["n_ratings"] == 9480 and got["n_multi_rated_images"] == 3160
+    assert float(table.scores.max()) == 1.0 and float(table.scores.min()) == 0.0
     # the figures quoted in the docs
-    assert (round(d["loo_deviation"], 3), round(d["within_one_level"], 3), round(d["krippendorff_alpha"], 3)) == (0.155, 0.892, 0.622)
-    assert round(got["rater_vs_rest_tau"], 3) == 0.684 and got["rater_vs_rest_tau_cases"] == 1398
+    assert (round(d["loo_deviation"], 3), round(d["within_one_level"], 3),
+            round(d["krippendorff_alpha"], 3)) == (0.151, 0.892, 0.711)
+    assert round(got["rater_vs_rest_tau"], 3) == 0.685 and got["rater_vs_rest_tau_cases"] == 1395
+    with pytest.raises(ValueError, match=r"genai_bench_image_human_ratings.json: ratings outside the 1–5 scale: "
+                                         r"DALLE_3/00232: 41 outside 1–5; DeepFloyd_I_XL_v1/00253: 33"):
+        read_genai_bench(path, out_of_scale="refuse")
+
+
+def test_ratings_outside_the_scale_are_dropped_or_refused(tmp_path):
+    """Synthetic ratings: an image with a 0, a 2.5 or a 6 goes, with all its ratings; the others stay."""
+    path = tmp_path / "synthetic_likert.csv"
+    path.write_text("t2i_model,item_id,worker_id,answer\n" + "".join(
+        f"m,{item},w{k},{r}\n"
+        for item, rs in {"i1": [5, 4], "i2": [0, 3], "i3": [2.5, 2], "i4": [6, 1], "i5": [1, 1]}.items()
+        for k, r in enumerate(rs)))
+    table = read_dsg(path)
+    assert sorted(set(table.units)) == ["m/i1", "m/i5"] and len(table.dropped) == 3
+    assert table.scores[:, 0].tolist() == [1.0, 0.75, 0.0, 0.0]
+    assert noise_floor(table)["n_ratings"] == 4
+    with pytest.raises(ValueError, match="m/i2: 0 outside 1–5; m/i3: 2.5 outside 1–5; m/i4: 6 outside 1–5"):
+        read_dsg(path, out_of_scale="refuse")
+    with pytest.raises(ValueError, match="out_of_scale must be one of"):
+        read_dsg(path, out_of_scale="keep")
 
 
 @needs_ratings
 def test_dsg_tifa160():
     with open(RATINGS / "dsg_tifa160_likert_anns.csv", encoding="utf-8") as f:
         rows = [(r["item_id"], r["t2i_model"], r["worker_id"], float(r["answer"])) for r in csv.DictReader(f)]
-    d, got = check(read_dsg(RATINGS / "dsg_tifa160_likert_anns.csv"), rows)
+    table = read_dsg(RATINGS / "dsg_tifa160_likert_anns.csv")
+    assert table.dropped == []
+    d, got = check(table, rows)
     assert got["n_ratings"] == 3995 and got["n_multi_rated_images"] == 800
     assert (round(d["loo_deviation"], 3), round(d["within_one_level"], 3), round(d["krippendorff_alpha"], 3)) == (0.117, 0.933, 0.684)
     assert round(got["rater_vs_rest_tau"], 3) == 0.558 and got["rater_vs_rest_tau_cases"] == 716

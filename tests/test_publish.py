@@ -5,8 +5,10 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
 
@@ -204,7 +206,7 @@ def fresh_venv(folder: Path) -> Path:
 
 def pip(python: Path, *args: str, cwd: Path | None = None) -> None:
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args], check=True,
-                   timeout=1200, cwd=cwd)
+                   cwd=cwd)
 
 
 @pytest.mark.slow
@@ -225,7 +227,7 @@ def test_the_metric_in_a_fresh_venv(hub, tmp_path):
         "except ImportError as exc:\n"
         "    assert 'pip install tangpoetrybench' in str(exc), exc\n"
         "print('doctests', result.attempted)\n")
-    done = subprocess.run([str(python), "-c", script], cwd=hub / "metric", capture_output=True, text=True, timeout=600,
+    done = subprocess.run([str(python), "-c", script], cwd=hub / "metric", capture_output=True, text=True,
                           env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
 
@@ -246,23 +248,22 @@ def test_the_space_in_a_fresh_venv(hub, tiny_models, tmp_path):
 
     Image.new("RGB", (96, 64), (200, 190, 170)).save(image)
     client = (
-        "import sys, time\n"
         "from gradio_client import Client, handle_file\n"
-        "for _ in range(240):\n"
-        "    try:\n"
-        f"        c = Client('http://127.0.0.1:{port}/', verbose=False)\n"
-        "        break\n"
-        "    except Exception:\n"
-        "        time.sleep(1)\n"
+        f"c = Client('http://127.0.0.1:{port}/', verbose=False)\n"
         f"table, summary, plot, raw, baselines = c.predict(handle_file({str(image)!r}), '床前明月光，疑是地上霜。', "
         "api_name='/score')\n"
         "assert len(table['data']) == 10 and 'random-weight' in summary, summary\n"
         "print('scored', summary)\n")
     try:
-        done = subprocess.run([str(python), "-c", client], capture_output=True, text=True, timeout=600)
+        while server.poll() is None:  # the event: the Space listens (however long a loaded machine takes to start it)
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.5)
+        done = subprocess.run([str(python), "-c", client], capture_output=True, text=True)
     finally:
         server.terminate()
-        log = server.communicate(timeout=60)[0]
+        log = server.communicate()[0]
     assert done.returncode == 0, done.stderr[-3000:] + log[-3000:]
 
 
@@ -271,7 +272,7 @@ def test_the_package_builds_for_pypi(tmp_path):
     python = fresh_venv(tmp_path / "venv")
     pip(python, "build", "twine")
     subprocess.run([str(python), "-m", "build", "--outdir", str(tmp_path / "dist"), str(ROOT)], check=True,
-                   capture_output=True, timeout=900)
+                   capture_output=True)
     dists = sorted(p.name for p in (tmp_path / "dist").iterdir())
     assert sorted(d.rsplit(".", 1)[-1] for d in dists) == ["gz", "whl"], dists
     done = subprocess.run([str(python), "-m", "twine", "check", "--strict", *map(str, (tmp_path / "dist").iterdir())],

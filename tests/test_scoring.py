@@ -57,13 +57,13 @@ def test_killed_run_resumes_with_every_image_once(tiny_models, demo_built, tmp_p
     out = tmp_path / "scores.jsonl"
     proc = subprocess.Popen(score_cmd(demo_built, tiny_models["qwen3-vl"], out, "--batch-size", "2"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline and (not out.exists() or out.read_text().count("\n") < 4):
+    # The event waited for is the run's fourth record (or its end), however long the machine takes to get there.
+    while proc.poll() is None and (not out.exists() or out.read_text().count("\n") < 4):
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = len(read_done(out))
-    assert 4 <= before < 40, "the run should have been killed part-way"
+    assert 4 <= before < 40, f"the run should have been killed part-way ({before} records, exit {proc.returncode})"
     with open(out, "a", encoding="utf-8") as f:
         f.write('{"image_id": "painter_a/half-writ')  # a line cut short by the kill
     done = subprocess.run(score_cmd(demo_built, tiny_models["qwen3-vl"], out, "--batch-size", "8"),
@@ -87,8 +87,7 @@ def test_two_processes_equal_one(tiny_models, demo_built, tmp_path):
               "tangpoetrybench.cli"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(launch + score_cmd(demo_built, tiny_models["qwen3-vl"], two, "--batch-size", "4",
-                                             "--num-workers", "1")[3:], capture_output=True, text=True, env=env,
-                          timeout=600)
+                                             "--num-workers", "1")[3:], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "process 0 of 2" in done.stderr and "process 1 of 2" in done.stderr
     assert done.stdout.count("40 scored now") == 1  # the main process reports for both

@@ -225,14 +225,14 @@ def test_tpb_score_text_ocr_runs_offline_and_downloads_nothing(tmp_path):
     argv, env = offline_command([sys.executable, "-m", "tangpoetrybench.cli", "score", "--images", str(tmp_path / "images"),
                                  "--poems", str(tmp_path / "poems.jsonl"), "--evaluator", "text-ocr",
                                  "--out", str(tmp_path / "ocr.jsonl"), "--quiet"])
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(argv, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "2 scored now (0 failed)" in done.stdout
     records = [json.loads(line) for line in (tmp_path / "ocr.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [r["image_id"] for r in records] == ["gen/p0", "gen/p1"]
     assert records[0]["evidence"]["verdict"] == "leaked_poem_text" and records[0]["scores"] == {"text_integrity": 0.0}
     assert model_files() == before  # no model, dictionary or font fetched into the package
-    again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    again = subprocess.run(argv, env=env, capture_output=True, text=True)
     assert "0 scored now" in again.stdout and "2 already there" in again.stdout  # resumed, same settings
 
 

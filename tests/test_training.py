@@ -58,8 +58,9 @@ def test_format_reward_hand_cases():
     fenced = [{"role": "assistant", "content": "```json\n" + answer()[0]["content"] + "\n```"}]
     nine = answer()
     nine[0]["content"] = json.dumps({k: v for k, v in zip(RUBRIC.keys[:9], TARGET)})
-    got = rewards.format_reward([answer(), fenced, nine, "plain text", answer(beauty=1)], tradition=["tang"] * 5)
-    assert got == [1.0, 0.0, 0.0, 0.0, 0.0]
+    pairs = plain(json.dumps([[k, v] for k, v in zip(RUBRIC.keys, TARGET)]))  # a list of pairs, not the object
+    got = rewards.format_reward([answer(), fenced, nine, "plain text", answer(beauty=1), pairs], tradition=["tang"] * 6)
+    assert got == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
     assert rewards.REWARD_WEIGHTS == (1.0, 0.2)
 
 
@@ -230,7 +231,7 @@ def test_the_best_adapter_is_kept_by_every_process_together(tiny_models, tmp_pat
     out = tmp_path / "grpo"
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                            str(ROOT / "tests" / "scripts" / "keep_best_adapter.py"), str(tiny_models["qwen3-vl"]),
-                           str(out)], capture_output=True, text=True, timeout=600,
+                           str(out)], capture_output=True, text=True,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     reports = sorted((json.loads(line) for line in done.stdout.splitlines() if line.startswith("{\"rank\"")),

@@ -1,52 +1,75 @@
-"""Reading PAE's answer. Never raises, and never guesses: where two readings are possible the answer fails.
+"""Reading PAE's answer. Never raises, and never guesses.
 
-1. A `<think>…</think>` block (or everything before a lone `</think>`) is dropped, and a code fence unwrapped.
-2. The answer is the last whole JSON object that names a rubric dimension — directly, one level down under a
-   key (`{"scores": {…}}`; the mapping with the most usable scores), or as a list of `{"dimension": …,
-   "score": …}` pairs — and a note says when another was ignored. An object cut off before its closing brace
-   is read only when there is no whole one, and is `failed` unless every dimension made it, each value ended
-   by a separator. Without an object, "key: value" pairs in the text are read.
-3. A key given twice keeps its last value (JSON's own rule), with a note, in JSON and in free text alike.
-4. Numbers are on the 0–1 scale the prompt asks for. Another scale counts only when it is stated — in the value
+The rule: a careful human reading the answer beside the rubric agrees with every score the parser returns, or the
+parser returns none. Where two readings remain, the answer fails; a value that is not a score is null.
+
+1. The text is normalised first (Unicode NFKC: full-width digits and punctuation become ASCII). A `<think>…</think>`
+   block (or everything before a lone `</think>`) is dropped. Of several code fences the last one wins, or the last
+   one labelled as the answer ("Final:"); one labelled as a draft, a confidence or reasons is never read.
+2. The answer is the last whole JSON object that names a rubric dimension with a usable score (`//` and `/* */`
+   comments removed) — directly, in a container named as the answer (`scores`, `final`, `answer`; never one named
+   `confidence`, `draft`, `reasons`), or as a list of `{"dimension": …, "score": …}` or `[dimension, score]` pairs.
+   Two containers that disagree (`scores` and `final`) fail. An object labelled in the prose as a draft, a
+   confidence or reasons is skipped. An object cut off before its closing brace is read only when there is no
+   whole one, and fails unless every dimension made it, each value ended by a separator.
+3. Without an object, "key: value" pairs are read from the text: a dimension's key, English or Chinese name (also
+   `core_imagery_score`, `情感共鸣（Emotional resonance）`, `**Safety**`), then `:`, `=` or a dash, then the value;
+   markdown table rows too (a score column and an option column must agree). Sections headed as a draft,
+   a confidence or reasons are skipped.
+4. A key given twice keeps its last value (JSON's own rule), with a note.
+5. A value is a number (`0.67`, `.5`, `0,67`, `80%`, `4/5`, `4 out of 5`), an option letter with or without its
+   label (`b`, `(b)`, `b: minor flaws`, `a (coherent)`) or an option's label alone, or an "N/A" word (null).
+   A number followed by a noun is a count (`0 issues found`), not a score: null. A range (`0.33–0.67`) or a
+   correction (`0.67, actually 0.33`, `0.75 → 0.5`) leaves two readings: the answer fails; so does a letter whose
+   label is another option's.
+6. Numbers are on the 0–1 scale the prompt asks for. Another scale counts only when it is stated — in the value
    ("4/5", "4 out of 5", "80%") or in the prose around the answer ("on a 1-5 scale", "scale of 0 to 10",
    "out of 10") — and only for numbers above 1. Unstated, numbers above 1 are read as 0–100 when one is above
    10 and none is a fraction of 1; a value above 1 beside fractions such as 0.67 is out of range; any other
-   number above 1 (0–10? 1–5?) fails the answer, as do 1s under a stated 1–5 scale (best or worst?).
-5. Option letters read as their scores and "N/A" words as null; values that are not scores become null.
+   number above 1 (0–10? 1–5?) fails the answer, as do 1s under a stated 1–5 scale (best or worst?) and a 1 on a
+   two-option dimension under any scale but 0–1 (the best option, or 1 of 100?).
 
 `ok`: the whole answer is one JSON object with exactly the rubric's keys, once each, every value a number in
 [0, 1] (or null where the dimension can be excluded). `repaired`: scores were read, and the notes say every
-repair. `failed`: nothing usable — no rubric key, every score null, a truncated object, an unstated scale
-that could be read two ways, or two different stated scales. `quality` is the mean of the scores, and null
-unless every dimension that always applies has one. `PARSER_VERSION` changes whenever these rules do.
+repair. `failed`: nothing usable — no rubric key, every score null, a truncated object, two readings. `quality` is
+the mean of the scores, and null unless every dimension that always applies has one. `PARSER_VERSION` changes
+whenever these rules do.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import math
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 from ..numeric import whole_mean
-from ..rubric import Rubric
+from ..rubric import Dimension, Rubric
 
-PARSER_VERSION = 2  # recorded with every PAE result: a results file is resumed only under the same rules
+PARSER_VERSION = 3  # recorded with every PAE result: a results file is resumed only under the same rules
 NULL_WORDS = {"null", "none", "n/a", "na", "nan", "excluded", "not applicable", "not_applicable", "不适用", "无"}
-FENCE = re.compile(r"```[a-zA-Z]*\s*(.*?)```", re.S)
+# Names of the containers an answer comes in, and of those that hold something else (compared without spaces).
+ANSWER_NAMES = {"scores", "score", "final", "finalscores", "finalscore", "finalanswer", "answer", "result",
+                "results", "ratings", "rating", "evaluation", "assessment", "评分", "分数", "得分", "最终", "最终评分",
+                "答案", "结果"}
+OTHER_NAMES = {"confidence", "confidences", "draft", "drafts", "reason", "reasons", "reasoning", "rationale",
+               "rationales", "explanation", "explanations", "comment", "comments", "note", "notes", "justification",
+               "justifications", "analysis", "thoughts", "uncertainty", "example", "format", "schema", "置信度",
+               "草稿", "初稿", "理由", "解释", "分析", "说明"}
+FENCE = re.compile(r"```[a-zA-Z]*[ \t]*\n?(.*?)```", re.S)
 THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S)
-NUMBER = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\d.*])"
-# A free-text "key: value": a number (maybe "80%", "7/10" or "4 out of 5"), null, a quoted string, a nested object,
-# or an option letter standing alone (so the "a" of "a moonlit river" is not read as option a).
-PAIR = re.compile(
-    r"[\"']?([A-Za-z\u4e00-\u9fff][A-Za-z0-9_ \-\u4e00-\u9fff]{0,40}?)[\"']?\s*[:：=]\s*"
-    rf"(\{{[^{{}}]*\}}|null|None|{NUMBER}\s*(?:%|(?:/|out of)\s*\d+(?:\.\d+)?)?|\(?[a-fA-F]\)?(?=\s*(?:[,;，；)}}\n]|$))"
-    r"|\"[^\"]*\"|'[^']*')"
-)
-LETTER = re.compile(r"^(?:option\s+)?\(?([a-f])\)?\.?$", re.I)
-FRACTION = re.compile(r"^([-+]?\d+(?:\.\d+)?)\s*(?:/|out of)\s*(\d+(?:\.\d+)?)$", re.I)
-PERCENT = re.compile(r"^([-+]?\d+(?:\.\d+)?)\s*%$")
+NUMBER = r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?"
+SCORE_NUMBER = re.compile(rf"({NUMBER})(?:\s*(%)|\s*(?:/|out of)\s*({NUMBER}))?(?![\d.*])(?!\.\d)", re.I)
+# A number that is not a count: not followed by a word (a noun) after it.
+RIVAL = re.compile(rf"(?<![\w.]){NUMBER}(?![\d.]|\s*[A-Za-z\u4e00-\u9fff])")
+COUNT_OK = re.compile(r"\s*(?:points?|pts?)\b|\s*分(?!\w)", re.I)  # "4 points", "8分": a unit, not a noun
+CONNECTOR = re.compile(r"\s*(?:because|since|as|given|but|though|although|with|without|overall)\b", re.I)
+DECIMAL_COMMA = re.compile(r"^(\d+),(\d+)(?![\d,])")
+LETTER = re.compile(r"^(?:option\s*)?(?:\(([a-f])\)|([a-f])(?=$|\s*[:)\-—–(]|\.(?:\s|$)))\s*[.:)\-—–]?\s*(.*)$",
+                    re.I | re.S)  # "b", "(b)", "b: minor flaws", "a (coherent)", but not "a moonlit…" or "e.g."
 RANGE = r"(\d+(?:\.\d+)?)\s*(?:-|–|—|~|to)\s*(\d+(?:\.\d+)?)"
 # A scale stated in the text: "1-5 scale", "1 to 5 point scale", "scale of 0-10", "range 0 to 100", "out of 10",
 # "10分制", "满分10". "out of N" right after a number is that value's own fraction, not the answer's scale.
@@ -58,6 +81,12 @@ STATED_SCALES = [
 ]
 NAME_FIELDS = ("dimension", "key", "name", "criterion", "aspect", "维度")
 SCORE_FIELDS = ("score", "value", "rating", "分数", "得分")
+KEY_SUFFIX = re.compile(r"(?:score|rating|得分|分数|评分)$")
+SEPARATOR = r"\s*(?::|=|\s[-–—]\s|[—–])\s*"
+TABLE_SCORE = {"score", "scores", "rating", "value", "分数", "得分", "评分"}
+TABLE_OPTION = {"option", "options", "choice", "letter", "选项"}
+MARKUP = re.compile(r"\*+|`+")
+AMBIGUOUS = "two readings: "  # the prefix of a value's note that fails the whole answer
 
 
 @dataclass
@@ -113,23 +142,42 @@ def _parse(text: str, rubric: Rubric) -> ParsedAnswer:
     strict = _strict(body, rubric)
     if strict is not None and not notes:
         return ParsedAnswer(strict, "ok")
-    if fenced := FENCE.search(body):
-        body = fenced.group(1).strip()
-        notes.append("removed a code fence")
+    normal = unicodedata.normalize("NFKC", body)
+    if normal != body:
+        notes.append("normalised the text (Unicode NFKC: full-width digits and punctuation)")
+        body = normal
+    body = _unfence(body, notes)
+    if body is None:
+        return _failed(rubric, notes + ["every code fence is labelled as something other than the answer"])
 
-    found = []  # (segment, closed, its mapping, the notes reading it made), each segment read once
-    for seg, complete in _segments(body):
+    start = body
+    found = []  # (segment, closed, its mapping, the notes reading it made, usable, label), each segment read once
+    for seg, complete, label in _segments(body):
+        if _kind(label) == "other":
+            notes.append(f"skipped an object labelled {label!r}")
+            body = body.replace(seg, " ")  # nor is it read as free text
+            continue
         seg_notes: list[str] = []
         mapping = _rubric_mapping(seg, complete, rubric, seg_notes)
-        if mapping is not None:
-            found.append((seg, complete, mapping, seg_notes))
+        if isinstance(mapping, str):
+            return _failed(rubric, notes + seg_notes + [mapping])
+        if mapping is None:
+            notes += seg_notes  # why it was not read ("ignored the scores under 'draft'")
+            body = body.replace(seg, " ") if complete else body  # nor are its keys read as free text
+        else:
+            usable = any(_usable(rubric, k, v) for k, v in mapping.items())
+            found.append((seg, complete, mapping, seg_notes, usable, _kind(label)))
     if found:
         closed = [i for i, f in enumerate(found) if f[1]]
-        chosen = closed[-1] if closed else len(found) - 1  # the last whole answer; a cut-off one only if no other
-        seg, complete, raw, seg_notes = found[chosen]
+        usable = [i for i in closed if found[i][4]]
+        named = [i for i in usable if found[i][5] == "answer"]
+        chosen = (named or usable or closed or [len(found) - 1])[-1]  # a cut-off one only if no whole one
+        seg, complete, raw, seg_notes, _, _ = found[chosen]
         notes += seg_notes
         if len(found) > 1:
-            rest = "a later one was cut off" if chosen < len(found) - 1 else "the earlier ones were ignored"
+            later = found[chosen + 1:]
+            rest = ("a later one was cut off" if any(not f[1] for f in later) else
+                    "a later one was labelled or unusable" if later else "the earlier ones were ignored")
             notes.append(f"read answer object {chosen + 1} of {len(found)}; {rest}")
         if seg != body:
             notes.append("removed text around the JSON object")
@@ -141,10 +189,11 @@ def _parse(text: str, rubric: Rubric) -> ParsedAnswer:
             notes.append("the object was not closed")
         prose = body.replace(seg, " ")  # a scale is stated in the prose, not inside the answer's own strings
     else:
-        pairs = PAIR.findall(body)
+        pairs = _free_pairs(body, rubric, notes)
         if not pairs:
-            return _failed(rubric, notes + ["no JSON object or key: value pairs found"])
-        raw = _free_text(pairs, notes)
+            return _failed(rubric, notes + ["no key matches a rubric dimension" if body != start else
+                                            "no JSON object or key: value pairs found"])
+        raw = _keep_last(pairs, notes)
         notes.append("read key: value pairs from free text")
         prose = body
     scores = _map(raw, rubric, notes, _stated_scale(prose))
@@ -156,10 +205,10 @@ def _parse(text: str, rubric: Rubric) -> ParsedAnswer:
 def _strict(text: str, rubric: Rubric) -> dict[str, float | None] | None:
     """The scores of an answer that is exactly what was asked for, or None."""
     try:
-        pairs = json.loads(text, object_pairs_hook=list)
+        pairs = json.loads(text, object_pairs_hook=_Pairs)
     except ValueError:
         return None
-    if not isinstance(pairs, list) or len(pairs) != len(rubric.keys) or {k for k, _ in pairs} != set(rubric.keys):
+    if not isinstance(pairs, _Pairs) or len(pairs) != len(rubric.keys) or {k for k, _ in pairs} != set(rubric.keys):
         return None
     out = {}
     for key, value in pairs:
@@ -172,17 +221,56 @@ def _strict(text: str, rubric: Rubric) -> dict[str, float | None] | None:
     return {k: out[k] for k in rubric.keys}
 
 
-def _segments(text: str) -> list[tuple[str, bool]]:
-    """Every top-level {…} or […] in the text (quotes respected), with whether it is closed; an unclosed one runs to
-    the end of the text."""
-    out, start, stack, quote, escaped = [], None, [], None, False
+def _label(prefix: str) -> str:
+    """The label written just before an object or a fence: the last line of the text before it, markup dropped."""
+    lines = [line for line in prefix.splitlines() if line.strip()]
+    return re.sub(r"[*#`_:=>\-\s]+$|^[*#`_\-\s]+", "", lines[-1]).strip() if lines else ""
+
+
+def _kind(name) -> str | None:
+    """"answer" for a name of the answer's container, "other" for a draft's, a confidence's, reasons'; else None."""
+    words = re.findall(r"[a-z]+|[\u4e00-\u9fff]+", str(name).lower())
+    if len(words) > 4:  # a sentence, not a label ("Here is my final assessment, with reasons:")
+        return None
+    joined = re.sub(r"[\s_\-]+", "", str(name).lower())
+    if joined in OTHER_NAMES or any(w in OTHER_NAMES for w in words):
+        return "other"
+    if joined in ANSWER_NAMES or any(w in ANSWER_NAMES for w in words):
+        return "answer"
+    return None
+
+
+def _unfence(body: str, notes: list[str]) -> str | None:
+    """The answer's code fence unwrapped: the last one labelled as the answer, else the last one not labelled as
+    something else; the body itself without fences; None when every fence is labelled as something else."""
+    fences = list(FENCE.finditer(body))
+    if not fences:
+        return body
+    kinds = [_kind(_label(body[(fences[i - 1].end() if i else 0): m.start()])) for i, m in enumerate(fences)]
+    kept = [m for m, k in zip(fences, kinds) if k != "other"]
+    if not kept:
+        return None
+    chosen = ([m for m, k in zip(fences, kinds) if k == "answer"] or kept)[-1]
+    notes.append("removed a code fence" if len(fences) == 1 else
+                 f"read code fence {fences.index(chosen) + 1} of {len(fences)}, removed the others")
+    return chosen.group(1).strip()
+
+
+def _segments(text: str) -> list[tuple[str, bool, str]]:
+    """Every top-level {…} or […] in the text (quotes and // comments respected), with whether it is closed and the
+    label before it; an unclosed one runs to the end of the text."""
+    out, start, stack, quote, escaped, comment, last_end = [], None, [], None, False, False, 0
     for i, c in enumerate(text):
-        if quote:
+        if comment:
+            comment = c != "\n"
+        elif quote:
             escaped = c == "\\" and not escaped
             if c == quote and not escaped:
                 quote = None
         elif c == '"' and stack:  # single quotes are apostrophes in prose; inside JSON they are repaired later
             quote = c
+        elif stack and text.startswith("//", i):
+            comment = True
         elif c in "{[":
             if not stack:
                 start = i
@@ -190,50 +278,83 @@ def _segments(text: str) -> list[tuple[str, bool]]:
         elif stack and c == stack[-1]:
             stack.pop()
             if not stack:
-                out.append((text[start: i + 1], True))
+                out.append((text[start: i + 1], True, _label(text[last_end:start])))
+                last_end = i + 1
         elif stack and c in "}]":  # a mismatched closer: the segment is not well formed; start over
             stack, start = [], None
     if stack and start is not None:
-        out.append((text[start:], False))
+        out.append((text[start:], False, _label(text[last_end:start])))
     return out
 
 
-def _rubric_mapping(segment: str, complete: bool, rubric: Rubric, notes: list[str]) -> dict | None:
-    """The key → value mapping of a segment that names at least one rubric dimension, or None."""
+def _rubric_mapping(segment: str, complete: bool, rubric: Rubric, notes: list[str]) -> dict | str | None:
+    """The key → value mapping of a segment that names at least one rubric dimension, None, or the reason the
+    segment holds two answers."""
     if not complete:
-        matches = list(PAIR.finditer(segment))
-        if matches and not re.match(r"\s*[,;，；\n]", segment[matches[-1].end():]):
-            matches.pop()  # the last value may have been cut off mid-number: only what a separator ends is whole
-        pairs = [m.groups() for m in matches]
-        return _free_text(pairs, notes) if any(_alias(rubric, k) for k, _ in pairs) else None
-    value = _loads_lenient(segment, notes)
-    candidates: list[tuple[object, str | None]] = [(value, None)]
-    if isinstance(value, dict):
-        candidates += [(v, f"read the scores under {k!r}") for k, v in value.items() if isinstance(v, (dict, list))]
-    best, best_notes, best_usable = None, [], 0
-    for candidate, note in candidates:  # the mapping with the most usable scores ({"reasoning": {…}, "scores": {…}})
-        candidate_notes = [note] if note else []
-        mapping = _as_mapping(candidate, candidate_notes)
-        usable = sum(_usable(rubric, k, v) for k, v in mapping.items()) if mapping else 0
-        if usable > best_usable or best is None and mapping and any(_alias(rubric, k) for k in mapping):
-            best, best_notes, best_usable = mapping, candidate_notes, usable
-    notes += best_notes
-    return best
+        pairs = _free_pairs(segment, rubric, notes, cut_off=True)
+        return _keep_last(pairs, notes) if pairs else None
+    return _pick(_loads_lenient(segment, notes), rubric, notes)
+
+
+def _pick(value, rubric: Rubric, notes: list[str], depth: int = 2) -> dict | str | None:
+    """The mapping that holds the answer: the object's own keys where they name dimensions, or a container named as
+    the answer, else the one unnamed container with scores, looked for up to `depth` levels down; never a container
+    named as a draft, a confidence or reasons. Two that disagree: the reason, a string."""
+    own = _as_mapping(value, notes)
+    candidates = [(own, [])] if own is not None and any(_alias(rubric, k) for k in own) else []
+    unnamed = []
+    if isinstance(value, dict) and depth:
+        for k, v in value.items():
+            if _alias(rubric, k) is not None or not isinstance(v, (dict, list)):
+                continue
+            sub_notes = [f"read the scores under {k!r}"]
+            mapping = _pick(v, rubric, sub_notes, depth - 1)
+            if isinstance(mapping, str):
+                return mapping
+            if mapping is None or not any(_usable(rubric, mk, mv) for mk, mv in mapping.items()):
+                continue
+            kind = _kind(k)
+            if kind == "other":
+                notes.append(f"ignored the scores under {k!r}")
+            else:
+                (candidates if kind == "answer" else unnamed).append((mapping, sub_notes))
+    usable = [c for c in candidates if any(_usable(rubric, k, v) for k, v in c[0].items())] or unnamed
+    if len(usable) > 1:
+        readings = {json.dumps(_readings(m, rubric), sort_keys=True) for m, _ in usable}
+        if len(readings) > 1:
+            return f"{AMBIGUOUS}the object holds {len(usable)} different answers"
+    if usable:
+        mapping, sub_notes = usable[0]
+        notes += sub_notes
+        return mapping
+    return candidates[0][0] if candidates else None
+
+
+def _readings(mapping: dict, rubric: Rubric) -> dict:
+    return {dim: _value(_score_field(v), rubric, dim)[0] for k, v in mapping.items() if (dim := _alias(rubric, k))}
 
 
 def _usable(rubric: Rubric, key, value) -> bool:
     """Whether a key names a rubric dimension and its value reads as a score."""
     dim = _alias(rubric, key)
-    if dim is None:
-        return False
+    return dim is not None and _value(_score_field(value), rubric, dim)[0] is not None
+
+
+def _score_field(value):
+    """A nested object's score ({"score": 1, "reason": …}), or the value itself."""
     if isinstance(value, dict):
-        value = next((value[k] for k in value if str(k).lower() in SCORE_FIELDS), None)
-    return _value(value, rubric, dim)[0] is not None
+        return next((value[k] for k in value if str(k).lower() in SCORE_FIELDS), None)
+    return value
 
 
 def _as_mapping(value, notes: list[str]) -> dict | None:
     if isinstance(value, dict):
         return value
+    if isinstance(value, list) and value and all(isinstance(v, list) and len(v) == 2 and isinstance(v[0], str)
+                                                 for v in value):
+        mapping = _keep_last([tuple(v) for v in value], notes)
+        notes.append("read a list of [dimension, score] pairs")
+        return mapping
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         pairs = []
         for item in value:
@@ -258,18 +379,50 @@ def _keep_last(pairs, notes: list[str]) -> dict:
     return out
 
 
-def _free_text(pairs: list[tuple[str, str]], notes: list[str]) -> dict:
-    return _keep_last([(k, _literal(v)) for k, v in pairs], notes)
+def _strip_comments(segment: str) -> str:
+    """A JSON segment without its // and /* */ comments (quotes respected)."""
+    out, i, quote = [], 0, None
+    while i < len(segment):
+        c = segment[i]
+        if quote:
+            out.append(c)
+            if c == "\\":
+                out.append(segment[i + 1: i + 2])
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c in "\"'":
+            quote = c
+            out.append(c)
+        elif segment.startswith("//", i):
+            i = segment.find("\n", i)
+            i = len(segment) if i < 0 else i
+            continue
+        elif segment.startswith("/*", i):
+            i = segment.find("*/", i)
+            i = len(segment) if i < 0 else i + 2
+            continue
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
 
 
 def _loads_lenient(segment: str, notes: list[str]):
-    """A segment as JSON, or as a Python literal after repairs (quotes, commas, bare keys); None if neither."""
+    """A segment as JSON, or as a Python literal after repairs (comments, quotes, commas, bare keys); None if
+    neither."""
     try:
         return _dedupe(json.loads(segment, object_pairs_hook=_Pairs), notes)
     except ValueError:
         pass
-    fixed = (segment.replace("：", ":").replace("，", ",").replace("“", '"').replace("”", '"')
-             .replace("‘", "'").replace("’", "'"))
+    bare = _strip_comments(segment)
+    if bare != segment:
+        notes.append("removed comments from the JSON")
+        try:
+            return _dedupe(json.loads(bare, object_pairs_hook=_Pairs), notes)
+        except ValueError:
+            pass
+    fixed = bare.replace("“", '"').replace("”", '"').replace("‘", "'").replace("’", "'")
     fixed = re.sub(r"([{,]\s*)([A-Za-z_\u4e00-\u9fff][A-Za-z0-9_ \-\u4e00-\u9fff]*?)\s*:", r'\1"\2":', fixed)
     py = re.sub(r"\bnull\b", "None", re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", fixed)))
     py = re.sub(r"\bNaN\b", "None", py)
@@ -288,7 +441,7 @@ class _Pairs(list):
 def _literal_pairs(node):
     if isinstance(node, ast.Dict):
         return _Pairs((ast.literal_eval(k), _literal_pairs(v)) for k, v in zip(node.keys, node.values))
-    if isinstance(node, ast.List):
+    if isinstance(node, (ast.List, ast.Tuple)):
         return [_literal_pairs(v) for v in node.elts]
     return ast.literal_eval(node)
 
@@ -301,32 +454,117 @@ def _dedupe(value, notes: list[str]):
     return value
 
 
-def _literal(value: str):
-    """A free-text value as a Python value: None, a number, a string, or the score of a nested object."""
-    value = value.strip()
-    if value.startswith("{"):
-        m = re.search(r"(?:score|value)[\"']?\s*[:：=]\s*([-+]?\d+(?:\.\d+)?|null|None)", value)
-        return _literal(m.group(1)) if m else None
-    if value in ("null", "None"):
-        return None
-    if value[:1] in "\"'":
-        return value[1:-1]
-    try:
-        return float(value)
-    except ValueError:
-        return value
-
-
 def _normal(key: str) -> str:
     key = re.sub(r"^\s*\d+[.)]\s*", "", str(key)).strip().lower()
     return re.sub(r"[\s\-_/]+", "", key)
 
 
 def _alias(rubric: Rubric, key) -> str | None:
-    for dim in rubric.dimensions:
-        if _normal(key) in {_normal(dim.key), _normal(dim.name["en"]), _normal(dim.name["zh"])}:
-            return dim.key
-    return None
+    """The dimension a key names: its key, English or Chinese name, maybe with "score" after it, or two of those
+    names, one in parentheses (`情感共鸣（Emotional resonance）`) when both name the same dimension."""
+    text = unicodedata.normalize("NFKC", str(key))
+    outside, *inside = [p for p in re.split(r"[()]", text) if p.strip()] or [""]
+    table, hits = _name_table(_names(rubric)), []
+    for i, part in enumerate([outside, *inside]):
+        form = _normal(part)
+        dims = {table[f] for f in (form, KEY_SUFFIX.sub("", form)) if f in table}
+        if not dims and i == 0:
+            return None
+        hits += dims  # a parenthesis that names no dimension is a remark ("Safety (a–c)")
+    return hits[0] if len(set(hits)) == 1 else None
+
+
+def _names(rubric: Rubric) -> tuple[tuple[str, ...], ...]:
+    return tuple((d.key, d.name["en"], d.name["zh"]) for d in rubric.dimensions)
+
+
+@functools.lru_cache(maxsize=16)
+def _name_table(names: tuple[tuple[str, ...], ...]) -> dict[str, str]:
+    """Each name of a dimension, compared without case, spaces, hyphens or underscores → the dimension's key."""
+    return {_normal(n): dim[0] for dim in names for n in dim}
+
+
+@functools.lru_cache(maxsize=16)
+def _key_pattern(names: tuple[tuple[str, ...], ...]) -> re.Pattern:
+    """A dimension's name in free text, with its separator: `Safety:`, `**core imagery**:`, `"safety" =`,
+    `情感共鸣(Emotional resonance):`, `Text integrity —`."""
+    names = {n for dim in names for n in dim}
+    forms = sorted((r"[\s_\-]*".join(map(re.escape, re.split(r"[\s_\-]+", n.strip()))) for n in names),
+                   key=len, reverse=True)
+    return re.compile(r"(?<![A-Za-z0-9_])[\"']?((?:" + "|".join(forms) + r")(?:[\s_]*(?:score|rating|得分|分数))?"
+                      r"(?:\s*\([^()\n]{1,40}\))?)[\"']?" + SEPARATOR, re.I)
+
+
+def _free_pairs(body: str, rubric: Rubric, notes: list[str], cut_off: bool = False) -> list[tuple[str, object]]:
+    """(key, value text) pairs of free text: table rows and "key: value" entries, sections headed as a draft, a
+    confidence or reasons skipped. With `cut_off`, the last value counts only if a separator ends it."""
+    pattern, pairs, skipping = _key_pattern(_names(rubric)), [], False
+    lines = MARKUP.sub(_markup, re.sub(r"(^|\s)//[^\n]*", r"\1", body)).splitlines()
+    table = [line for line in lines if line.strip().startswith("|")]
+    if len(table) >= 2:
+        return _table_pairs(table, rubric, notes)
+    for line in lines:
+        matches = list(pattern.finditer(line))
+        if not matches:
+            heading = _label(line) if re.fullmatch(r"\s*(?:#+\s*)?[^\d:]{1,40}?[:：]?\s*", line) else ""
+            if heading and _kind(heading):
+                skipping = _kind(heading) == "other"
+                if skipping:
+                    notes.append(f"skipped the section {heading!r}")
+            continue
+        inline = _kind(_label(line[:matches[0].start()]))
+        if skipping or inline == "other":
+            if inline == "other":
+                notes.append(f"skipped the line {_label(line[:matches[0].start()])!r}")
+            continue
+        for m, nxt in zip(matches, matches[1:] + [None]):
+            raw = line[m.end(): nxt.start() if nxt else len(line)]
+            pairs.append((m.group(1).strip(), raw))
+    if cut_off and pairs and not re.search(r"[,;\n]", pairs[-1][1]) and not body.endswith("\n"):
+        pairs.pop()  # the last value may have been cut off mid-number: only what a separator ends is whole
+    return [(k, _unquote(v)) for k, v in pairs]
+
+
+def _markup(m: re.Match) -> str:
+    """Markdown emphasis and code marks dropped, but not the ** of a power (10**1000: no score either way)."""
+    text, start, end = m.string, m.start(), m.end()
+    power = m.group(0).startswith("*") and start and text[start - 1].isdigit() and text[end: end + 1].isdigit()
+    return m.group(0) if power else ""
+
+
+def _unquote(raw: str):
+    """A free-text value: its text, trimmed of separators and quotes, or the score field of a nested object."""
+    value = raw.strip().rstrip(",;，；}]").strip()
+    if value.startswith("{"):
+        m = re.search(r"(?:score|value)[\"']?\s*[:=]\s*(" + NUMBER + r"|null|None)", value)
+        return None if not m or m.group(1) in ("null", "None") else m.group(1)
+    if value[:1] in "\"'" and value[-1:] == value[:1] and len(value) > 1:
+        return value[1:-1]
+    return None if value in ("null", "None") else value
+
+
+class _Cells(list):
+    """A table row's cells after the dimension's: each read on its own; readings that disagree fail the answer."""
+
+
+def _table_pairs(rows: list[str], rubric: Rubric, notes: list[str]) -> list[tuple[str, object]]:
+    """(key, cells) of a markdown table's rows; a header names the score and option columns where it has them."""
+    cells = [[c.strip() for c in row.strip().strip("|").split("|")] for row in rows]
+    columns: list[int] | None = None
+    if len(cells) > 1 and all(re.fullmatch(r":?-{2,}:?", c) for c in cells[1] if c):
+        header = [_normal(c) for c in cells[0]]
+        columns = [i for i, h in enumerate(header) if KEY_SUFFIX.sub("", h) in TABLE_SCORE | {""} and h
+                   or h in TABLE_OPTION or h.startswith("score") or h.startswith("option")]
+        cells = cells[2:]
+    pairs = []
+    for row in cells:
+        key = next((i for i, c in enumerate(row) if _alias(rubric, c)), None)
+        if key is None:
+            continue
+        chosen = [c for i, c in enumerate(row) if i != key and (columns is None or i in columns)]
+        pairs.append((row[key], _Cells(chosen)))
+    notes.append("read a markdown table")
+    return pairs
 
 
 def _stated_scale(text: str) -> tuple[float, float] | str | None:
@@ -373,10 +611,9 @@ def _map(raw: dict, rubric: Rubric, notes: list[str], stated) -> dict[str, float
             values[key] = None
             notes.append(f"{key}: missing")
             continue
-        raw_value = found[key]
-        if isinstance(raw_value, dict):
-            raw_value = next((raw_value[k] for k in raw_value if str(k).lower() in SCORE_FIELDS), None)
-        value, how = _value(raw_value, rubric, key)
+        value, how = _value(_score_field(found[key]), rubric, key)
+        if how.startswith(AMBIGUOUS):
+            return f"{key}: {how}"
         if how.startswith("plain"):
             plain[key] = value
             if how != "plain":
@@ -386,7 +623,7 @@ def _map(raw: dict, rubric: Rubric, notes: list[str], stated) -> dict[str, float
         elif value is None and not excludable(rubric, key):
             notes.append(f"{key}: null, but this dimension always applies")
         values[key] = value
-    problem = _apply_scale(plain, values, notes, stated)
+    problem = _apply_scale(plain, values, notes, stated, rubric)
     if problem:
         return problem
     for key, value in values.items():
@@ -397,8 +634,8 @@ def _map(raw: dict, rubric: Rubric, notes: list[str], stated) -> dict[str, float
 
 
 def _value(value, rubric: Rubric, key: str) -> tuple[float | None, str]:
-    """(score, how): how is "ok", "plain" (a bare number, its scale to settle; "plain: note" for one written as text)
-    or a note on what was done."""
+    """(score, how): how is "ok", "plain" (a bare number, its scale to settle; "plain: note" for one written as text),
+    a note on what was done, or a note starting with AMBIGUOUS, which fails the answer."""
     if value is None:
         return None, "ok"
     if isinstance(value, bool):
@@ -407,32 +644,89 @@ def _value(value, rubric: Rubric, key: str) -> tuple[float | None, str]:
         if not math.isfinite(value):
             return None, f"{value} is not a score, set to null"
         return float(value), "plain"
-    text = str(value).strip()
+    if isinstance(value, _Cells):
+        return _cells_value(value, rubric, key)
+    if not isinstance(value, str):
+        return None, f"{value!r} is not a score, set to null"
+    return _text_value(value, rubric.dimension(key))
+
+
+def _cells_value(cells: _Cells, rubric: Rubric, key: str) -> tuple[float | None, str]:
+    """The one reading of a table row's cells (a score column beside an option column must agree)."""
+    read = [r for r in (_value(c, rubric, key) for c in cells) if r[0] is not None or r[1].startswith(AMBIGUOUS)]
+    if any(how.startswith(AMBIGUOUS) for _, how in read):
+        return next(r for r in read if r[1].startswith(AMBIGUOUS))
+    if len({round(v, 6) for v, _ in read}) > 1:
+        return None, f"{AMBIGUOUS}the row's cells {' | '.join(cells)} give different scores"
+    if not read:
+        nulls = [r for r in (_value(c, rubric, key) for c in cells) if "null" in r[1] and "not a" not in r[1]]
+        return nulls[0] if nulls else (None, f"{' | '.join(cells)!r} is not a score, set to null")
+    plain = [r for r in read if r[1].startswith("plain")]
+    return plain[0] if plain and len(plain) == len(read) else next(r for r in read if not r[1].startswith("plain"))
+
+
+def _text_value(value: str, dim: Dimension) -> tuple[float | None, str]:
+    """A value written as text: an N/A word, an option letter or label, a number (maybe a fraction or a percent)."""
+    text = value.strip().rstrip(" .。;,").strip()
     if text.lower() in NULL_WORDS:
         return None, f"{text!r} read as null"
-    if m := LETTER.match(text):
-        letter = m.group(1).lower()
-        dim = rubric.dimension(key)
-        if letter in dim.letters:
-            score = dim.option(letter).score
-            return score, f"option {letter!r} read as {'null (excluded)' if score is None else f'{score:g}'}"
-        return None, f"{text!r} is not an option of {key}, set to null"
-    if m := PERCENT.match(text):
-        return float(m.group(1)) / 100, f"{text} read as {float(m.group(1)) / 100:g}"
-    if m := FRACTION.match(text):
-        num, den = float(m.group(1)), float(m.group(2))
-        if den > 0:
-            return num / den, f"{text} read as {num / den:g}"
-    try:
-        number = float(text)
-    except ValueError:
+    if letter := _option(text, dim):
+        return letter
+    if m := DECIMAL_COMMA.match(text):
+        whole, frac = m.groups()
+        if whole != "0" and len(frac) == 3:
+            return None, f"{AMBIGUOUS}{text!r} is a decimal comma or a thousands separator"
+        text = f"{whole}.{frac}{text[m.end():]}"
+    m = SCORE_NUMBER.match(text)
+    if not m:
         return None, f"{text!r} is not a score, set to null"
+    rest = text[m.end():]
+    if re.match(r"\s*[A-Za-z\u4e00-\u9fff]", rest) and not COUNT_OK.match(rest) and not CONNECTOR.match(rest) \
+            and float(m.group(1)).is_integer():
+        return None, f"{text!r} is a count, not a score, set to null"
+    if rival := RIVAL.search(re.sub(r"\([^()]*\)", " ", COUNT_OK.sub(" ", rest, count=1))):
+        return None, f"{AMBIGUOUS}{text!r} gives {m.group(0)} and {rival.group(0).strip()} (a range or a correction)"
+    number = float(m.group(1))
     if not math.isfinite(number):
+        return None, f"{text!r} is not a score, set to null"
+    if m.group(2):
+        return number / 100, f"{m.group(0)} read as {number / 100:g}"
+    if m.group(3):
+        den = float(m.group(3))
+        if den > 0:
+            return number / den, f"{m.group(0)} read as {number / den:g}"
         return None, f"{text!r} is not a score, set to null"
     return number, f"plain: read the text {text!r} as a number"
 
 
-def _apply_scale(plain: dict[str, float], values: dict[str, float | None], notes: list[str], stated) -> str | None:
+def _option(text: str, dim: Dimension) -> tuple[float | None, str] | None:
+    """(score, note) of an option letter, maybe with its label, or of an option's label alone; None for neither."""
+    labels = {o.letter: {_normal(v) for v in o.label.values()} for o in dim.options}
+    by_label = [o for o in dim.options if _normal(text) in labels[o.letter]]
+    m = LETTER.match(text)
+    if not m and not by_label:
+        return None
+    if m:
+        letter = (m.group(1) or m.group(2)).lower()
+        rest = re.sub(r"^\(|\)$", "", m.group(3).strip().rstrip(".")).strip()
+        if letter not in dim.letters:
+            return None, f"{text!r} is not an option of {dim.key}, set to null"
+        named = [o.letter for o in dim.options if rest and _normal(rest) in labels[o.letter]]
+        if named and letter not in named:
+            return None, f"{AMBIGUOUS}{text!r} names option {letter!r} and the label of option {named[0]!r}"
+        option = dim.option(letter)
+        number = re.fullmatch(rf"\s*({NUMBER})\s*", rest)
+        if number and (option.score is None or abs(float(number.group(1)) - option.score) > 0.005):
+            return None, f"{AMBIGUOUS}{text!r} names option {letter!r} and the score {number.group(1)}"
+    else:
+        option = by_label[0]
+    score = option.score
+    how = "null (excluded)" if score is None else f"{score:g}"
+    return score, f"option {option.letter!r} read as {how}" if m else f"{text!r} is option {option.letter!r}: {how}"
+
+
+def _apply_scale(plain: dict[str, float], values: dict[str, float | None], notes: list[str], stated,
+                 rubric: Rubric) -> str | None:
     """Put bare numbers on 0–1: by the stated scale, by the values where only one reading fits, else the reason the
     answer cannot be read."""
     if not plain:
@@ -446,22 +740,23 @@ def _apply_scale(plain: dict[str, float], values: dict[str, float | None], notes
         return stated
     if stated is not None and any(0 < v < 1 for v in nums):
         return f"numbers above 1 and fractions of 1 together under a stated {stated[0]:g}–{stated[1]:g} scale"
-    if stated is not None:
-        low, high = stated
-        if (low, high) != (0.0, 1.0):
-            notes.append(f"numbers on the stated {low:g}–{high:g} scale, mapped to 0–1")
-            for key, v in plain.items():
-                inside = low <= v <= high
-                values[key] = (v - low) / (high - low) if inside else None
-                if not inside:
-                    notes.append(f"{key}: {v:g} is outside the stated scale, set to null")
-        return None
-    if any(0 < v < 1 for v in nums):
+    if stated is None and any(0 < v < 1 for v in nums):
         return None  # the 0–1 scale asked for: a number above 1 beside fractions of 1 is out of range
-    if 10 < max(nums) <= 100:
-        for key, v in plain.items():
-            values[key] = v / 100
-        notes.append("numbers above 10 with no stated scale: read on 0–100")
+    if stated is None and not 10 < max(nums) <= 100:
+        return (f"numbers up to {max(nums):g} with no stated scale: 0–10, 1–5 and 0–100 would all read them, "
+                "so none does")
+    low, high = stated or (0.0, 100.0)
+    if (low, high) == (0.0, 1.0):
         return None
-    return (f"numbers up to {max(nums):g} with no stated scale: 0–10, 1–5 and 0–100 would all read them, "
-            "so none does")
+    binary = [k for k, v in plain.items() if v == 1 and set(rubric.dimension(k).scores) == {0.0, 1.0}]
+    if binary:
+        return (f"{binary[0]}: 1 is the better of its two options on 0–1, or 1 on the {low:g}–{high:g} scale the "
+                "other numbers are on")
+    notes.append(f"numbers on the stated {low:g}–{high:g} scale, mapped to 0–1" if stated else
+                 "numbers above 10 with no stated scale: read on 0–100")
+    for key, v in plain.items():
+        inside = low <= v <= high
+        values[key] = (v - low) / (high - low) if inside else None
+        if not inside:
+            notes.append(f"{key}: {v:g} is outside the stated scale, set to null")
+    return None

@@ -142,6 +142,9 @@ class ScoreSummary:
     num_processes: int = 1
     prompt_tokens: int = 0  # tokens a served model reported for this run's requests (all processes)
     completion_tokens: int = 0
+    repair_rounds: int = 0  # answers of a served judge that did not parse and got a repair round
+    repair_parsed: int = 0  # of those, read from the second answer
+    truncated: int = 0  # texts the evaluator's text encoder saw only in part (CLIP's 77 tokens, BLIP's 35, ...)
 
     @property
     def main_process(self) -> bool:
@@ -329,12 +332,13 @@ def score_to_jsonl(
     )
     guard = FailureGuard(trusted=any(r.get("error_kind") not in (*MODEL_FAILURES, "input") for r in records))
 
-    scored = failed = retryable = prompt_tokens = completion_tokens = 0
+    scored = failed = retryable = prompt_tokens = completion_tokens = repair_rounds = repair_parsed = truncated = 0
     with open(target, "a", encoding="utf-8") as f, tqdm(
         total=len(todo), desc=f"Scoring ({evaluator.name})", unit="image", disable=not progress or rank != 0
     ) as bar:
         def write(results: list[EvalResult]) -> None:
             nonlocal scored, failed, retryable, prompt_tokens, completion_tokens
+            nonlocal repair_rounds, repair_parsed, truncated
             f.write("".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in results))
             f.flush()
             os.fsync(f.fileno())
@@ -343,6 +347,9 @@ def score_to_jsonl(
             retryable += sum(r.error_kind in MODEL_FAILURES for r in results)
             prompt_tokens += sum(r.usage["prompt_tokens"] for r in results if r.usage)
             completion_tokens += sum(r.usage["completion_tokens"] for r in results if r.usage)
+            repair_rounds += sum(r.repair is not None for r in results)
+            repair_parsed += sum(r.repair is not None and r.parse_status != "failed" for r in results)
+            truncated += sum(bool(r.evidence and r.evidence.get("text_seen", {}).get("truncated")) for r in results)
 
         seen = 0
         for batch in loader:
@@ -353,13 +360,14 @@ def score_to_jsonl(
     if seen != len(todo):  # a source whose stream and ids disagree must not pass for a finished run
         raise RuntimeError(f"the source gave {seen} of the {len(todo)} items to score; rerun to score the rest")
     local = scored
-    counts = (scored, failed, retryable, prompt_tokens, completion_tokens)
+    counts = (scored, failed, retryable, prompt_tokens, completion_tokens, repair_rounds, repair_parsed, truncated)
     if parts or retry:
         counts = _merge(state, out, order, counts)
-    scored, failed, retryable, prompt_tokens, completion_tokens = counts
+    scored, failed, retryable, prompt_tokens, completion_tokens, repair_rounds, repair_parsed, truncated = counts
     return ScoreSummary(out=out, total=len(ids), skipped=len(done), scored=scored, failed=failed, retryable=retryable,
                         process_scored=local, process_index=rank, num_processes=world, prompt_tokens=prompt_tokens,
-                        completion_tokens=completion_tokens)
+                        completion_tokens=completion_tokens, repair_rounds=repair_rounds, repair_parsed=repair_parsed,
+                        truncated=truncated)
 
 
 def _merge(state, out: Path, order: dict[str, int], counts: tuple[int, ...]) -> tuple[int, ...]:

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from ..models import RANDOM_WEIGHTS_FLAG
-from .evaluators.vqascore import question
+from .evaluators.vqascore import QUESTIONS, question
 from ..files import atomic_folder
 from ..poems import sample_poems
 from .prompt import system_prompt, user_prompt
@@ -35,7 +35,7 @@ MODELS = ("qwen3-vl", "clip", "chinese-clip", "blip", "internvl", "text-to-image
 QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                 "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]
 SEED = 0
-REVISION = 4  # raise when a model or processor here changes, so that older folders are rebuilt
+REVISION = 5  # raise when a model or processor here changes, so that older folders are rebuilt
 # Qwen3-VL-8B-Instruct's published preprocessor_config.json and video_preprocessor_config.json: the tiny model
 # sees exactly the image tokens the real one does (a 1024×1024 image is 1,024 tokens).
 QWEN3_VL_IMAGE_PROCESSOR = dict(size={"longest_edge": 16777216, "shortest_edge": 65536}, patch_size=16,
@@ -50,7 +50,7 @@ VISION_TOWER = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, n
 def _corpus() -> list[str]:
     poems = sample_poems()
     texts = [system_prompt(rubric_for_tradition(t)) for t in ("tang", "song_ci")]
-    texts += [user_prompt(p) + question(p) for p in poems]
+    texts += [user_prompt(p) + "".join(question(p, kind) for kind in QUESTIONS) for p in poems]
     texts += ['{"safety": 1, "technical_quality": 0.5, "scene_consistency": null, "overall_impression": 0.75} Yes No']
     return texts * 2
 

@@ -110,7 +110,9 @@ class AgreementData:
             raise ValueError(f"{len(reference_quality)} reference_quality values for {n} references")
         human_quality = (np.array([np.nan if q is None else float(q) for q in reference_quality])
                          if reference_quality is not None else np.array([_nanmean(row) for row in human]))
-        scalar = all(p is None or isinstance(p, (int, float)) for p in predictions)
+        # A scalar metric gave a number somewhere; an evaluator that gave nothing at all has ten-score coverage 0.
+        scalar = (any(isinstance(p, (int, float)) for p in predictions)
+                  and all(p is None or isinstance(p, (int, float)) for p in predictions))
         return cls(list(image_ids or map(str, range(n))), [str(p) for p in poem_ids], keys,
                    np.array(scale.anchor_steps), human, pred, human_quality, pred_quality, scalar, by_poem)
 

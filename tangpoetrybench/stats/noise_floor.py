@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import warnings
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 
 import krippendorff
@@ -36,6 +36,7 @@ class RatingTable:
     keys: tuple[str, ...]
     anchors: np.ndarray  # (D,)
     scores: np.ndarray  # (R, D)
+    dropped: list[str] = field(default_factory=list)  # images the reader left out, each with why
 
     def quality(self) -> np.ndarray:
         """Each rating's mean over its non-null dimensions."""

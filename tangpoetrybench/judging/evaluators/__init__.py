@@ -14,17 +14,17 @@ from .base import EvalResult, Evaluator, ScoringItem
 
 EVALUATORS = ("pae", "api", "clipscore", "blipscore", "vqascore", "text-ocr")
 BACKENDS = ("transformers", "vllm")
-API_OPTIONS = ("base_url", "api_key_env", "concurrency", "timeout", "retries", "structured", "backoff")
+API_OPTIONS = ("base_url", "api_key_env", "concurrency", "timeout", "retries", "structured", "backoff", "repair")
 
 
 def load_evaluator(name: str, model: str | None = None, adapter: str | None = None, backend: str = "transformers",
                    **kwargs) -> Evaluator:
     """Build an evaluator by name. `model` and `adapter` are Hub ids or local folders; None means the default
-    checkpoint. Other keyword arguments (device, max_pixels, max_new_tokens, rubric, constrained) go to the
-    evaluator.
+    checkpoint. Other keyword arguments (device, max_pixels, max_new_tokens, rubric, constrained; question for
+    vqascore) go to the evaluator.
 
     `api` asks a served or hosted model: `model` is the name the server knows, and `base_url`, `api_key_env`,
-    `concurrency`, `timeout` and `retries` (see `evaluators.api.APIJudge`) apply to it alone."""
+    `concurrency`, `timeout`, `retries` and `repair` (see `evaluators.api.APIJudge`) apply to it alone."""
     if name not in EVALUATORS:
         raise ValueError(f"unknown evaluator {name!r} (known: {', '.join(EVALUATORS)})")
     if backend not in BACKENDS:
@@ -35,6 +35,9 @@ def load_evaluator(name: str, model: str | None = None, adapter: str | None = No
         raise ValueError(f"the vllm backend serves pae only, not {name}")
     if kwargs.get("constrained") and name != "pae":
         raise ValueError(f"--constrained applies to pae only, not {name}")
+    if kwargs.get("question") is not None and name != "vqascore":
+        raise ValueError(f"--question applies to vqascore only, not {name}")
+    question = kwargs.pop("question", None)
     given = [k for k in API_OPTIONS if kwargs.get(k) is not None]
     if given and name != "api":
         raise ValueError(f"--{given[0].replace('_', '-')} applies to the api evaluator only, not {name}")
@@ -66,7 +69,7 @@ def load_evaluator(name: str, model: str | None = None, adapter: str | None = No
     if name == "vqascore":
         from .vqascore import VQAScore
 
-        return VQAScore(**model_kw, **scalar_kwargs)
+        return VQAScore(**model_kw, **scalar_kwargs, **({"question": question} if question else {}))
     scalar_kwargs.pop("max_pixels", None)
     if name == "clipscore":
         from .clipscore import CLIPScore

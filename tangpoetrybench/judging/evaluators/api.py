@@ -9,6 +9,11 @@ the response format (huggingface_hub sends it to a base URL in TGI's form, `{"ty
 SCHEMA}`, and to Inference Providers in OpenAI's). A server that refuses the response format (HTTP 400 or 422) is
 asked again without it, once, and the results say so. The answer goes through the one parser.
 
+An answer that does not parse gets one repair round (`repair=1`, `--repair 0` turns it off), as SemJudge's pipeline
+does: the same conversation goes on with the model's answer and "Reply with the JSON object only, in the schema
+above." The record keeps the first answer as `raw_output` and the second, its parse status and notes under `repair`;
+scores read from the second are `repaired`, and the token counts are both requests'.
+
 A batch's requests go out together, at most `concurrency` in flight. 429, 408, 5xx, timeouts and lost connections
 are retried with exponential backoff and jitter, never sooner than a `Retry-After`, each retry logged; after the
 last one the item is a `transient` failure, which a rerun tries again. A refused key (401, 403) stops the run at once.
@@ -34,6 +39,7 @@ import random
 import socket
 import time
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from urllib.parse import urlparse
@@ -58,6 +64,8 @@ BATCHES_PER_SLOT = 4  # a batch holds 4 × concurrency requests, so one slow ans
 SEED = 0
 MAX_RETRY_AFTER = 300.0  # a server asking for longer makes the item a transient failure, retried by a rerun
 NO_KEY = "EMPTY"  # what keyless OpenAI-compatible servers expect; never the saved Hugging Face token
+DEFAULT_REPAIR = 1  # repair rounds for an answer that does not parse
+REPAIR_PROMPT = "Reply with the JSON object only, in the schema above."
 
 
 class KeyRefused(RunStopped):
@@ -80,6 +88,23 @@ def wire_messages(messages: list[dict]) -> list[dict]:
         if len(parts) == 1 and parts[0]["type"] == "text":
             message["content"] = parts[0]["text"]
     return wired
+
+
+def repair_messages(messages: list[dict], answer: str) -> list[dict]:
+    """The conversation of a repair round: the question, the model's answer, then the request for the JSON alone."""
+    return [*messages, {"role": "assistant", "content": answer}, {"role": "user", "content": REPAIR_PROMPT}]
+
+
+@dataclass
+class Reply:
+    """What the server answered one request: the text, its token counts, the model that answered, and whether the
+    request carried the response format (and if not, why)."""
+
+    text: str
+    usage: dict[str, int] | None
+    served_model: str
+    fmt: dict | None
+    refused_now: str | None
 
 
 def response_format(rubric: Rubric) -> dict:
@@ -180,9 +205,10 @@ class APIJudge(PAE):
                  concurrency: int = DEFAULT_CONCURRENCY, timeout: float = DEFAULT_TIMEOUT,
                  retries: int = DEFAULT_RETRIES, max_pixels: int = DEFAULT_MAX_PIXELS,
                  max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, rubric: Rubric | str | None = None,
-                 structured: bool = True, backoff: float = 1.0):
+                 structured: bool = True, backoff: float = 1.0, repair: int = DEFAULT_REPAIR):
         """`model` is the name the server knows (`--served-model-name`, a LoRA module's name, a provider's model id);
-        `backoff` the first retry's delay in seconds; `structured=False` never asks for the response format."""
+        `backoff` the first retry's delay in seconds; `structured=False` never asks for the response format;
+        `repair` the repair rounds for an answer that does not parse (0 or 1)."""
         from huggingface_hub import constants
 
         Evaluator.__init__(self, rubric)
@@ -192,6 +218,9 @@ class APIJudge(PAE):
             raise ValueError(f"--base-url {base_url!r} is not an http:// or https:// URL")
         if concurrency < 1 or retries < 0 or timeout <= 0:
             raise ValueError("--concurrency must be at least 1, --retries at least 0 and --timeout above 0")
+        if repair not in (0, 1):
+            raise ValueError(f"--repair must be 0 (off) or 1 (one repair round), not {repair!r}")
+        self.repair = repair
         self.offline_local = constants.is_offline_mode()
         if self.offline_local and (base_url is None or not is_internal_url(base_url)):
             where = f"{base_url} is not a loopback or private address" if base_url else "no --base-url was given"
@@ -208,7 +237,7 @@ class APIJudge(PAE):
         return self.base_url or "Hugging Face Inference Providers"
 
     def settings(self) -> dict[str, Any]:
-        return {**super().settings(), "temperature": 0.0, "seed": SEED}
+        return {**super().settings(), "temperature": 0.0, "seed": SEED, "repair": self.repair}
 
     def _prepare(self, items: Sequence[ScoringItem]) -> list[list[dict]]:
         return [wire_messages(self.messages(it)) for it in items]
@@ -249,52 +278,89 @@ class APIJudge(PAE):
 
     async def _ask(self, client, slots: asyncio.Semaphore, stopped: asyncio.Event, messages: list[dict],
                    item: ScoringItem, key: str | None) -> EvalResult | None:
+        async with slots:
+            reply = await self._complete(client, stopped, messages, item, key)
+            if not isinstance(reply, Reply):
+                return reply
+            result = self._reply_result(item, reply, key)
+            if result.parse_status != "failed" or not self.repair:
+                return result
+            again = await self._complete(client, stopped, repair_messages(messages, reply.text), item, key)
+            return None if again is None else self._repaired(item, result, again, key)
+
+    async def _complete(self, client, stopped: asyncio.Event, messages: list[dict], item: ScoringItem,
+                        key: str | None) -> Reply | EvalResult | None:
+        """One request, retried as the module says: the server's reply, a failed result, or None once the run is
+        stopped."""
         rubric = self.rubric_for(item)
         refused_now = None
         attempt = 0
-        async with slots:
-            while not stopped.is_set():  # a refused key stops every request not yet sent
-                fmt = None if self.refused_format or refused_now else response_format(rubric)
-                try:
-                    out = await client.chat_completion(messages, model=self.model_name, max_tokens=self.max_new_tokens,
-                                                       temperature=0.0, seed=SEED, response_format=fmt)
-                    break
-                except Exception as exc:
-                    status = http_status(exc)
-                    message = redact(self._describe(exc), key)
-                    if status in (401, 403):
-                        stopped.set()
-                        raise KeyRefused(f"{self.where} refused the API key from ${self.api_key_env} (HTTP {status}): "
-                                         f"set {self.api_key_env} to a valid key, or --api-key-env to the variable "
-                                         "that holds one; nothing was written for this batch") from None
-                    if fmt is not None and status in (400, 422):
-                        refused_now = message
-                        logger.warning("%s: %s, to a request with a response format: asking once more without it",
-                                       item.image_id, message)
-                        continue
-                    delay = self._next_delay(exc, attempt)
-                    if delay is None:
-                        if attempt:
-                            message += f" ({attempt + 1} attempts)"
-                        kind = TRANSIENT if is_transient(exc) else "model"
-                        return self._record(self.result(item, {}, None, None, "failed", message, kind=kind), fmt,
-                                            refused_now)
-                    attempt += 1
-                    logger.warning("%s: retry %d of %d in %.1f s: %s", item.image_id, attempt, self.retries, delay,
-                                   message)
-                    await asyncio.sleep(delay)
-            else:
-                return None  # the batch is given up: its results are never used
+        while not stopped.is_set():  # a refused key stops every request not yet sent
+            fmt = None if self.refused_format or refused_now else response_format(rubric)
+            try:
+                out = await client.chat_completion(messages, model=self.model_name, max_tokens=self.max_new_tokens,
+                                                   temperature=0.0, seed=SEED, response_format=fmt)
+                break
+            except Exception as exc:
+                status = http_status(exc)
+                message = redact(self._describe(exc), key)
+                if status in (401, 403):
+                    stopped.set()
+                    raise KeyRefused(f"{self.where} refused the API key from ${self.api_key_env} (HTTP {status}): "
+                                     f"set {self.api_key_env} to a valid key, or --api-key-env to the variable "
+                                     "that holds one; nothing was written for this batch") from None
+                if fmt is not None and status in (400, 422):
+                    refused_now = message
+                    logger.warning("%s: %s, to a request with a response format: asking once more without it",
+                                   item.image_id, message)
+                    continue
+                delay = self._next_delay(exc, attempt)
+                if delay is None:
+                    if attempt:
+                        message += f" ({attempt + 1} attempts)"
+                    kind = TRANSIENT if is_transient(exc) else "model"
+                    return self._record(self.result(item, {}, None, None, "failed", message, kind=kind), fmt,
+                                        refused_now)
+                attempt += 1
+                logger.warning("%s: retry %d of %d in %.1f s: %s", item.image_id, attempt, self.retries, delay,
+                               message)
+                await asyncio.sleep(delay)
+        else:
+            return None  # the batch is given up: its results are never used
         if refused_now and not self.refused_format:
             self.refused_format = refused_now  # the server answered without it: stop asking for this run
+        usage = None if out.usage is None else {"prompt_tokens": int(out.usage.prompt_tokens or 0),
+                                                "completion_tokens": int(out.usage.completion_tokens or 0)}
         answer = (out.choices[0].message.content or "") if out.choices else ""
-        result = self.answer_result(item, answer)
+        return Reply(answer, usage, out.model, fmt, refused_now)
+
+    def _reply_result(self, item: ScoringItem, reply: Reply, key: str | None) -> EvalResult:
+        result = self.answer_result(item, reply.text)
         result.raw_output = redact(result.raw_output, key)
-        if out.usage is not None:
-            result.usage = {"prompt_tokens": int(out.usage.prompt_tokens or 0),
-                            "completion_tokens": int(out.usage.completion_tokens or 0)}
-        result.settings["served_model"] = out.model
-        return self._record(result, fmt, refused_now)
+        result.usage = reply.usage
+        result.settings["served_model"] = reply.served_model
+        return self._record(result, reply.fmt, reply.refused_now)
+
+    def _repaired(self, item: ScoringItem, first: EvalResult, again: Reply | EvalResult, key: str | None) -> EvalResult:
+        """The result after a repair round: the second answer's scores where it parsed (`repaired`), else the first
+        answer's failure; both answers and both requests' tokens recorded."""
+        if isinstance(again, EvalResult):  # the repair request itself failed
+            first.repair = {"raw_output": None, "parse_status": "failed", "error": again.error}
+            first.error = f"{first.error}; the repair request failed: {again.error}"
+            return first
+        second = self._reply_result(item, again, key)
+        first.repair = {"raw_output": second.raw_output, "parse_status": second.parse_status, "error": second.error}
+        if first.usage or second.usage:
+            first.usage = {k: (first.usage or {}).get(k, 0) + (second.usage or {}).get(k, 0)
+                           for k in ("prompt_tokens", "completion_tokens")}
+        if second.parse_status == "failed":
+            first.error = f"{first.error}; asked again, the second answer did not parse either: {second.error}"
+            return first
+        second.raw_output, second.repair, second.usage = first.raw_output, first.repair, first.usage
+        second.parse_status = "repaired"
+        second.error = f"the first answer did not parse ({first.error}); scores from the repair round" + (
+            f": {second.error}" if second.error else "")
+        return second
 
     def _next_delay(self, exc: BaseException, attempt: int) -> float | None:
         """Seconds to wait before trying again, or None to give up: not transient, retries spent, or a server asking

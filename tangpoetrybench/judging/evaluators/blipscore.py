@@ -1,7 +1,8 @@
 """BLIPScore: the image-text-matching probability of BLIP (Li et al. 2022), softmax(itm_logits)[:, 1].
 
-It reads the poem's text (its lines joined by spaces), truncated to the text encoder's length. Default
-checkpoint `Salesforce/blip-itm-base-coco` (English).
+It reads the poem's text (its lines joined by spaces), truncated to 35 tokens as BLIP's own image-text matching
+code does (the configuration allows 512, which the ITM head never saw); each result records how much of the poem
+that is (`evidence["text_seen"]`, as for CLIPScore). Default checkpoint `Salesforce/blip-itm-base-coco` (English).
 """
 
 from __future__ import annotations
@@ -27,5 +28,4 @@ class BLIPScore(ImageTextMetric):
     def _run(self, inputs, items: Sequence[ScoringItem]) -> list[EvalResult]:
         with torch.inference_mode():
             itm = self.model(**inputs.to(self.device, non_blocking=True), use_itm_head=True).itm_score
-        scores = itm.float().softmax(dim=-1)[:, 1].tolist()
-        return [self.result(it, {}, s, None, "ok", None) for it, s in zip(items, scores)]
+        return self.scored(items, itm.float().softmax(dim=-1)[:, 1].tolist())

@@ -1,6 +1,10 @@
-"""VQAScore (Lin et al. 2024) with the Qwen3-VL backend: the probability that the model answers "Yes" when
-asked whether the image illustrates the poem (title, author and full text), read from the next-token
-distribution after the question, so no text is generated."""
+"""VQAScore (Lin et al. 2024) with the Qwen3-VL backend: the probability that the model answers "Yes" to a question
+about the image and the poem, read from the next-token distribution after the question, so no text is generated.
+
+The question is t2v_metrics' by default (`question="t2v_metrics"`: `Does this figure show "{text}"? Please answer
+yes or no.`, the text being the poem's lines joined by spaces), so the numbers compare with published VQAScore;
+`question="poem"` asks this project's own question (title, author and full text: "Does this image illustrate the
+following poem? … Answer Yes or No."). The results' settings name the question."""
 
 from __future__ import annotations
 
@@ -15,39 +19,53 @@ from ...models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels, has_random_we
 from .pae import DEFAULT_MODEL
 
 
-def question(poem: Poem) -> str:
-    return (f"Does this image illustrate the following poem?\n《{poem.title}》 {poem.author}\n{poem.text}\n"
-            "Answer Yes or No.")
+QUESTIONS = ("t2v_metrics", "poem")
+DEFAULT_QUESTION = "t2v_metrics"
+
+
+def question(poem: Poem, kind: str = DEFAULT_QUESTION) -> str:
+    """The question asked about the image: t2v_metrics' (the reference VQAScore's) or this project's own."""
+    if kind == "t2v_metrics":
+        return f'Does this figure show "{" ".join(poem.lines)}"? Please answer yes or no.'
+    if kind == "poem":
+        return (f"Does this image illustrate the following poem?\n《{poem.title}》 {poem.author}\n{poem.text}\n"
+                "Answer Yes or No.")
+    raise ValueError(f"unknown VQAScore question {kind!r} (known: {', '.join(QUESTIONS)})")
 
 
 class VQAScore(Evaluator):
     name = "vqascore"
 
-    def __init__(self, model: str = DEFAULT_MODEL, device: str | None = None, max_pixels: int = DEFAULT_MAX_PIXELS):
+    def __init__(self, model: str = DEFAULT_MODEL, device: str | None = None, max_pixels: int = DEFAULT_MAX_PIXELS,
+                 question: str = DEFAULT_QUESTION):
         super().__init__()
-        self._attach(*load_qwen_vl(model, None, device), model_label(model), max_pixels)
+        self._attach(*load_qwen_vl(model, None, device), model_label(model), max_pixels, question)
 
     @classmethod
-    def from_loaded(cls, model, processor, model_name: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> "VQAScore":
+    def from_loaded(cls, model, processor, model_name: str, max_pixels: int = DEFAULT_MAX_PIXELS,
+                    question: str = DEFAULT_QUESTION) -> "VQAScore":
         """VQAScore on a Qwen3-VL already in memory (PAE's): with a LoRA adapter kept apart, it asks the base model."""
         self = cls.__new__(cls)
         Evaluator.__init__(self)
-        self._attach(processor, model, next(model.parameters()).device, model_name, max_pixels)
+        self._attach(processor, model, next(model.parameters()).device, model_name, max_pixels, question)
         return self
 
-    def _attach(self, processor, model, device, model_name: str, max_pixels: int) -> None:
+    def _attach(self, processor, model, device, model_name: str, max_pixels: int, kind: str) -> None:
+        if kind not in QUESTIONS:
+            raise ValueError(f"unknown VQAScore question {kind!r} (known: {', '.join(QUESTIONS)})")
         self.processor, self.model, self.device = processor, model, device
         self.model_name, self.random_weights, self.max_pixels = model_name, has_random_weights(model), max_pixels
+        self.question = kind
         # "Yes" is one token for Qwen's tokenizer; for others, its first token stands for it.
         self.yes_id = self.processor.tokenizer.encode("Yes", add_special_tokens=False)[0]
 
     def settings(self) -> dict:
-        return {"max_pixels": self.max_pixels}
+        return {"max_pixels": self.max_pixels, "question": self.question}
 
     def _prepare(self, items: Sequence[ScoringItem]):
         return chat_inputs(self.processor, [[{"role": "user", "content": [
             {"type": "image", "image": fit_pixels(it.image, self.max_pixels)},
-            {"type": "text", "text": question(it.poem)},
+            {"type": "text", "text": question(it.poem, self.question)},
         ]}] for it in items])
 
     def _run(self, inputs, items: Sequence[ScoringItem]) -> list[EvalResult]:

@@ -1,0 +1,60 @@
+"""Every option of every tpb command, given twice: a list option gathers both values, any other one is refused with
+a clear line; none silently keeps only the last (`tpb report --scores a --scores b` once dropped a's Table 4)."""
+
+import argparse
+
+import pytest
+
+from tangpoetrybench.cli import make_parser
+
+
+def commands() -> dict[str, argparse.ArgumentParser]:
+    sub = next(a for a in make_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def value(action: argparse.Action, n: int) -> str:
+    return str(action.choices[n % len(action.choices)]) if action.choices else str(n + 1)
+
+
+def required(parser: argparse.ArgumentParser, skip: argparse.Action) -> list[str]:
+    """The arguments a command needs, except `skip`."""
+    argv = []
+    for action in parser._actions:
+        if action.dest == skip.dest or isinstance(action, argparse._HelpAction):
+            continue
+        if not action.option_strings and action.nargs != "?":
+            argv.append(value(action, 0))
+        elif action.option_strings and action.required:
+            argv += [action.option_strings[0], value(action, 0)]
+    return argv
+
+
+CASES = [(name, action) for name, parser in commands().items() for action in parser._actions
+         if action.option_strings and action.nargs != 0 and not isinstance(action, argparse._HelpAction)]
+
+
+def test_every_command_has_options():
+    assert {name for name, _ in CASES} >= {"score", "report", "leaderboard", "agree", "build", "generate", "publish"}
+
+
+@pytest.mark.parametrize("name,action", CASES, ids=[f"{n} {a.option_strings[0]}" for n, a in CASES])
+def test_an_option_given_twice_extends_or_is_refused(name, action, capsys):
+    parser = commands()[name]
+    flag = action.option_strings[0]
+    argv = [name, *required(parser, action), flag, value(action, 0), flag, value(action, 1)]
+    if isinstance(action, argparse._ExtendAction):
+        got = getattr(make_parser().parse_args(argv), action.dest)
+        assert [str(v) for v in got] == [value(action, 0), value(action, 1)]
+        return
+    with pytest.raises(SystemExit):
+        make_parser().parse_args(argv)
+    assert f"{'/'.join(action.option_strings)} was given twice: give it once" in capsys.readouterr().err
+
+
+def test_report_and_leaderboard_gather_every_scores_file():
+    for name in ("report", "leaderboard"):
+        args = make_parser().parse_args([name, "--dataset", "d", "--out", "o", "--scores", "pae.jsonl", "--scores",
+                                         "blip.jsonl", "clip.jsonl"])
+        assert [str(p) for p in args.scores] == ["pae.jsonl", "blip.jsonl", "clip.jsonl"]
+    assert make_parser().parse_args(["report", "--dataset", "d", "--out", "o"]).scores is None
