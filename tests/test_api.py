@@ -28,4 +28,4 @@ def test_the_one_screen_example_runs(tiny_models, demo_built, tmp_path):
     assert result["agreement"]["coverage"] > 0 and result["random_weights"]
     write_report(build_report(demo_built, scores=[tmp_path / "scores.jsonl"], n_bootstrap=50), tmp_path / "report")
     assert (tmp_path / "report" / "report.html").is_file()
-    assert parse_answer('{"safety": 1, "technical_quality": 0.5}', load_rubric("tang")).status == "failed"
+    assert parse_answer("A lovely painting, full of feeling.", load_rubric("tang")).status == "failed"

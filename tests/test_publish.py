@@ -23,7 +23,7 @@ from tangpoetrybench.stats.agreement import RubricScale
 from tangpoetrybench.dataset.builder import build_dataset
 from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.judging.prompt import user_prompt
-from tangpoetrybench.hub.publish import publish
+from tangpoetrybench.hub.publish import flat_imports, publish
 from tangpoetrybench.rubric import load_rubric
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,7 +74,9 @@ def test_the_metric_carries_its_statistics(hub):
     metric = hub / "metric"
     assert sorted(p.name for p in metric.iterdir()) == ["README.md", "agreement.py", "app.py", "numeric.py", "pae.py",
                                                          "requirements.txt", "rubrics.py"]
-    assert (metric / "agreement.py").read_bytes() == (ROOT / "tangpoetrybench" / "agreement.py").read_bytes()
+    source = (ROOT / "tangpoetrybench" / "stats" / "agreement.py").read_text(encoding="utf-8")
+    assert (metric / "agreement.py").read_text(encoding="utf-8") == flat_imports(source)  # `from .numeric`, side by side
+    assert "from ..numeric import" in source
     for module in ("agreement.py", "numeric.py", "pae.py"):  # nothing of the package, at the top level or indented
         assert not re.search(r"^from tangpoetrybench|^import tangpoetrybench", (metric / module).read_text(), re.M)
     namespace: dict = {}
