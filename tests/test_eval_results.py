@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from test_leaderboard import files, human  # noqa: F401 (a fixture)
-from test_publish import agree_json  # noqa: F401 (a fixture)
+from test_publish import adapter, agree_json, hub  # noqa: F401 (fixtures)
 from tangpoetrybench.cli import main
 from tangpoetrybench.errors import DataError
 from tangpoetrybench.hub.eval_results import (EVAL_RESULT_FIELDS, RESULTS_FILE, TASK_IDS, dataset_eval_yaml,
@@ -142,3 +142,12 @@ def test_model_index_and_eval_results_from_one_source(agree_json, tmp_path):  # 
     items = read_eval_results(tmp_path / RESULTS_FILE)
     assert {i["dataset"]["task_id"]: i["value"] for i in items} == {
         f"images_judge_{k}": v for k, v in indexed.items() if k in ("mae", "kendall_tau", "spearman")}
+
+
+def test_published_model_repo_carries_its_results(hub):  # noqa: F811
+    items = read_eval_results(hub / "model" / RESULTS_FILE)
+    card = yaml.safe_load((hub / "model" / "README.md").read_text(encoding="utf-8").split("---")[1])
+    indexed = {m["type"]: m["value"] for m in card["model-index"][0]["results"][0]["metrics"]}
+    assert {i["dataset"]["task_id"]: i["value"] for i in items} == {
+        f"images_judge_{k}": indexed[k] for k in ("mae", "kendall_tau", "spearman") if k in indexed}
+    assert all(i["dataset"]["id"] == "acme/TangPoetryBench" for i in items)
