@@ -29,6 +29,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import DataError, Problem
+from ..reporting.leaderboard import HUMAN_CONFIGS, read_score_files
 
 RESULTS_FILE = Path(".eval_results") / "tangpoetrybench.yaml"
 HUB = "https://huggingface.co"
@@ -55,7 +56,6 @@ class BenchmarkTask:
 
     config: str
     metric: str
-    description: str
     split: str = "test"
 
     @property
@@ -63,19 +63,13 @@ class BenchmarkTask:
         return f"{self.config}_{self.metric}"
 
 
-GENERATOR_METRICS = {
-    "pae_quality": "quality of a generator's illustrations as PAE estimates it (mean of the ten rubric scores, 0-1)",
-    "human_quality": "the human quality of a generator's illustrations (people's ratings, 0-1)",
-    "recognizability": "the share of raters who recognised the poem from the illustration (Phase 1, 0-1)",
-}
-JUDGE_METRICS = {
-    "judge_kendall_tau": "an evaluator's agreement with people: per-poem Kendall tau-b of image quality",
-    "judge_spearman": "an evaluator's agreement with people: Spearman rho of image quality over images",
-    "judge_mae": "an evaluator's mean absolute error against people's scores (lower is better)",
-}
-HUMAN_CONFIGS = ("images", "unseen_generator")
-BENCHMARK_TASKS = tuple(BenchmarkTask(c, m, d) for c in HUMAN_CONFIGS for m, d in GENERATOR_METRICS.items()) + tuple(
-    BenchmarkTask(c, m, d) for c in (*HUMAN_CONFIGS, "song_ci") for m, d in JUDGE_METRICS.items())
+# A generator's: quality as PAE estimates it (the mean of the ten rubric scores), the human quality of its images,
+# and recognizability (the share of raters who picked the right poem in Phase 1); all 0-1.
+GENERATOR_METRICS = ("pae_quality", "human_quality", "recognizability")
+# An evaluator's agreement with people: per-poem Kendall tau-b, Spearman rho over images, mean absolute error.
+JUDGE_METRICS = ("judge_kendall_tau", "judge_spearman", "judge_mae")
+BENCHMARK_TASKS = tuple(BenchmarkTask(c, m) for c in HUMAN_CONFIGS for m in GENERATOR_METRICS) + tuple(
+    BenchmarkTask(c, m) for c in (*HUMAN_CONFIGS, "song_ci") for m in JUDGE_METRICS)
 TASK_IDS = frozenset(t.id for t in BENCHMARK_TASKS)
 
 
@@ -233,8 +227,7 @@ def write_eval_results(numbers: dict, out: Path | str, dataset_id: str, revision
 
 
 def _compared_poems(numbers: dict) -> set[str]:
-    from ..reporting.leaderboard import read_score_files
-
+    """The poems the leaderboard compared every generator on (those each generator has a result for)."""
     scored = read_score_files([Path(p) for p in numbers["score_files"]]).records
     by_generator: dict[str, set[str]] = {}
     for image_id in scored:
