@@ -156,3 +156,11 @@ def test_lmms_eval_run_equals_tpb_leaderboard(demo_built, tiny_models, tmp_path)
 
 def lmms_n(results_file: Path) -> int:
     return json.loads(results_file.read_text(encoding="utf-8"))["n-samples"]["tangpoetrybench_local"]["effective"]
+
+
+def test_lmms_env_skips_with_the_reason_when_it_cannot_be_built(tmp_path, monkeypatch):
+    """No package index (as without a network): the slow test skips, saying why, instead of failing."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    with pytest.raises(pytest.skip.Exception, match="could not build an lmms-eval environment in .*tpb-lmms-env"):
+        lmms_env()
