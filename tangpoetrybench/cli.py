@@ -169,14 +169,29 @@ def _generate(args: argparse.Namespace) -> None:
 def _leaderboard(args: argparse.Namespace) -> None:
     from .reporting.leaderboard import build_leaderboard, write_leaderboard
 
-    out = write_leaderboard(build_leaderboard(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap,
-                                              seed=args.seed), args.out)
+    rep = build_leaderboard(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap, seed=args.seed)
+    out = write_leaderboard(rep, args.out)
     print(f"Wrote {out / 'leaderboard.md'}, {out / 'leaderboard.html'}, {out / 'leaderboard.json'} and {out / 'figures'}/")
+    if args.eval_results:
+        _eval_results(args, rep.numbers)
+
+
+def _eval_results(args: argparse.Namespace, numbers: dict) -> None:
+    from .hub.eval_results import write_eval_results
+    from .hub.publish import PLACEHOLDER_ORG, ids
+
+    local = Path(args.dataset).exists()
+    dataset_id = args.dataset_id or (ids(PLACEHOLDER_ORG)["dataset"] if local else args.dataset)
+    for generator, path in write_eval_results(numbers, args.eval_results, dataset_id, args.dataset_revision).items():
+        print(f"{generator:<16} {path}")
+    if dataset_id.startswith(f"{PLACEHOLDER_ORG}/"):
+        print(f"The results name the dataset {dataset_id}: give --dataset-id ORG/NAME for the real repo.")
 
 
 def _model_card(args: argparse.Namespace) -> None:
     import json
 
+    from .hub.eval_results import write_judge_eval_results
     from .hub.model_card import render_model_card
 
     agree = json.loads(args.agree.read_text(encoding="utf-8"))
@@ -185,21 +200,46 @@ def _model_card(args: argparse.Namespace) -> None:
     out = args.out or Path(args.adapter) / "README.md"
     out.write_text(card, encoding="utf-8")
     print(f"Wrote {out}")
+    results = write_judge_eval_results(agree, out.parent, args.dataset or agree["dataset"], args.name)
+    print(f"Wrote {results}" if results else "No .eval_results: random weights measure nothing")
 
 
 def _publish(args: argparse.Namespace) -> None:
     from .hub.publish import PLACEHOLDER_ORG, publish, push
 
+    if args.eval_results:
+        _publish_eval_results(args)
+        return
+    if args.out is None:
+        raise ValueError("give OUT, the folder to write the repos to (or --eval-results ORG/MODEL --from DIR)")
     org = args.push or args.org
     written = publish(args.out, org=org, dataset=args.dataset, adapter=args.adapter, agree=args.agree,
                       base_model=args.base_model)
     for name, path in written.items():
         print(f"{name:<8} {path}")
+    if "dataset" in written and not (written["dataset"] / "eval.yaml").is_file():
+        from .hub.eval_results import dataset_eval_yaml
+
+        print(f"No eval.yaml in {written['dataset']}: {dataset_eval_yaml()[1]}")
     if args.push:
         for name, url in push(written, org, private=args.private or None).items():
             print(f"Pushed {name}: {url}")
     elif org == PLACEHOLDER_ORG:
         print(f"The cards name the repos {PLACEHOLDER_ORG}/…: give --org ORG (or --push ORG) for the real ids.")
+
+
+def _publish_eval_results(args: argparse.Namespace) -> None:
+    from .hub.eval_results import eval_results_pr, open_pr
+
+    if args.source is None:
+        raise ValueError("--eval-results ORG/MODEL needs --from DIR/<generator>, a folder of tpb leaderboard "
+                         "--eval-results DIR")
+    pr = eval_results_pr(args.eval_results, args.source)
+    print(pr.show())
+    if args.dry_run:
+        print("Dry run: nothing was sent.")
+    else:
+        print(f"Opened {open_pr(pr)}")
 
 
 def _tiny_models(args: argparse.Namespace) -> None:
@@ -410,6 +450,13 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="test", help="the dataset split whose poems the generators are compared on")
     p.add_argument("--bootstrap", type=int, default=10_000, help="resamples of poems for the 95%% intervals (0: none)")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+    p.add_argument("--eval-results", type=Path, metavar="DIR",
+                   help="also write DIR/<generator>/.eval_results/tangpoetrybench.yaml, the Hub's Eval Results file "
+                        "each generator's model repo would carry")
+    p.add_argument("--dataset-id", metavar="ORG/NAME",
+                   help="with --eval-results: the dataset's Hub repo (default: --dataset when it is a Hub id, else "
+                        "ORG/TangPoetryBench)")
+    p.add_argument("--dataset-revision", metavar="SHA", help="with --eval-results: the dataset's revision hash")
 
     p = command("model-card", "write a trained adapter's model card from tpb agree results",
                 "tpb model-card --agree agree.json --adapter pae-grpo --dataset ORG/TangPoetryBench", _model_card)
@@ -424,7 +471,7 @@ def make_parser() -> argparse.ArgumentParser:
 
     p = command("publish", "write the Hub repos (dataset, model, metric, Space), each self-contained, and push them",
                 "tpb publish hub --dataset sample/dataset --adapter pae-grpo --agree agree.json --push ORG", _publish)
-    p.add_argument("out", type=Path, help="a folder: OUT/dataset, OUT/model, OUT/metric, OUT/space")
+    p.add_argument("out", type=Path, nargs="?", help="a folder: OUT/dataset, OUT/model, OUT/metric, OUT/space")
     p.add_argument("--dataset", type=Path, help="a dataset folder made by tpb build")
     p.add_argument("--adapter", type=Path, help="a trained PAE adapter folder")
     p.add_argument("--agree", type=Path, help="with --adapter: tpb agree --out results for its model card")
@@ -433,6 +480,11 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--push", metavar="ORG", help="upload each folder to its repo under ORG (needs `hf auth login`)")
     p.add_argument("--private", action="store_true",
                    help="with --push: private repos (without it: the owner's default visibility)")
+    p.add_argument("--eval-results", metavar="ORG/MODEL",
+                   help="instead: open a pull request (never a push) adding --from's Eval Results to this model repo")
+    p.add_argument("--from", dest="source", type=Path, metavar="DIR",
+                   help="with --eval-results: a generator's folder of tpb leaderboard --eval-results DIR")
+    p.add_argument("--dry-run", action="store_true", help="with --eval-results: show the pull request, send nothing")
 
     p = command("tiny-models", "build tiny random-weight models, for offline runs of the pipeline (never for figures)",
                 "tpb tiny-models sample/models", _tiny_models)

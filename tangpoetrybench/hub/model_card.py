@@ -15,6 +15,16 @@ INDEXED = (("mae", "MAE"), ("within_0.05", "Within 0.05"), ("within_one_anchor",
            ("kendall_tau", "Per-poem Kendall tau-b"), ("spearman", "Spearman rho"))
 
 
+def indexed_results(agree: dict) -> list[tuple[str, str, float]]:
+    """(key, name, value) of each measured agreement the card indexes, rounded to four places: the one source of
+    the model-index and of the model repo's `.eval_results` (`eval_results.judge_results`). None for results of
+    random weights, which measure nothing."""
+    if agree.get("random_weights"):
+        return []
+    a = agree["agreement"]
+    return [(key, name, round(a[key], 4)) for key, name in INDEXED if a.get(key) is not None]
+
+
 def render_model_card(agree: dict, base_model: str, adapter_ref: str, model_name: str = "PAE",
                       dataset: str | None = None, license: str = "apache-2.0", recipe: str | None = None) -> str:
     """`agree` is the JSON of `tpb agree --out`. Results of random weights are shown with a warning and kept out
@@ -22,11 +32,11 @@ def render_model_card(agree: dict, base_model: str, adapter_ref: str, model_name
     a, nf = agree["agreement"], agree["noise_floor"]
     dataset = dataset or agree["dataset"]
     random_weights = bool(agree.get("random_weights"))
-    eval_results = [] if random_weights else [
+    eval_results = [
         EvalResult(task_type="image-text-to-text", task_name="Poem illustration scoring", dataset_type=dataset,
                    dataset_name="TangPoetryBench", dataset_config=agree.get("config", "images"),
-                   dataset_split=agree["split"], metric_type=key, metric_name=name, metric_value=round(a[key], 4))
-        for key, name in INDEXED if a.get(key) is not None
+                   dataset_split=agree["split"], metric_type=key, metric_name=name, metric_value=value)
+        for key, name, value in indexed_results(agree)
     ]
     card_data = ModelCardData(
         base_model=base_model, library_name="peft", license=license, language=["zh", "en"],

@@ -26,6 +26,7 @@ from pathlib import Path
 from ..stats.agreement import RubricScale
 from ..dataset.dataset_card import DATASET_PLACEHOLDER
 from ..files import atomic_folder
+from .eval_results import dataset_eval_yaml, write_judge_eval_results
 from ..rubric import BUILTIN, rubric_for_tradition
 
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -121,6 +122,9 @@ def write_dataset(out: Path, built: Path, org: str) -> Path:
         shutil.copytree(built, tmp, dirs_exist_ok=True)
         text = card.read_text(encoding="utf-8")
         (tmp / "README.md").write_text(text.replace(DATASET_PLACEHOLDER, ids(org)["dataset"]), encoding="utf-8")
+        eval_yaml, _ = dataset_eval_yaml()  # None while the Hub's format cannot describe this benchmark
+        if eval_yaml is not None:
+            (tmp / "eval.yaml").write_text(eval_yaml, encoding="utf-8")
     return out
 
 
@@ -137,9 +141,11 @@ def write_model(out: Path, adapter: Path, org: str, agree: Path | None, base_mod
             if path.is_file() and (path.suffix in (".json", ".safetensors", ".md", ".jinja", ".txt")):
                 shutil.copy(path, tmp / path.name)
         if agree is not None:
-            card = render_model_card(json.loads(agree.read_text(encoding="utf-8")), base_model=base_model,
-                                     adapter_ref=repos["model"], dataset=repos["dataset"])
+            results = json.loads(agree.read_text(encoding="utf-8"))
+            card = render_model_card(results, base_model=base_model, adapter_ref=repos["model"],
+                                     dataset=repos["dataset"])
             (tmp / "README.md").write_text(card, encoding="utf-8")
+            write_judge_eval_results(results, tmp, repos["dataset"], "PAE")
     return out
 
 

@@ -1,0 +1,119 @@
+"""What the lmms-eval task `tangpoetrybench` (harness/lmms_eval/tangpoetrybench/utils.py) computes, kept here so the
+harness folder stays thin: its documents, its judge, and its metrics.
+
+- Documents: one per Tang poem of the dataset's split (`images` config), with the human quality of each rated
+  generator's image of it (`human`, JSON), so τ against people needs nothing but the document.
+- The judge is chosen by environment variables, as lmms-eval's own judged tasks (WISE) choose theirs — lmms-eval
+  0.7 has no per-task arguments on its command line: `TPB_JUDGE` (pae, api, clipscore, blipscore or vqascore;
+  default pae), `TPB_JUDGE_MODEL`, `TPB_JUDGE_ADAPTER`, `TPB_JUDGE_BACKEND`, `TPB_JUDGE_DEVICE`,
+  `TPB_JUDGE_CONSTRAINED` (1: PAE decodes only answers in the rubric's form), `TPB_JUDGE_MAX_PIXELS`,
+  `TPB_JUDGE_MAX_NEW_TOKENS`, and for api `TPB_JUDGE_BASE_URL` and `TPB_JUDGE_API_KEY_ENV`. They go to
+  `load_evaluator` as `tpb score`'s options do; the judge loads once per process.
+- Metrics: quality and every rubric dimension (means over the images that have them, as `tpb leaderboard`
+  averages), the images without a quality (failed answers: never a guess), and Kendall τ-b of the judge's image
+  quality against the human quality of the same images, where people rated the generator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from scipy import stats
+
+from ..judging.evaluators import load_evaluator
+from ..judging.evaluators.base import Evaluator, ScoringItem, rgb_item
+from ..poems import Poem
+from ..rubric import rubric_for_tradition
+
+KEYS = tuple(rubric_for_tradition("tang").keys)
+JUDGE_ENV = {"model": "TPB_JUDGE_MODEL", "adapter": "TPB_JUDGE_ADAPTER", "backend": "TPB_JUDGE_BACKEND",
+             "device": "TPB_JUDGE_DEVICE", "base_url": "TPB_JUDGE_BASE_URL", "api_key_env": "TPB_JUDGE_API_KEY_ENV",
+             "max_pixels": "TPB_JUDGE_MAX_PIXELS", "max_new_tokens": "TPB_JUDGE_MAX_NEW_TOKENS"}
+INTEGER_OPTIONS = ("max_pixels", "max_new_tokens")
+_judges: dict[tuple, Evaluator] = {}
+
+
+def poem_docs(rows: Iterable[Mapping]) -> list[dict]:
+    """One document per Tang poem of the rows (images config), in poem order, with `human` the JSON of generator →
+    the human quality of its image of the poem."""
+    docs: dict[str, dict] = {}
+    for r in rows:
+        if r["tradition"] != "tang":
+            continue
+        doc = docs.setdefault(r["poem_id"], {"poem_id": r["poem_id"], "title": r["title"], "author": r["author"],
+                                             "text": r["poem"], "tradition": r["tradition"], "human": {}})
+        if r["quality"] is not None:
+            doc["human"][r["generator"]] = r["quality"]
+    return [{**d, "human": json.dumps(d["human"], sort_keys=True)} for _, d in sorted(docs.items())]
+
+
+def judge_options(environ: Mapping[str, str] = os.environ) -> tuple[str, dict]:
+    """The judge's name and `load_evaluator` options from the environment."""
+    name = environ.get("TPB_JUDGE", "pae")
+    options = {k: environ[v] for k, v in JUDGE_ENV.items() if environ.get(v)}
+    for key in INTEGER_OPTIONS:
+        if key in options:
+            options[key] = int(options[key])
+    if environ.get("TPB_JUDGE_CONSTRAINED", "") not in ("", "0"):
+        options["constrained"] = True
+    return name, options
+
+
+def judge(environ: Mapping[str, str] = os.environ) -> Evaluator:
+    """The judge the environment names, loaded once per process."""
+    name, options = judge_options(environ)
+    key = (name, tuple(sorted(options.items())))
+    if key not in _judges:
+        _judges[key] = load_evaluator(name, **options)
+    return _judges[key]
+
+
+def image_of(answer: str) -> tuple[str | None, str | None]:
+    """(image path, generator) from a model's answer `{"text": "", "images": [PATH], "generator": KEY}`; (None,
+    None) for an answer that names no image."""
+    try:
+        parsed = json.loads(answer)
+    except (TypeError, json.JSONDecodeError):
+        return None, None
+    images = parsed.get("images") if isinstance(parsed, dict) else None
+    if not images:
+        return None, None
+    return str(images[0]), parsed.get("generator")
+
+
+def metric_values(evaluator: Evaluator, doc: Mapping, answer: str) -> dict:
+    """The per-image values of every metric for one document and the model's answer (lmms-eval's
+    process_results)."""
+    path, generator = image_of(answer)
+    poem = Poem(poem_id=doc["poem_id"], title=doc["title"], author=doc["author"], text=doc["text"],
+                tradition=doc["tradition"])
+    image_id = f"{generator}/{poem.poem_id}"
+    if path is None or not Path(path).is_file():
+        item = ScoringItem(image_id, None, poem, error=f"the model returned no image file ({answer[:200]!r})")
+    else:
+        from PIL import Image
+
+        item = rgb_item(image_id, Image.open(path), poem)
+    [result] = evaluator.score([item])
+    human = json.loads(doc["human"]).get(generator)
+    return {"quality": result.quality, **{k: result.scores.get(k) for k in KEYS},
+            "answers_without_quality": result.quality is None,
+            "kendall_tau_human": {"judge": result.quality, "human": human}}
+
+
+def mean_or_none(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def kendall_tau_human(pairs: Iterable[Mapping]) -> float | None:
+    """Kendall τ-b of the judge's image quality against the human one over the images that have both; None where
+    people did not rate the generator (or fewer than two images have both)."""
+    both = [(p["judge"], p["human"]) for p in pairs if p["judge"] is not None and p["human"] is not None]
+    if len(both) < 2:
+        return None
+    tau = stats.kendalltau(*zip(*both)).statistic
+    return None if tau != tau else float(tau)
