@@ -84,9 +84,9 @@ def _score(args: argparse.Namespace) -> None:
     from .models import process_state
     from .judging.scoring import score_to_jsonl, source_of
 
-    source = source_of(args.dataset, args.images, args.poems, args.config, args.split)
     if args.evaluator != "api" and (args.price_in is not None or args.price_out is not None):
         raise ValueError("--price-in and --price-out apply to the api evaluator only")
+    source = source_of(args.dataset, args.images, args.poems, args.config, args.split)
     state = process_state()  # under a launcher: the process group, before any model is loaded
     if args.backend == "vllm" and state.num_processes > 1:
         raise ValueError("the vLLM backend runs as one process that uses its GPUs itself: start tpb score without "
