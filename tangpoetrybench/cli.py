@@ -97,6 +97,10 @@ def _score(args: argparse.Namespace) -> None:
                                ("timeout", args.timeout), ("retries", args.retries)) if v is not None}
     if args.constrained:
         extra["constrained"] = True
+    if (args.candidates is not None or args.orders != "rotations") and args.evaluator != "recognize":
+        raise ValueError("--candidates and --orders apply to the recognize evaluator only")
+    if args.evaluator == "recognize":
+        extra.update(candidates=args.candidates, orders=args.orders)
     evaluator = load_evaluator(args.evaluator, model=args.model, adapter=args.adapter, backend=args.backend, **extra)
     summary = score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,
                              num_workers=args.num_workers, progress=not args.quiet)
@@ -300,9 +304,11 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="test", help="with --dataset: train, validation or test")
     p.add_argument("--images", type=Path, help="instead of --dataset: a folder of <poem_id>.png or <generator>/<poem_id>.png")
     p.add_argument("--poems", type=Path, help="with --images: " + POEMS_FILE)
-    p.add_argument("--evaluator", required=True, choices=["pae", "api", "clipscore", "blipscore", "vqascore", "text-ocr"],
+    p.add_argument("--evaluator", required=True,
+                   choices=["pae", "api", "clipscore", "blipscore", "vqascore", "text-ocr", "recognize"],
                    help="pae (the ten rubric scores), api (PAE's question to a served or hosted model), a scalar "
-                        "baseline, or text-ocr (text integrity with the OCR's evidence; CPU, offline)")
+                        "baseline, text-ocr (text integrity with the OCR's evidence; CPU, offline), or recognize "
+                        "(which of four candidate poems the image shows; served with --base-url)")
     p.add_argument("--model", help="Hub id or local folder (default: the evaluator's checkpoint); for api, required: "
                                    "the model name the server knows")
     p.add_argument("--adapter", help="PAE's LoRA adapter, Hub id or local folder (without it: zero-shot)")
@@ -335,6 +341,10 @@ def make_parser() -> argparse.ArgumentParser:
                    help="api: USD per million completion tokens, for the cost estimate (default: none)")
     p.add_argument("--out", type=Path, required=True, help="the results file (JSON Lines); an existing one is resumed")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--candidates", type=Path, metavar="FILE",
+                   help="recognize: each poem's four candidates (tpb distractors POEMS --out FILE)")
+    p.add_argument("--orders", default="rotations", choices=["rotations", "all"],
+                   help="recognize: ask in the four cyclic rotations of the candidates, or in all 24 orders")
 
     p = command("agree", "how well an evaluator's scores agree with the human ones, with intervals and the human "
                 "noise floor", "tpb agree --dataset sample/dataset --scores scores.jsonl --out agree.json", _agree)
