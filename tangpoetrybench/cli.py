@@ -126,11 +126,17 @@ def _score(args: argparse.Namespace) -> None:
 def _agree(args: argparse.Namespace) -> None:
     import json
 
-    from .stats.agree import agree, format_table
+    from .stats.agree import RANDOM_WEIGHTS_NOTE, agree, format_table
+    from .stats.recognition import agree_recognition, format_recognition, is_recognize_file
 
-    result = agree(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap, seed=args.seed,
-                   config=args.config)
-    print(format_table(result))
+    if is_recognize_file(args.scores):  # the recognizability judge against the human Phase-1 track
+        result = agree_recognition(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap,
+                                   seed=args.seed, config=args.config)
+        print(format_recognition(result, [RANDOM_WEIGHTS_NOTE] if result["random_weights"] else []))
+    else:
+        result = agree(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap, seed=args.seed,
+                       config=args.config)
+        print(format_table(result))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
@@ -183,7 +189,7 @@ def _leaderboard(args: argparse.Namespace) -> None:
     from .reporting.leaderboard import build_leaderboard, write_leaderboard
 
     out = write_leaderboard(build_leaderboard(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap,
-                                              seed=args.seed), args.out)
+                                              seed=args.seed, recognize=args.recognize or []), args.out)
     print(f"Wrote {out / 'leaderboard.md'}, {out / 'leaderboard.html'}, {out / 'leaderboard.json'} and {out / 'figures'}/")
 
 
@@ -415,6 +421,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="test", help="the dataset split whose poems the generators are compared on")
     p.add_argument("--bootstrap", type=int, default=10_000, help="resamples of poems for the 95%% intervals (0: none)")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+    p.add_argument("--recognize", type=Path, nargs="+", metavar="FILE",
+                   help="recognize results (tpb score --evaluator recognize) of the same generators: a "
+                        "recognizability table with intervals")
 
     p = command("model-card", "write a trained adapter's model card from tpb agree results",
                 "tpb model-card --agree agree.json --adapter pae-grpo --dataset ORG/TangPoetryBench", _model_card)

@@ -31,6 +31,7 @@ from ..stats.agree import agreement_data, matched, rating_table
 from ..stats.noise_floor import MIN_MULTI_RATED, floor_summary, noise_floor
 from ..numeric import ZERO_WIDTH_NOTE, fmt, fmt_interval, mean_or_none
 from .plots import radar, ring_floor, scatter
+from .recognition import report_recognition
 from ..rubric import rubric_for_tradition
 from ..judging.ocr.labels import issue_counts, report_ocr_table3
 
@@ -168,6 +169,7 @@ def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "tes
     if ocr is not None:  # text-ocr results: the OCR's Table 3 beside it (tangpoetrybench.judging.ocr.labels)
         report_ocr_table3(rep, rows, ocr)
 
+    scores = report_recognition(rep, dataset, scores, split, n_bootstrap, seed)  # recognize files: their own table
     split_floor = noise_floor(rating_table(dataset, split)) if scores else None  # the same for every scores file
     for path in scores:
         _table4(rep, dataset, Path(path), split, split_floor, n_bootstrap, seed)
