@@ -175,7 +175,7 @@ def _generate(args: argparse.Namespace) -> None:
     summary = generate_images(args.pipeline, args.poems, args.out, args.generator, seed=args.seed, steps=args.steps,
                               guidance_scale=args.guidance_scale, height=args.height, width=args.width,
                               negative_prompt=args.negative_prompt, prompt_file=args.prompt_file, device=args.device,
-                              progress=not args.quiet)
+                              progress=not args.quiet, prompt=args.prompt)
     if summary.num_processes > 1:
         print(f"process {summary.process_index} of {summary.num_processes}: generated {summary.process_generated}",
               file=sys.stderr)
@@ -189,7 +189,8 @@ def _leaderboard(args: argparse.Namespace) -> None:
     from .reporting.leaderboard import build_leaderboard, write_leaderboard
 
     out = write_leaderboard(build_leaderboard(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap,
-                                              seed=args.seed, recognize=args.recognize or []), args.out)
+                                              seed=args.seed, recognize=args.recognize or [],
+                                              generation=args.generation or []), args.out)
     print(f"Wrote {out / 'leaderboard.md'}, {out / 'leaderboard.html'}, {out / 'leaderboard.json'} and {out / 'figures'}/")
 
 
@@ -409,6 +410,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--negative-prompt", help="a negative prompt, for pipelines that take one (default: none)")
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: the GPU when there is one; bf16 there)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--prompt", metavar="VARIANT|FILE",
+                   help="the prompt: appendix-b (the paper's, the default), terse, rich, or a template file with "
+                        "{title}, {author}, {content}, {lines}, {form}, {imagery}, {paraphrase}")
 
     p = command("leaderboard", "rank generators by PAE-estimated quality beside the human scores, as Markdown, HTML "
                 "and JSON", "tpb leaderboard --dataset sample/dataset --scores rated.jsonl new.jsonl --out board/",
@@ -424,6 +428,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--recognize", type=Path, nargs="+", metavar="FILE",
                    help="recognize results (tpb score --evaluator recognize) of the same generators: a "
                         "recognizability table with intervals")
+    p.add_argument("--generation", type=Path, nargs="+", metavar="generation.json",
+                   help="tpb generate's records of the generators: one pipeline's prompt variants side by side, and "
+                        "whether the ranking changes with the prompt")
 
     p = command("model-card", "write a trained adapter's model card from tpb agree results",
                 "tpb model-card --agree agree.json --adapter pae-grpo --dataset ORG/TangPoetryBench", _model_card)

@@ -28,6 +28,7 @@ from ..judging.scoring import read_scores
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_ci, fmt_interval
 from .plots import radar, ring_floor
 from .recognition import leaderboard_recognizability
+from .variants import leaderboard_variants
 from .report import Report, is_synthetic, write_report
 from ..rubric import rubric_for_tradition
 
@@ -151,7 +152,8 @@ def _interval(values: np.ndarray) -> list[float] | None:
 
 
 def build_leaderboard(dataset: str | Path, scores: list[Path], split: str = "test",
-                      n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, recognize: list[Path] = ()) -> Report:
+                      n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, recognize: list[Path] = (),
+                      generation: list[Path] = ()) -> Report:
     rubric = rubric_for_tradition("tang")
     keys = list(rubric.keys)
     columns = keys + ["quality"]
@@ -234,6 +236,7 @@ def build_leaderboard(dataset: str | Path, scores: list[Path], split: str = "tes
     if any(ZERO_WIDTH in cell for row in ranking for cell in row):
         rep.text(ZERO_WIDTH_NOTE)
     leaderboard_recognizability(rep, board, dataset, split, recognize, poems, n_bootstrap, seed)
+    leaderboard_variants(rep, board, generation)
 
     rep.heading("Table 2 layout — per dimension (×100): PAE estimate, then human where rated")
     layout = [[rubric.dimension(k).name["en"] if k in keys else "Quality",
