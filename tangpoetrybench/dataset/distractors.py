@@ -20,7 +20,7 @@ Two methods (`method`):
   than four in the whole corpus) get their nearest neighbours (`pool` "leftover").
 - `neighbours`: each poem's three nearest poems, one at a time, each among the `top_k` most like every candidate
   chosen so far. The answer is then the centre of its set, which a reader can spot from the texts alone: on the Three
-  Hundred Tang Poems and the Song Ci sample, a surface classifier picks it about 46 % of the time (see
+  Hundred Tang Poems and the Song Ci sample, a surface classifier picks it 47 % of the time (see
   `text_baselines`). Kept to measure that.
 
 Draws (which of the `top_k` best groups comes next, which neighbour) come from the seed; the four are shown in an
