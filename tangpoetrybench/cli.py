@@ -112,7 +112,7 @@ def _score(args: argparse.Namespace) -> None:
     retry = (f", {summary.retryable} of them in the model: run again to retry them" if summary.retryable else "")
     print(f"{summary.out}: {summary.scored} scored now ({summary.failed} failed{retry}), "
           f"{summary.skipped} already there, {summary.total} in the source")
-    if args.evaluator == "api":
+    if args.evaluator == "api" or args.base_url:
         from .judging.evaluators.api import usage_line
 
         usage = usage_line(summary.prompt_tokens, summary.completion_tokens, args.price_in, args.price_out)

@@ -212,10 +212,9 @@ class RecognizePAE(Recognizer, PAE):
                 mass += letters.sum(-1).tolist()
                 probs += (letters / letters.sum(-1, keepdim=True)).tolist()
         n = len(self.orders)
-        answers = [OrderAnswer(letter=LETTERS[max(range(N_CANDIDATES), key=p.__getitem__)], raw=None, status="ok",
-                               probs=[round(x, 6) for x in p], letter_mass=round(m, 6)) for p, m in zip(probs, mass)]
-        for a in answers:
-            a.raw = a.letter
+        letters = [LETTERS[max(range(N_CANDIDATES), key=p.__getitem__)] for p in probs]
+        answers = [OrderAnswer(letter=letter, raw=letter, status="ok", probs=[round(x, 6) for x in p],
+                               letter_mass=round(m, 6)) for letter, p, m in zip(letters, probs, mass)]
         return [self.verdict(it, answers[i * n:(i + 1) * n]) for i, it in enumerate(items)]
 
 
