@@ -15,6 +15,7 @@ from ..stats.agreement import resample_weights
 from ..stats.recognition import (RECOGNIZE, judge_share, recognition_agreement, recognition_data,
                                  recognition_rows)
 
+HUMAN_CONFIGS = ("images", "unseen_generator")  # the human-rated Tang images, as the leaderboard reads them
 RANDOM_NOTE = "**Random weights.** These answers come from a tiny test model: they check the pipeline and measure nothing."
 
 
@@ -60,8 +61,7 @@ def leaderboard_recognizability(rep: Any, board: list[dict], dataset: str | Path
             raise ValueError(f"{path} holds {evaluator} results: --recognize takes tpb score --evaluator recognize "
                              "results")
         records.update(these)
-    human = {r["image_id"]: r["recognizability"] for r in dataset_rows(dataset, "images", split,
-                                                                       ["image_id", "recognizability"])}
+    human = {r["image_id"]: r["recognizability"] for config in HUMAN_CONFIGS for r in _rows(dataset, config, split)}
     index = {p: i for i, p in enumerate(poems)}
     weights = (resample_weights(np.random.default_rng(seed), len(poems), n_bootstrap) if n_bootstrap > 0
                else np.zeros((0, len(poems))))
@@ -84,6 +84,16 @@ def leaderboard_recognizability(rep: Any, board: list[dict], dataset: str | Path
     rep.table(["Generator", "Judge recognizability [95 % CI]", "Human recognizability [95 % CI]", "Judged images"], rows)
     if any(ZERO_WIDTH in c for row in rows for c in row):
         rep.text(ZERO_WIDTH_NOTE)
+
+
+def _rows(dataset: str | Path, config: str, split: str) -> list[dict]:
+    """A config's (image_id, recognizability) rows; none where the dataset has no such config (unseen_generator)."""
+    try:
+        return list(dataset_rows(dataset, config, split, ["image_id", "recognizability"]))
+    except ValueError:
+        if config == "images":
+            raise
+        return []
 
 
 def share_by_poem(values: dict[str, float], index: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
