@@ -100,6 +100,10 @@ def _score(args: argparse.Namespace) -> None:
         extra["constrained"] = True
     if args.question:
         extra["question"] = args.question
+    if (args.candidates is not None or args.orders != "rotations") and args.evaluator != "recognize":
+        raise ValueError("--candidates and --orders apply to the recognize evaluator only")
+    if args.evaluator == "recognize":
+        extra.update(candidates=args.candidates, orders=args.orders)
     evaluator = load_evaluator(args.evaluator, model=args.model, adapter=args.adapter, backend=args.backend, **extra)
     summary = score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,
                              num_workers=args.num_workers, progress=not args.quiet)
@@ -111,7 +115,7 @@ def _score(args: argparse.Namespace) -> None:
     retry = (f", {summary.retryable} of them in the model: run again to retry them" if summary.retryable else "")
     print(f"{summary.out}: {summary.scored} scored now ({summary.failed} failed{retry}), "
           f"{summary.skipped} already there, {summary.total} in the source")
-    if args.evaluator == "api":
+    if args.evaluator == "api" or args.base_url:
         from .judging.evaluators.api import usage_line
 
         usage = usage_line(summary.prompt_tokens, summary.completion_tokens, args.price_in, args.price_out)
@@ -131,15 +135,39 @@ def _score(args: argparse.Namespace) -> None:
 def _agree(args: argparse.Namespace) -> None:
     import json
 
-    from .stats.agree import agree, format_table
+    from .stats.agree import RANDOM_WEIGHTS_NOTE, agree, format_table
+    from .stats.recognition import agree_recognition, format_recognition, is_recognize_file
 
-    result = agree(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap, seed=args.seed,
-                   config=args.config)
-    print(format_table(result))
+    if is_recognize_file(args.scores):  # the recognizability judge against the human Phase-1 track
+        result = agree_recognition(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap,
+                                   seed=args.seed, config=args.config)
+        print(format_recognition(result, [RANDOM_WEIGHTS_NOTE] if result["random_weights"] else []))
+    else:
+        result = agree(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap, seed=args.seed,
+                       config=args.config)
+        print(format_table(result))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         print(f"\nWrote {args.out}")
+
+
+def _distractors(args: argparse.Namespace) -> None:
+    import json
+
+    from .dataset.distractors import format_run, run_distractors, write_candidates
+    from .poems import read_poems
+
+    poems = read_poems(args.poems)
+    run = run_distractors(poems, seed=args.seed, same_form=args.same_form, top_k=args.top_k, method=args.method,
+                          embedding_model=args.embedding_model)
+    write_candidates(run.sets, poems, args.out, run.method)
+    print(format_run(run))
+    print(f"\nWrote {args.out}: each poem's phase1_candidates (a ratings.csv cell) and the candidates' texts")
+    if args.report:
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text(json.dumps(run.to_json(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        print(f"Wrote {args.report}")
 
 
 def _report(args: argparse.Namespace) -> None:
@@ -156,7 +184,7 @@ def _generate(args: argparse.Namespace) -> None:
     summary = generate_images(args.pipeline, args.poems, args.out, args.generator, seed=args.seed, steps=args.steps,
                               guidance_scale=args.guidance_scale, height=args.height, width=args.width,
                               negative_prompt=args.negative_prompt, prompt_file=args.prompt_file, device=args.device,
-                              progress=not args.quiet)
+                              progress=not args.quiet, prompt=args.prompt)
     if summary.num_processes > 1:
         print(f"process {summary.process_index} of {summary.num_processes}: generated {summary.process_generated}",
               file=sys.stderr)
@@ -169,7 +197,8 @@ def _generate(args: argparse.Namespace) -> None:
 def _leaderboard(args: argparse.Namespace) -> None:
     from .reporting.leaderboard import build_leaderboard, write_leaderboard
 
-    rep = build_leaderboard(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap, seed=args.seed)
+    rep = build_leaderboard(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap, seed=args.seed,
+                            recognize=args.recognize or [], generation=args.generation or [])
     out = write_leaderboard(rep, args.out)
     print(f"Wrote {out / 'leaderboard.md'}, {out / 'leaderboard.html'}, {out / 'leaderboard.json'} and {out / 'figures'}/")
     if args.eval_results:
@@ -352,9 +381,11 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="test", help="with --dataset: train, validation or test")
     p.add_argument("--images", type=Path, help="instead of --dataset: a folder of <poem_id>.png or <generator>/<poem_id>.png")
     p.add_argument("--poems", type=Path, help="with --images: " + POEMS_FILE)
-    p.add_argument("--evaluator", required=True, choices=["pae", "api", "clipscore", "blipscore", "vqascore", "text-ocr"],
+    p.add_argument("--evaluator", required=True,
+                   choices=["pae", "api", "clipscore", "blipscore", "vqascore", "text-ocr", "recognize"],
                    help="pae (the ten rubric scores), api (PAE's question to a served or hosted model), a scalar "
-                        "baseline, or text-ocr (text integrity with the OCR's evidence; CPU, offline)")
+                        "baseline, text-ocr (text integrity with the OCR's evidence; CPU, offline), or recognize "
+                        "(which of four candidate poems the image shows; served with --base-url)")
     p.add_argument("--model", help="Hub id or local folder (default: the evaluator's checkpoint); for api, required: "
                                    "the model name the server knows")
     p.add_argument("--adapter", help="PAE's LoRA adapter, Hub id or local folder (without it: zero-shot)")
@@ -393,6 +424,10 @@ def make_parser() -> argparse.ArgumentParser:
                    help="api: USD per million completion tokens, for the cost estimate (default: none)")
     p.add_argument("--out", type=Path, required=True, help="the results file (JSON Lines); an existing one is resumed")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--candidates", type=Path, metavar="FILE",
+                   help="recognize: each poem's four candidates (tpb distractors POEMS --out FILE)")
+    p.add_argument("--orders", default="rotations", choices=["rotations", "all"],
+                   help="recognize: ask in the four cyclic rotations of the candidates, or in all 24 orders")
 
     p = command("agree", "how well an evaluator's scores agree with the human ones, with intervals and the human "
                 "noise floor", "tpb agree --dataset sample/dataset --scores scores.jsonl --out agree.json", _agree)
@@ -404,6 +439,21 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", type=int, default=10_000, help="resamples of poems for the 95%% intervals (0: none)")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
     p.add_argument("--out", type=Path, help="also write every figure as JSON here")
+
+    p = command("distractors", "choose each poem's three Phase-1 distractors from the same corpus by text similarity, "
+                "and check that the texts alone do not give the answer away",
+                "tpb distractors poems.jsonl --out candidates.jsonl --same-form --report distractors.json", _distractors)
+    p.add_argument("poems", type=Path, help=POEMS_FILE)
+    p.add_argument("--out", type=Path, required=True, help="the candidates file to write (JSON Lines, one poem a line)")
+    p.add_argument("--seed", type=int, default=0, help="the same poems, settings and seed give the same candidates")
+    p.add_argument("--method", default="groups", choices=["groups", "neighbours"],
+                   help="groups: sets of four mutually similar poems (no text-only cue); neighbours: each poem's "
+                        "nearest (the answer is its set's centre)")
+    p.add_argument("--same-form", action="store_true", help="distractors of the poem's form where there are enough")
+    p.add_argument("--top-k", type=int, default=3, help="draw each choice among this many of the best")
+    p.add_argument("--embedding-model", help="a text model (Hub id or local folder) whose mean-pooled hidden states "
+                                             "measure similarity (default: character n-gram TF-IDF)")
+    p.add_argument("--report", type=Path, help="also write the similarity distribution and baselines as JSON")
 
     p = command("report", "the paper's human-data analysis of a built dataset, as Markdown, HTML and JSON",
                 "tpb report --dataset sample/dataset --out report/ --scores scores.jsonl --ocr ocr.jsonl", _report)
@@ -437,6 +487,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--negative-prompt", help="a negative prompt, for pipelines that take one (default: none)")
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: the GPU when there is one; bf16 there)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--prompt", metavar="VARIANT|FILE",
+                   help="the prompt: appendix-b (the paper's, the default), terse, rich, or a template file with "
+                        "{title}, {author}, {content}, {lines}, {form}, {imagery}, {paraphrase}")
 
     p = command("leaderboard", "rank generators by PAE-estimated quality beside the human scores, as Markdown, HTML "
                 "and JSON", "tpb leaderboard --dataset sample/dataset --scores rated.jsonl new.jsonl --out board/",
@@ -457,6 +510,12 @@ def make_parser() -> argparse.ArgumentParser:
                    help="with --eval-results: the dataset's Hub repo (default: --dataset when it is a Hub id, else "
                         "ORG/TangPoetryBench)")
     p.add_argument("--dataset-revision", metavar="SHA", help="with --eval-results: the dataset's revision hash")
+    p.add_argument("--recognize", type=Path, nargs="+", metavar="FILE",
+                   help="recognize results (tpb score --evaluator recognize) of the same generators: a "
+                        "recognizability table with intervals")
+    p.add_argument("--generation", type=Path, nargs="+", metavar="generation.json",
+                   help="tpb generate's records of the generators: one pipeline's prompt variants side by side, and "
+                        "whether the ranking changes with the prompt")
 
     p = command("model-card", "write a trained adapter's model card from tpb agree results",
                 "tpb model-card --agree agree.json --adapter pae-grpo --dataset ORG/TangPoetryBench", _model_card)

@@ -4,7 +4,6 @@ request `tpb publish --eval-results` would open (a dry run: no Hub here, so the 
 The scores are SYNTHETIC (the test_leaderboard fixtures: human scores plus a planted offset per generator)."""
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml

@@ -1,7 +1,8 @@
 """`tpb generate`: illustrate every poem of a poems file with a diffusers text-to-image pipeline, as the paper did.
 
 - The prompt is the paper's Appendix B prompt (`rubrics/generation_prompt.txt`), with `{title}`, `{author}` and
-  `{content}` filled in from the poem; `prompt_file` takes a variant.
+  `{content}` filled in from the poem; `prompt` takes a variant (`terse`, `rich`) or a template file
+  (`prompt_variants`), and `generation.json` records which (`prompt_variant`).
 - Image i of generator KEY is `OUT/images/KEY/<poem_id>.png`, the raw-release layout (SPEC §2); the poems go to
   `OUT/poems.jsonl`, so `tpb score --images OUT/images --poems OUT/poems.jsonl` scores them.
 - Each image has its own seed, derived from (seed, poem_id) by SHA-256: the same settings give the same bytes, in
@@ -19,7 +20,6 @@ import hashlib
 import inspect
 import json
 import os
-import re
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
@@ -27,12 +27,11 @@ from typing import Callable
 
 from tqdm.auto import tqdm
 
-from ..errors import DataError, Problem
 from ..models import pick_dtype, process_state
 from ..poems import POEM_ID, Poem, read_poems, write_poems
+from .prompt_variants import fill_template, resolve_prompt
 
 PROMPT_FILE = "generation_prompt.txt"
-PLACEHOLDER = re.compile(r"\{(title|author|content)\}")
 MANIFEST = "generation.json"
 RANDOM_WEIGHTS_INDEX_KEY = "_tpb_random_weights"  # in model_index.json of `tpb tiny-models`' pipeline
 # Pipelines that need an input image, a mask, a control signal, or make something other than one image.
@@ -46,24 +45,10 @@ def paper_prompt() -> str:
     return (resources.files("tangpoetrybench") / "rubrics" / PROMPT_FILE).read_text(encoding="utf-8")
 
 
-def read_prompt_template(path: Path | str | None) -> str:
-    """The paper's prompt, or a variant from a file; a variant must at least place the poem (`{content}`)."""
-    if path is None:
-        return paper_prompt()
-    try:
-        template = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(Problem(str(path), f"cannot read the prompt file: {exc}")) from None
-    if "{content}" not in template:
-        raise DataError(Problem(str(path), "the prompt has no {content} placeholder for the poem's text "
-                                "(it may also use {title} and {author})"))
-    return template
-
-
 def fill_prompt(template: str, poem: Poem) -> str:
-    """The prompt for one poem, in one pass (a brace in a poem is never read as a placeholder)."""
-    values = {"title": poem.title, "author": poem.author, "content": poem.text}
-    return PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
+    """The prompt for one poem, in one pass (a brace in a poem is never read as a placeholder); the placeholders are
+    `prompt_variants.FIELDS`."""
+    return fill_template(template, poem)
 
 
 def image_seed(seed: int, poem_id: str) -> int:
@@ -248,8 +233,12 @@ def generate_images(
     device: str | None = None,
     progress: bool = True,
     after_image: Callable[[str], None] | None = None,
+    prompt: str | Path | None = None,
 ) -> GenerationSummary:
     """Generate the missing images of `generator` for every poem of `poems_file` into the raw release `out`.
+
+    `prompt` is a variant (`appendix-b`, the default, `terse`, `rich`) or a template file (`prompt_variants`);
+    `prompt_file` is a template file too, kept for older callers.
 
     Everything is checked (poems, prompt, pipeline kind, an earlier run's settings) before anything is written.
     `after_image(poem_id)` is called after each image is in place."""
@@ -258,14 +247,18 @@ def generate_images(
     if not POEM_ID.match(generator):
         raise ValueError(f"--generator {generator!r}: use letters, digits, '.', '_' and '-' only (it names a folder)")
     poems = read_poems(poems_file)
-    template = read_prompt_template(prompt_file)
+    if prompt is not None and prompt_file is not None:
+        raise ValueError("give --prompt or --prompt-file, not both")
+    variant = resolve_prompt(prompt if prompt is not None else prompt_file)
+    template = variant.template
     pipe_class, index = pipeline_class(pipeline)
     out = Path(out)
     settings = GenerationSettings(pipeline=pipeline, seed=seed, steps=steps, guidance_scale=guidance_scale,
                                   height=height, width=width, negative_prompt=negative_prompt,
                                   prompt_sha256=hashlib.sha256(template.encode("utf-8")).hexdigest())
-    entry = _manifest_entry(settings, template, None if prompt_file is None else str(prompt_file),
-                            pipe_class.__name__, poems, bool(index.get(RANDOM_WEIGHTS_INDEX_KEY)))
+    entry = _manifest_entry(settings, template, variant.source, pipe_class.__name__, poems,
+                            bool(index.get(RANDOM_WEIGHTS_INDEX_KEY)))
+    entry["prompt_variant"] = variant.name
     manifest_path = out / MANIFEST
     manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else {}
     _check_same_run(manifest, generator, entry, manifest_path)

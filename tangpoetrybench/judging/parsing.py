@@ -760,3 +760,38 @@ def _apply_scale(plain: dict[str, float], values: dict[str, float | None], notes
         if not inside:
             notes.append(f"{key}: {v:g} is outside the stated scale, set to null")
     return None
+
+
+# --- the recognizability answer: one letter ------------------------------------------------------------------------
+
+LETTER_PARSER_VERSION = 1
+# A capital letter standing alone: not inside a word ("A moonlit" has its A standing alone too, and fails below).
+STANDALONE_LETTER = re.compile(r"(?<![A-Za-z])([A-H])(?![A-Za-z])")
+BARE_LETTER = re.compile(r"^\s*[(（【\[]?([A-H])[)）】\].。:：]?\s*$")
+
+
+@dataclass
+class ParsedLetter:
+    letter: str | None
+    status: str  # ok | repaired | failed
+    error: str | None = None
+
+
+def parse_letter(text: str | None, n_options: int = 4) -> ParsedLetter:
+    """The option letter of a multiple-choice answer. `ok`: the answer is the letter alone (maybe bracketed or with a
+    full stop); `repaired`: one letter of the options stands alone in a longer answer ("答案：B", "The answer is
+    B."); `failed`: none, or two different ones (never guessed). Never raises."""
+    body = text or ""
+    if "</think>" in body:  # the answer follows the thinking
+        body = body.rpartition("</think>")[2]
+    body = THINK.sub("", body).strip()
+    valid = "ABCDEFGH"[:n_options]
+    if bare := BARE_LETTER.match(body):
+        letter = bare.group(1)
+        return ParsedLetter(letter, "ok") if letter in valid else ParsedLetter(None, "failed", f"no option {letter}")
+    found = sorted({m for m in STANDALONE_LETTER.findall(body) if m in valid})
+    if len(found) == 1:
+        return ParsedLetter(found[0], "repaired", "read the letter from a longer answer")
+    if not found:
+        return ParsedLetter(None, "failed", "no option letter in the answer" if body else "empty answer")
+    return ParsedLetter(None, "failed", f"several option letters ({', '.join(found)}): not guessed")

@@ -11,7 +11,7 @@ give the same text.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from ..rubric import Dimension, Rubric
 
@@ -104,3 +104,28 @@ def answer_schema(rubric: Rubric) -> dict:
         "required": list(rubric.keys),
         "additionalProperties": False,
     }
+
+
+LETTERS = "ABCDEFGH"
+
+# The recognizability question (Phase 1): one image and four candidate poems; the answer a letter.
+RECOGNIZE_SYSTEM = (
+    "You are an expert reader of classical Chinese poetry. You will see one image, made to illustrate one of the "
+    "poems listed with it. Decide which poem the image illustrates, from what it shows. Reply with the poem's letter "
+    "only (A, B, C or D), nothing else."
+)
+
+
+def recognize_user_prompt(candidates: Sequence[PoemLike]) -> str:
+    letters = ", ".join(LETTERS[: len(candidates) - 1]) + f" or {LETTERS[len(candidates) - 1]}"
+    listed = "\n\n".join(f"{LETTERS[i]}. 《{p.title}》 {p.author}\n{p.text}" for i, p in enumerate(candidates))
+    return f"{listed}\n\nWhich poem does this image illustrate? Answer with one letter: {letters}."
+
+
+def build_recognize_messages(candidates: Sequence[PoemLike], image: Any = None) -> list[dict]:
+    """Chat messages for the recognizability question: the image and the candidates in the order given, lettered."""
+    image_part: dict = {"type": "image"} if image is None else {"type": "image", "image": image}
+    return [
+        {"role": "system", "content": [{"type": "text", "text": RECOGNIZE_SYSTEM}]},
+        {"role": "user", "content": [image_part, {"type": "text", "text": recognize_user_prompt(candidates)}]},
+    ]

@@ -27,6 +27,8 @@ from ..dataset.reading import dataset_rows
 from ..judging.scoring import read_scores
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_ci, fmt_interval
 from .plots import radar, ring_floor
+from .recognition import board_recognizability, lay_out_recognizability
+from .variants import lay_out_variants, variant_comparison
 from .report import Report, is_synthetic, write_report
 from ..rubric import rubric_for_tradition
 
@@ -101,7 +103,8 @@ def human_rows(dataset: str | Path, split: str, keys: list[str]) -> list[dict]:
     rows = []
     for config in HUMAN_CONFIGS:
         try:
-            rows += list(dataset_rows(dataset, config, split, ["image_id", "poem_id", "generator", *keys, "quality"]))
+            rows += list(dataset_rows(dataset, config, split, ["image_id", "poem_id", "generator", *keys, "quality",
+                                                               "recognizability"]))
         except ValueError:
             if config == "images":
                 raise
@@ -163,6 +166,8 @@ class LeaderboardData:
     rated: list[str]  # the generators people rated
     synthetic: bool
     agreement_with_humans: dict
+    recognizability_judge: dict | None = None  # with recognize results: what the recognizability table says of them
+    prompt_variants: dict | None = None  # with generation.json files: one pipeline's prompt variants side by side
 
     def numbers(self) -> dict:
         """leaderboard.json."""
@@ -174,18 +179,24 @@ class LeaderboardData:
                    leaderboard=self.board)
         if self.synthetic:
             out["synthetic"] = True
+        if self.prompt_variants is not None:
+            out["prompt_variants"] = self.prompt_variants
         out["agreement_with_humans"] = self.agreement_with_humans
         return out
 
 
 def build_leaderboard(dataset: str | Path, scores: list[Path], split: str = "test",
-                      n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0) -> Report:
-    """`tpb leaderboard`: read the scores and the dataset once, compute every number, then lay it out."""
-    return lay_out(compute_leaderboard(dataset, scores, split, n_bootstrap, seed))
+                      n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, recognize: list[Path] = (),
+                      generation: list[Path] = ()) -> Report:
+    """`tpb leaderboard`: read the scores and the dataset once, compute every number, then lay it out. `recognize`:
+    recognize results of the same generators (a recognizability table); `generation`: tpb generate's records (one
+    pipeline's prompt variants side by side)."""
+    return lay_out(compute_leaderboard(dataset, scores, split, n_bootstrap, seed, recognize, generation))
 
 
 def compute_leaderboard(dataset: str | Path, scores: list[Path], split: str = "test",
-                        n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0) -> LeaderboardData:
+                        n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, recognize: list[Path] = (),
+                        generation: list[Path] = ()) -> LeaderboardData:
     rubric = rubric_for_tradition("tang")
     keys = list(rubric.keys)
     columns = keys + ["quality"]
@@ -208,10 +219,12 @@ def compute_leaderboard(dataset: str | Path, scores: list[Path], split: str = "t
     rated = [g for g in generators if any(human_values.get((g, p), [None])[-1] is not None for p in poems)]
     weights = (resample_weights(np.random.default_rng(seed), len(poems), n_bootstrap) if n_bootstrap > 0 else None)
     board = ranked_board(generators, poems, columns, pae_values, human_values, rated, weights)
+    judge = board_recognizability(board, rows, recognize, poems, n_bootstrap, seed)  # adds it to the board's rows
     return LeaderboardData(
         str(dataset), split, poems, s, n_bootstrap, seed, board, rated, is_synthetic(dataset),
         agreement_with_humans(s, rows, keep, rated, pae_values, human_values, poems, n_bootstrap, seed, weights,
-                              rubric))
+                              rubric),
+        judge, variant_comparison(board, generation) if generation else None)
 
 
 def ranked_board(generators: list[str], poems: list[str], columns: list[str], pae_values: dict, human_values: dict,
@@ -280,6 +293,8 @@ def lay_out(data: LeaderboardData) -> Report:
               ranking)
     if any(ZERO_WIDTH in cell for row in ranking for cell in row):
         rep.text(ZERO_WIDTH_NOTE)
+    lay_out_recognizability(rep, board, data.recognizability_judge)
+    lay_out_variants(rep, board, data.prompt_variants)
 
     rep.heading("Table 2 layout — per dimension (×100): PAE estimate, then human where rated")
     layout = [[rubric.dimension(k).name["en"] if k in keys else "Quality",

@@ -34,6 +34,7 @@ from ..stats.agree import agreement_data_of, matched, rating_table_of, tradition
 from ..stats.agreement import DEFAULT_BOOTSTRAP, STAT_LABELS, agreement
 from ..stats.noise_floor import MIN_MULTI_RATED, floor_summary, noise_floor
 from .plots import radar, ring_floor, scatter
+from .recognition import lay_out_recognition, recognition_results
 
 STRONG_GAP = 0.10
 
@@ -142,6 +143,7 @@ class ReportData:
     strong: list[str]
     table3: dict
     table3_ocr: dict | None
+    recognition: dict[str, dict]  # recognize results files against the human Phase-1 track, by file stem
     table4: list[Table4]
     split_floor: dict | None
     noise_floor: dict
@@ -156,6 +158,8 @@ class ReportData:
                    strong_generators=self.strong, table3=self.table3)
         if self.table3_ocr is not None:
             out["table3_ocr"] = self.table3_ocr
+        if self.recognition:
+            out["recognizability_judge"] = self.recognition
         if self.table4:
             out["table4"] = {t.evaluator: t.result for t in self.table4}
         out.update(noise_floor=self.noise_floor, findings=self.findings.numbers)
@@ -176,6 +180,7 @@ def compute_report(inputs: ReportInputs, scores: list[Path] = (), split: str = "
     generators = sorted({r["generator"] for r in rows})
     rng = np.random.default_rng(seed)
     table2, table2_ci = table2_means(rows, generators, keys + ["quality", "recognizability"], n_bootstrap, rng)
+    recognition, scores = recognition_results(inputs.split_images(split), scores, n_bootstrap, seed)
     split_floor = noise_floor(rating_table_of(inputs.split_ratings(split), rubric)) if scores else None
     table4: list[Table4] = []
     for path in scores:
@@ -187,7 +192,7 @@ def compute_report(inputs: ReportInputs, scores: list[Path] = (), split: str = "
         strong=strong_generators(table2, generators),
         table3=issue_counts({r["image_id"]: r["text_issue_type"] for r in rows if r["text_issue"] is not None},
                             generators),
-        table3_ocr=ocr_table3(rows, ocr) if ocr is not None else None,
+        table3_ocr=ocr_table3(rows, ocr) if ocr is not None else None, recognition=recognition,
         table4=table4, split_floor=split_floor, noise_floor=noise_floor(rating_table_of(inputs.ratings, rubric)),
         findings=compute_findings(rows, inputs.ratings, keys, generators, rubric, table2, n_bootstrap, rng),
     )
@@ -269,6 +274,7 @@ def lay_out(data: ReportData) -> Report:
     _table2(rep, data, rubric)
     _figure2(rep, data, rubric)
     _table3(rep, data)
+    lay_out_recognition(rep, data.recognition, data.split)
     for t in data.table4:
         _table4(rep, t, data.split, data.split_floor)
     _table5(rep, data.noise_floor, rubric)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .base import EvalResult, Evaluator, ScoringItem
 
-EVALUATORS = ("pae", "api", "clipscore", "blipscore", "vqascore", "text-ocr")
+EVALUATORS = ("pae", "api", "clipscore", "blipscore", "vqascore", "text-ocr", "recognize")
 BACKENDS = ("transformers", "vllm")
 API_OPTIONS = ("base_url", "api_key_env", "concurrency", "timeout", "retries", "structured", "backoff", "repair")
 
@@ -29,6 +29,10 @@ def load_evaluator(name: str, model: str | None = None, adapter: str | None = No
         raise ValueError(f"unknown evaluator {name!r} (known: {', '.join(EVALUATORS)})")
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
+    if name == "recognize":  # the Phase-1 question: candidates (and orders) in kwargs; served with base_url
+        from .recognize import load_recognizer
+
+        return load_recognizer(kwargs.pop("candidates", None), model=model, backend=backend, adapter=adapter, **kwargs)
     if adapter and name != "pae":
         raise ValueError(f"--adapter applies to pae only, not {name}")
     if backend == "vllm" and name != "pae":
