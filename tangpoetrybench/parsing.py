@@ -70,7 +70,7 @@ CONNECTOR = re.compile(r"\s*(?:because|since|as|given|but|though|although|with|w
 DECIMAL_COMMA = re.compile(r"^(\d+),(\d+)(?![\d,])")
 LETTER = re.compile(r"^(?:option\s*)?(?:\(([a-f])\)|([a-f])(?=$|\s*[:)\-—–(]|\.(?:\s|$)))\s*[.:)\-—–]?\s*(.*)$",
                     re.I | re.S)  # "b", "(b)", "b: minor flaws", "a (coherent)", but not "a moonlit…" or "e.g."
-RANGE = r"(\d+(?:\.\d+)?)\s*(?:-|–|—|~|to)\s*(\d+(?:\.\d+)?)"
+RANGE = r"(?<![\d.])(\d{1,4}(?:\.\d{1,4})?)\s*(?:-|–|—|~|to)\s*(\d{1,4}(?:\.\d{1,4})?)"  # bounded: no backtracking
 # A scale stated in the text: "1-5 scale", "1 to 5 point scale", "scale of 0-10", "range 0 to 100", "out of 10",
 # "10分制", "满分10". "out of N" right after a number is that value's own fraction, not the answer's scale.
 STATED_SCALES = [
@@ -223,7 +223,7 @@ def _strict(text: str, rubric: Rubric) -> dict[str, float | None] | None:
 
 def _label(prefix: str) -> str:
     """The label written just before an object or a fence: the last line of the text before it, markup dropped."""
-    lines = [line for line in prefix.splitlines() if line.strip()]
+    lines = [line for line in prefix[-200:].splitlines() if line.strip()]  # a label is short
     return re.sub(r"[*#`_:=>\-\s]+$|^[*#`_\-\s]+", "", lines[-1]).strip() if lines else ""
 
 
