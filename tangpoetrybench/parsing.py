@@ -81,6 +81,7 @@ STATED_SCALES = [
 ]
 NAME_FIELDS = ("dimension", "key", "name", "criterion", "aspect", "维度")
 SCORE_FIELDS = ("score", "value", "rating", "分数", "得分")
+OPTION_FIELDS = ("option", "choice", "letter", "选项")
 KEY_SUFFIX = re.compile(r"(?:score|rating|得分|分数|评分)$")
 SEPARATOR = r"\s*(?::|=|\s[-–—]\s|[—–])\s*"
 TABLE_SCORE = {"score", "scores", "rating", "value", "分数", "得分", "评分"}
@@ -174,6 +175,13 @@ def _parse(text: str, rubric: Rubric) -> ParsedAnswer:
         chosen = (named or usable or closed or [len(found) - 1])[-1]  # a cut-off one only if no whole one
         seg, complete, raw, seg_notes, _, _ = found[chosen]
         notes += seg_notes
+        dims = [{_alias(rubric, k) for k in found[i][2]} - {None} for i in usable]
+        if len(usable) > 1 and len(set().union(*dims)) == sum(map(len, dims)):  # one object per dimension
+            raw = {k: v for i in usable for k, v in found[i][2].items()}
+            notes.append(f"merged {len(usable)} objects that name different dimensions")
+            for i in usable:
+                body = body.replace(found[i][0], " ")
+            found, seg = [found[chosen]], " "
         if len(found) > 1:
             later = found[chosen + 1:]
             rest = ("a later one was cut off" if any(not f[1] for f in later) else
@@ -341,9 +349,11 @@ def _usable(rubric: Rubric, key, value) -> bool:
 
 
 def _score_field(value):
-    """A nested object's score ({"score": 1, "reason": …}), or the value itself."""
+    """A nested object's score ({"score": 1, "reason": …}) or option ({"option": "b"}), both to agree where it gives
+    both; or the value itself."""
     if isinstance(value, dict):
-        return next((value[k] for k in value if str(k).lower() in SCORE_FIELDS), None)
+        given = [value[k] for k in value if str(k).lower() in SCORE_FIELDS + OPTION_FIELDS and value[k] is not None]
+        return _Cells(given) if len(given) > 1 else given[0] if given else None
     return value
 
 
@@ -354,6 +364,11 @@ def _as_mapping(value, notes: list[str]) -> dict | None:
                                                  for v in value):
         mapping = _keep_last([tuple(v) for v in value], notes)
         notes.append("read a list of [dimension, score] pairs")
+        return mapping
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) and not any(
+            str(k).lower() in NAME_FIELDS for v in value for k in v):
+        mapping = _keep_last([pair for item in value for pair in item.items()], notes)
+        notes.append("merged a list of objects")
         return mapping
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         pairs = []
@@ -544,7 +559,8 @@ def _unquote(raw: str):
 
 
 class _Cells(list):
-    """A table row's cells after the dimension's: each read on its own; readings that disagree fail the answer."""
+    """Several values given for one dimension (a table row's cells, a nested object's score and option): each read
+    on its own; readings that disagree fail the answer."""
 
 
 def _table_pairs(rows: list[str], rubric: Rubric, notes: list[str]) -> list[tuple[str, object]]:
@@ -652,15 +668,16 @@ def _value(value, rubric: Rubric, key: str) -> tuple[float | None, str]:
 
 
 def _cells_value(cells: _Cells, rubric: Rubric, key: str) -> tuple[float | None, str]:
-    """The one reading of a table row's cells (a score column beside an option column must agree)."""
+    """The one reading of several values for one dimension (a table row's score and option columns, a nested
+    object's score and option): they must agree."""
     read = [r for r in (_value(c, rubric, key) for c in cells) if r[0] is not None or r[1].startswith(AMBIGUOUS)]
     if any(how.startswith(AMBIGUOUS) for _, how in read):
         return next(r for r in read if r[1].startswith(AMBIGUOUS))
     if len({round(v, 6) for v, _ in read}) > 1:
-        return None, f"{AMBIGUOUS}the row's cells {' | '.join(cells)} give different scores"
+        return None, f"{AMBIGUOUS}{' | '.join(map(str, cells))} give different scores"
     if not read:
         nulls = [r for r in (_value(c, rubric, key) for c in cells) if "null" in r[1] and "not a" not in r[1]]
-        return nulls[0] if nulls else (None, f"{' | '.join(cells)!r} is not a score, set to null")
+        return nulls[0] if nulls else (None, f"{' | '.join(map(str, cells))!r} is not a score, set to null")
     plain = [r for r in read if r[1].startswith("plain")]
     return plain[0] if plain and len(plain) == len(read) else next(r for r in read if not r[1].startswith("plain"))
 
