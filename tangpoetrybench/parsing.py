@@ -8,8 +8,9 @@ parser returns none. Where two readings remain, the answer fails; a value that i
    one labelled as the answer ("Final:"); one labelled as a draft, a confidence or reasons is never read.
 2. The answer is the last whole JSON object that names a rubric dimension with a usable score (`//` and `/* */`
    comments removed) — directly, in a container named as the answer (`scores`, `final`, `answer`; never one named
-   `confidence`, `draft`, `reasons`), or as a list of `{"dimension": …, "score": …}` or `[dimension, score]` pairs.
-   Two containers that disagree (`scores` and `final`) fail. An object labelled in the prose as a draft, a
+   `confidence`, `draft`, `reasons`), or as a list of `{"dimension": …, "score": …}` or `[dimension, score]` pairs;
+   objects that each name other dimensions are merged. A nested object gives its score or its option (both must
+   agree). Two containers that disagree (`scores` and `final`) fail. An object labelled in the prose as a draft, a
    confidence or reasons is skipped. An object cut off before its closing brace is read only when there is no
    whole one, and fails unless every dimension made it, each value ended by a separator.
 3. Without an object, "key: value" pairs are read from the text: a dimension's key, English or Chinese name (also
