@@ -63,7 +63,7 @@ OTHER_NAMES = {"confidence", "confidences", "draft", "drafts", "reason", "reason
 FENCE = re.compile(r"```[a-zA-Z]*[ \t]*\n?(.*?)```", re.S)
 THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S)
 NUMBER = r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?"
-SCORE_NUMBER = re.compile(rf"({NUMBER})(?:\s*(%)|\s*(?:/|out of)\s*({NUMBER}))?(?![\d.*])(?!\.\d)", re.I)
+SCORE_NUMBER = re.compile(rf"({NUMBER})(?:\s*(%)|\s*(?:/|out of)\s*({NUMBER}))?(?![\d*])(?!\.\d)", re.I)
 # A number that is not a count: not followed by a word (a noun) after it.
 RIVAL = re.compile(rf"(?<![\w.]){NUMBER}(?![\d.]|\s*[A-Za-z\u4e00-\u9fff])")
 COUNT_OK = re.compile(r"\s*(?:points?|pts?)\b|\s*分(?!\w)", re.I)  # "4 points", "8分": a unit, not a noun
@@ -88,6 +88,7 @@ SEPARATOR = r"\s*(?::|=|\s[-–—]\s|[—–])\s*"
 TABLE_SCORE = {"score", "scores", "rating", "value", "分数", "得分", "评分"}
 TABLE_OPTION = {"option", "options", "choice", "letter", "选项"}
 MARKUP = re.compile(r"\*+|`+")
+SCORE_LINE = re.compile(r"\s*(?:[-•]\s*)?(?:score|rating|value|option|得分|分数|评分|选项)\s*[:=]\s*(.+)$", re.I)
 AMBIGUOUS = "two readings: "  # the prefix of a value's note that fails the whole answer
 
 
@@ -519,14 +520,21 @@ def _free_pairs(body: str, rubric: Rubric, notes: list[str], cut_off: bool = Fal
     table = [line for line in lines if line.strip().startswith("|")]
     if len(table) >= 2:
         return _table_pairs(table, rubric, notes)
+    pending = None  # a dimension named alone on its line (a heading), its score on a later "Score: …" line
     for line in lines:
         matches = list(pattern.finditer(line))
+        if pending and not skipping and (score := SCORE_LINE.match(line)):
+            pairs.append((pending, score.group(1)))
+            pending = None
+            continue
         if not matches:
-            heading = _label(line) if re.fullmatch(r"\s*(?:#+\s*)?[^\d:]{1,40}?[:：]?\s*", line) else ""
+            heading = _label(line) if re.fullmatch(r"\s*(?:#+\s*)?(?:\d+[.)]\s*)?[^\d:]{1,40}?[:：]?\s*", line) else ""
             if heading and _kind(heading):
                 skipping = _kind(heading) == "other"
                 if skipping:
                     notes.append(f"skipped the section {heading!r}")
+            elif heading and _alias(rubric, re.sub(r"^\d+[.)]\s*", "", heading)):
+                pending = heading
             continue
         inline = _kind(_label(line[:matches[0].start()]))
         if skipping or inline == "other":
