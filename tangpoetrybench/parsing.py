@@ -15,7 +15,8 @@ parser returns none. Where two readings remain, the answer fails; a value that i
    whole one, and fails unless every dimension made it, each value ended by a separator.
 3. Without an object, "key: value" pairs are read from the text: a dimension's key, English or Chinese name (also
    `core_imagery_score`, `情感共鸣（Emotional resonance）`, `**Safety**`), then `:`, `=` or a dash, then the value;
-   markdown table rows too (a score column and an option column must agree). Sections headed as a draft,
+   a dimension's heading with a later "Score: …" line; markdown table rows (a score column and an option column
+   must agree). Sections headed as a draft,
    a confidence or reasons are skipped.
 4. A key given twice keeps its last value (JSON's own rule), with a note.
 5. A value is a number (`0.67`, `.5`, `0,67`, `80%`, `4/5`, `4 out of 5`), an option letter with or without its
