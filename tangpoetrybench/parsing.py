@@ -716,6 +716,11 @@ def _text_value(value: str, dim: Dimension) -> tuple[float | None, str]:
     number = float(m.group(1))
     if not math.isfinite(number):
         return None, f"{text!r} is not a score, set to null"
+    beside = re.match(r"\s*\(\s*(?:option\s*)?([a-f])\s*[):.,]", rest, re.I)  # "0.75 (b)", "0.5 (c: poor)"
+    if beside and not m.group(2) and not m.group(3) and number <= 1 and beside.group(1).lower() in dim.letters:
+        option = dim.option(beside.group(1).lower())
+        if option.score is None or abs(option.score - number) > 0.005:
+            return None, f"{AMBIGUOUS}{text!r} gives the score {m.group(1)} and option {option.letter!r}"
     if m.group(2):
         return number / 100, f"{m.group(0)} read as {number / 100:g}"
     if m.group(3):
