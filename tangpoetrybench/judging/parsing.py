@@ -8,13 +8,15 @@ parser returns none. Where two readings remain, the answer fails; a value that i
    one labelled as the answer ("Final:"); one labelled as a draft, a confidence or reasons is never read.
 2. The answer is the last whole JSON object that names a rubric dimension with a usable score (`//` and `/* */`
    comments removed) — directly, in a container named as the answer (`scores`, `final`, `answer`; never one named
-   `confidence`, `draft`, `reasons`), or as a list of `{"dimension": …, "score": …}` or `[dimension, score]` pairs.
-   Two containers that disagree (`scores` and `final`) fail. An object labelled in the prose as a draft, a
+   `confidence`, `draft`, `reasons`), or as a list of `{"dimension": …, "score": …}` or `[dimension, score]` pairs;
+   objects that each name other dimensions are merged. A nested object gives its score or its option (both must
+   agree). Two containers that disagree (`scores` and `final`) fail. An object labelled in the prose as a draft, a
    confidence or reasons is skipped. An object cut off before its closing brace is read only when there is no
    whole one, and fails unless every dimension made it, each value ended by a separator.
 3. Without an object, "key: value" pairs are read from the text: a dimension's key, English or Chinese name (also
    `core_imagery_score`, `情感共鸣（Emotional resonance）`, `**Safety**`), then `:`, `=` or a dash, then the value;
-   markdown table rows too (a score column and an option column must agree). Sections headed as a draft,
+   a dimension's heading with a later "Score: …" line; markdown table rows (a score column and an option column
+   must agree). Sections headed as a draft,
    a confidence or reasons are skipped.
 4. A key given twice keeps its last value (JSON's own rule), with a note.
 5. A value is a number (`0.67`, `.5`, `0,67`, `80%`, `4/5`, `4 out of 5`), an option letter with or without its
@@ -62,7 +64,7 @@ OTHER_NAMES = {"confidence", "confidences", "draft", "drafts", "reason", "reason
 FENCE = re.compile(r"```[a-zA-Z]*[ \t]*\n?(.*?)```", re.S)
 THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S)
 NUMBER = r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?"
-SCORE_NUMBER = re.compile(rf"({NUMBER})(?:\s*(%)|\s*(?:/|out of)\s*({NUMBER}))?(?![\d.*])(?!\.\d)", re.I)
+SCORE_NUMBER = re.compile(rf"({NUMBER})(?:\s*(%)|\s*(?:/|out of)\s*({NUMBER}))?(?![\d*])(?!\.\d)", re.I)
 # A number that is not a count: not followed by a word (a noun) after it.
 RIVAL = re.compile(rf"(?<![\w.]){NUMBER}(?![\d.]|\s*[A-Za-z\u4e00-\u9fff])")
 COUNT_OK = re.compile(r"\s*(?:points?|pts?)\b|\s*分(?!\w)", re.I)  # "4 points", "8分": a unit, not a noun
@@ -70,7 +72,7 @@ CONNECTOR = re.compile(r"\s*(?:because|since|as|given|but|though|although|with|w
 DECIMAL_COMMA = re.compile(r"^(\d+),(\d+)(?![\d,])")
 LETTER = re.compile(r"^(?:option\s*)?(?:\(([a-f])\)|([a-f])(?=$|\s*[:)\-—–(]|\.(?:\s|$)))\s*[.:)\-—–]?\s*(.*)$",
                     re.I | re.S)  # "b", "(b)", "b: minor flaws", "a (coherent)", but not "a moonlit…" or "e.g."
-RANGE = r"(\d+(?:\.\d+)?)\s*(?:-|–|—|~|to)\s*(\d+(?:\.\d+)?)"
+RANGE = r"(?<![\d.])(\d{1,4}(?:\.\d{1,4})?)\s*(?:-|–|—|~|to)\s*(\d{1,4}(?:\.\d{1,4})?)"  # bounded: no backtracking
 # A scale stated in the text: "1-5 scale", "1 to 5 point scale", "scale of 0-10", "range 0 to 100", "out of 10",
 # "10分制", "满分10". "out of N" right after a number is that value's own fraction, not the answer's scale.
 STATED_SCALES = [
@@ -81,11 +83,13 @@ STATED_SCALES = [
 ]
 NAME_FIELDS = ("dimension", "key", "name", "criterion", "aspect", "维度")
 SCORE_FIELDS = ("score", "value", "rating", "分数", "得分")
+OPTION_FIELDS = ("option", "choice", "letter", "选项")
 KEY_SUFFIX = re.compile(r"(?:score|rating|得分|分数|评分)$")
 SEPARATOR = r"\s*(?::|=|\s[-–—]\s|[—–])\s*"
 TABLE_SCORE = {"score", "scores", "rating", "value", "分数", "得分", "评分"}
 TABLE_OPTION = {"option", "options", "choice", "letter", "选项"}
 MARKUP = re.compile(r"\*+|`+")
+SCORE_LINE = re.compile(r"\s*(?:[-•]\s*)?(?:score|rating|value|option|得分|分数|评分|选项)\s*[:=]\s*(.+)$", re.I)
 AMBIGUOUS = "two readings: "  # the prefix of a value's note that fails the whole answer
 
 
@@ -174,6 +178,13 @@ def _parse(text: str, rubric: Rubric) -> ParsedAnswer:
         chosen = (named or usable or closed or [len(found) - 1])[-1]  # a cut-off one only if no whole one
         seg, complete, raw, seg_notes, _, _ = found[chosen]
         notes += seg_notes
+        dims = [{_alias(rubric, k) for k in found[i][2]} - {None} for i in usable]
+        if len(usable) > 1 and len(set().union(*dims)) == sum(map(len, dims)):  # one object per dimension
+            raw = {k: v for i in usable for k, v in found[i][2].items()}
+            notes.append(f"merged {len(usable)} objects that name different dimensions")
+            for i in usable:
+                body = body.replace(found[i][0], " ")
+            found, seg = [found[chosen]], " "
         if len(found) > 1:
             later = found[chosen + 1:]
             rest = ("a later one was cut off" if any(not f[1] for f in later) else
@@ -223,7 +234,7 @@ def _strict(text: str, rubric: Rubric) -> dict[str, float | None] | None:
 
 def _label(prefix: str) -> str:
     """The label written just before an object or a fence: the last line of the text before it, markup dropped."""
-    lines = [line for line in prefix.splitlines() if line.strip()]
+    lines = [line for line in prefix[-200:].splitlines() if line.strip()]  # a label is short
     return re.sub(r"[*#`_:=>\-\s]+$|^[*#`_\-\s]+", "", lines[-1]).strip() if lines else ""
 
 
@@ -341,9 +352,11 @@ def _usable(rubric: Rubric, key, value) -> bool:
 
 
 def _score_field(value):
-    """A nested object's score ({"score": 1, "reason": …}), or the value itself."""
+    """A nested object's score ({"score": 1, "reason": …}) or option ({"option": "b"}), both to agree where it gives
+    both; or the value itself."""
     if isinstance(value, dict):
-        return next((value[k] for k in value if str(k).lower() in SCORE_FIELDS), None)
+        given = [value[k] for k in value if str(k).lower() in SCORE_FIELDS + OPTION_FIELDS and value[k] is not None]
+        return _Cells(given) if len(given) > 1 else given[0] if given else None
     return value
 
 
@@ -354,6 +367,11 @@ def _as_mapping(value, notes: list[str]) -> dict | None:
                                                  for v in value):
         mapping = _keep_last([tuple(v) for v in value], notes)
         notes.append("read a list of [dimension, score] pairs")
+        return mapping
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) and not any(
+            str(k).lower() in NAME_FIELDS for v in value for k in v):
+        mapping = _keep_last([pair for item in value for pair in item.items()], notes)
+        notes.append("merged a list of objects")
         return mapping
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         pairs = []
@@ -503,14 +521,21 @@ def _free_pairs(body: str, rubric: Rubric, notes: list[str], cut_off: bool = Fal
     table = [line for line in lines if line.strip().startswith("|")]
     if len(table) >= 2:
         return _table_pairs(table, rubric, notes)
+    pending = None  # a dimension named alone on its line (a heading), its score on a later "Score: …" line
     for line in lines:
         matches = list(pattern.finditer(line))
+        if pending and not skipping and (score := SCORE_LINE.match(line)):
+            pairs.append((pending, score.group(1)))
+            pending = None
+            continue
         if not matches:
-            heading = _label(line) if re.fullmatch(r"\s*(?:#+\s*)?[^\d:]{1,40}?[:：]?\s*", line) else ""
+            heading = _label(line) if re.fullmatch(r"\s*(?:#+\s*)?(?:\d+[.)]\s*)?[^\d:]{1,40}?[:：]?\s*", line) else ""
             if heading and _kind(heading):
                 skipping = _kind(heading) == "other"
                 if skipping:
                     notes.append(f"skipped the section {heading!r}")
+            elif heading and _alias(rubric, re.sub(r"^\d+[.)]\s*", "", heading)):
+                pending = heading
             continue
         inline = _kind(_label(line[:matches[0].start()]))
         if skipping or inline == "other":
@@ -544,7 +569,8 @@ def _unquote(raw: str):
 
 
 class _Cells(list):
-    """A table row's cells after the dimension's: each read on its own; readings that disagree fail the answer."""
+    """Several values given for one dimension (a table row's cells, a nested object's score and option): each read
+    on its own; readings that disagree fail the answer."""
 
 
 def _table_pairs(rows: list[str], rubric: Rubric, notes: list[str]) -> list[tuple[str, object]]:
@@ -652,15 +678,16 @@ def _value(value, rubric: Rubric, key: str) -> tuple[float | None, str]:
 
 
 def _cells_value(cells: _Cells, rubric: Rubric, key: str) -> tuple[float | None, str]:
-    """The one reading of a table row's cells (a score column beside an option column must agree)."""
+    """The one reading of several values for one dimension (a table row's score and option columns, a nested
+    object's score and option): they must agree."""
     read = [r for r in (_value(c, rubric, key) for c in cells) if r[0] is not None or r[1].startswith(AMBIGUOUS)]
     if any(how.startswith(AMBIGUOUS) for _, how in read):
         return next(r for r in read if r[1].startswith(AMBIGUOUS))
     if len({round(v, 6) for v, _ in read}) > 1:
-        return None, f"{AMBIGUOUS}the row's cells {' | '.join(cells)} give different scores"
+        return None, f"{AMBIGUOUS}{' | '.join(map(str, cells))} give different scores"
     if not read:
         nulls = [r for r in (_value(c, rubric, key) for c in cells) if "null" in r[1] and "not a" not in r[1]]
-        return nulls[0] if nulls else (None, f"{' | '.join(cells)!r} is not a score, set to null")
+        return nulls[0] if nulls else (None, f"{' | '.join(map(str, cells))!r} is not a score, set to null")
     plain = [r for r in read if r[1].startswith("plain")]
     return plain[0] if plain and len(plain) == len(read) else next(r for r in read if not r[1].startswith("plain"))
 
@@ -689,6 +716,11 @@ def _text_value(value: str, dim: Dimension) -> tuple[float | None, str]:
     number = float(m.group(1))
     if not math.isfinite(number):
         return None, f"{text!r} is not a score, set to null"
+    beside = re.match(r"\s*\(\s*(?:option\s*)?([a-f])\s*[):.,]", rest, re.I)  # "0.75 (b)", "0.5 (c: poor)"
+    if beside and not m.group(2) and not m.group(3) and number <= 1 and beside.group(1).lower() in dim.letters:
+        option = dim.option(beside.group(1).lower())
+        if option.score is None or abs(option.score - number) > 0.005:
+            return None, f"{AMBIGUOUS}{text!r} gives the score {m.group(1)} and option {option.letter!r}"
     if m.group(2):
         return number / 100, f"{m.group(0)} read as {number / 100:g}"
     if m.group(3):
