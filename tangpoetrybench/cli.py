@@ -84,6 +84,8 @@ def _score(args: argparse.Namespace) -> None:
     from .models import process_state
     from .judging.scoring import score_to_jsonl, source_of
 
+    if args.reason_language and not args.explain:
+        raise ValueError("--reason-language applies with --explain only")
     source = source_of(args.dataset, args.images, args.poems, args.config, args.split)
     if args.evaluator != "api" and (args.price_in is not None or args.price_out is not None):
         raise ValueError("--price-in and --price-out apply to the api evaluator only")
@@ -97,6 +99,8 @@ def _score(args: argparse.Namespace) -> None:
                                ("timeout", args.timeout), ("retries", args.retries)) if v is not None}
     if args.constrained:
         extra["constrained"] = True
+    if args.explain:
+        extra["explain"] = args.reason_language or "poem"
     evaluator = load_evaluator(args.evaluator, model=args.model, adapter=args.adapter, backend=args.backend, **extra)
     summary = score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,
                              num_workers=args.num_workers, progress=not args.quiet)
@@ -302,6 +306,11 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--constrained", action="store_true",
                    help="PAE on transformers: decode only answers in the rubric's JSON form, so every answer parses "
                         "(the vllm backend always does)")
+    p.add_argument("--explain", action="store_true",
+                   help="pae, api: answer the rubric with a one-sentence reason per dimension too (kept in each "
+                        "record's reasons; the default answer length grows to 1536 tokens)")
+    p.add_argument("--reason-language", choices=["poem", "en"],
+                   help="with --explain: reasons in the poem's language (Chinese; the default) or in English")
     p.add_argument("--base-url", help="api: an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (default: "
                                       "Hugging Face Inference Providers route --model)")
     p.add_argument("--api-key-env", metavar="NAME",

@@ -1,7 +1,9 @@
 """A loopback HTTP proxy in front of a real server, for fault injection: it answers the first requests with the
 planned faults (429 with Retry-After, 503, a dropped connection, an answer held back past the client's timeout),
-checks an API key, refuses requests that carry a given field, and can delay every answer by a fixed time (the
-concurrency benchmark). Everything else goes to the real server and back unchanged."""
+checks an API key, refuses requests that carry a given field, can delay every answer by a fixed time (the
+concurrency benchmark) and can rewrite the real server's answers (`rewrite(request, response) -> response`, on the
+decoded JSON of a chat completion: a model whose answers the test decides). Everything else goes to the real server
+and back unchanged."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
 from urllib.parse import urlparse
 
 FAULTS = ("429", "503", "drop", "slow")
@@ -21,11 +24,13 @@ class FaultProxy:
     `faults` are used one per request, in order of arrival; `requests` logs what each request got."""
 
     def __init__(self, upstream: str, faults: list[str] = (), delay: float = 0.0, slow: float = 0.0,
-                 key: str | None = None, refuse_field: str | None = None, retry_after: str = "1", port: int = 0):
+                 key: str | None = None, refuse_field: str | None = None, retry_after: str = "1", port: int = 0,
+                 rewrite: Callable[[dict, dict], dict] | None = None):
         assert all(f in FAULTS for f in faults), faults
         self.upstream = urlparse(upstream)
         self.faults, self.delay, self.slow, self.key = list(faults), delay, slow, key
         self.refuse_field, self.retry_after, self.port = refuse_field, retry_after, port
+        self.rewrite = rewrite
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
@@ -70,7 +75,7 @@ class FaultProxy:
         with self.lock:
             fault = self.faults.pop(0) if self.faults else None
             self.requests.append({"path": h.path, "fault": fault, "fields": sorted(fields),
-                                  "authorization": h.headers.get("Authorization")})
+                                  "authorization": h.headers.get("Authorization"), "body": fields})
         if self.key is not None and h.headers.get("Authorization") != f"Bearer {self.key}":
             return self.answer(h, 401, {"error": "invalid API key"})
         if self.refuse_field and self.refuse_field in fields:
@@ -87,6 +92,8 @@ class FaultProxy:
         response = upstream.getresponse()
         data = response.read()
         upstream.close()
+        if self.rewrite is not None and response.status == 200 and h.path.endswith("/chat/completions"):
+            data = json.dumps(self.rewrite(fields, json.loads(data))).encode()
         time.sleep(self.delay + (self.slow if fault == "slow" else 0.0))
         return self.answer(h, response.status, data)
 

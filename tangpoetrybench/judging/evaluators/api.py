@@ -46,7 +46,7 @@ from ..prompt import answer_schema, with_image_parts
 from ...rubric import Rubric
 from .base import TRANSIENT, EvalResult, Evaluator, ScoringItem, describe
 from ...models import DEFAULT_MAX_PIXELS
-from .pae import DEFAULT_MAX_NEW_TOKENS, PAE
+from .pae import PAE, answer_length
 
 logger = logging.getLogger(__name__)
 
@@ -82,10 +82,14 @@ def wire_messages(messages: list[dict]) -> list[dict]:
     return wired
 
 
-def response_format(rubric: Rubric) -> dict:
-    """The rubric's answer schema as an OpenAI `response_format`."""
-    return {"type": "json_schema",
-            "json_schema": {"name": "pae_answer", "schema": answer_schema(rubric), "strict": True}}
+def response_format(rubric: Rubric, explain: bool = False) -> dict:
+    """The rubric's answer schema (explain mode's with `explain`) as an OpenAI `response_format`."""
+    return json_format("pae_answer", answer_schema(rubric, explain))
+
+
+def json_format(name: str, schema: dict) -> dict:
+    """A JSON schema as an OpenAI `response_format`."""
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -179,8 +183,8 @@ class APIJudge(PAE):
     def __init__(self, model: str, base_url: str | None = None, api_key_env: str = DEFAULT_API_KEY_ENV,
                  concurrency: int = DEFAULT_CONCURRENCY, timeout: float = DEFAULT_TIMEOUT,
                  retries: int = DEFAULT_RETRIES, max_pixels: int = DEFAULT_MAX_PIXELS,
-                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, rubric: Rubric | str | None = None,
-                 structured: bool = True, backoff: float = 1.0):
+                 max_new_tokens: int | None = None, rubric: Rubric | str | None = None,
+                 structured: bool = True, backoff: float = 1.0, explain: str | None = None):
         """`model` is the name the server knows (`--served-model-name`, a LoRA module's name, a provider's model id);
         `backoff` the first retry's delay in seconds; `structured=False` never asks for the response format."""
         from huggingface_hub import constants
@@ -199,7 +203,8 @@ class APIJudge(PAE):
                              "or unset HF_HUB_OFFLINE")
         self.model_name, self.base_url, self.api_key_env = model, base_url, api_key_env
         self.concurrency, self.timeout, self.retries, self.backoff = concurrency, timeout, retries, backoff
-        self.max_pixels, self.max_new_tokens = max_pixels, max_new_tokens
+        self.max_pixels, self.max_new_tokens = max_pixels, answer_length(max_new_tokens, explain)
+        self.explain = explain
         self.min_batch_size = BATCHES_PER_SLOT * concurrency
         self.refused_format: str | None = None if structured else "not asked"  # why no response format is sent
 
@@ -254,7 +259,7 @@ class APIJudge(PAE):
         attempt = 0
         async with slots:
             while not stopped.is_set():  # a refused key stops every request not yet sent
-                fmt = None if self.refused_format or refused_now else response_format(rubric)
+                fmt = None if self.refused_format or refused_now else response_format(rubric, bool(self.explain))
                 try:
                     out = await client.chat_completion(messages, model=self.model_name, max_tokens=self.max_new_tokens,
                                                        temperature=0.0, seed=SEED, response_format=fmt)
