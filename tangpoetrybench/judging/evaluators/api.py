@@ -34,6 +34,7 @@ import random
 import socket
 import time
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from urllib.parse import urlparse
@@ -62,6 +63,20 @@ NO_KEY = "EMPTY"  # what keyless OpenAI-compatible servers expect; never the sav
 
 class KeyRefused(RunStopped):
     """The server refused the API key (HTTP 401 or 403)."""
+
+
+@dataclass
+class Reply:
+    """A served model's answer to one request, or why there is none (`error`, of `error_kind` transient or model);
+    `format` is the response format sent with it, `refused` why none was, if the server refused one."""
+
+    text: str
+    usage: dict[str, int] | None
+    served_model: str
+    format: dict | None
+    refused: str | None
+    error: str | None = None
+    error_kind: str | None = None
 
 
 def data_url(image: Image.Image) -> str:
@@ -254,52 +269,63 @@ class APIJudge(PAE):
 
     async def _ask(self, client, slots: asyncio.Semaphore, stopped: asyncio.Event, messages: list[dict],
                    item: ScoringItem, key: str | None) -> EvalResult | None:
-        rubric = self.rubric_for(item)
+        async with slots:
+            reply = await self.request(client, stopped, messages, response_format(self.rubric_for(item),
+                                                                                  bool(self.explain)), key, item.image_id)
+        if reply is None:
+            return None  # the batch is given up: its results are never used
+        if reply.error is not None:
+            failed = self.result(item, {}, None, None, "failed", reply.error, kind=reply.error_kind)
+            return self._record(failed, reply.format, reply.refused)
+        result = self.answer_result(item, reply.text)
+        result.raw_output = redact(result.raw_output, key)
+        result.usage = reply.usage
+        result.settings["served_model"] = reply.served_model
+        return self._record(result, reply.format, reply.refused)
+
+    async def request(self, client, stopped: asyncio.Event, messages: list[dict], fmt: dict | None, key: str | None,
+                      label: str) -> "Reply | None":
+        """One chat completion under this judge's policy: the response format `fmt` unless the server refused one
+        (then once more without it), retries of what is transient, a refused key stopping every request. None when
+        the run was stopped before an answer."""
         refused_now = None
         attempt = 0
-        async with slots:
-            while not stopped.is_set():  # a refused key stops every request not yet sent
-                fmt = None if self.refused_format or refused_now else response_format(rubric, bool(self.explain))
-                try:
-                    out = await client.chat_completion(messages, model=self.model_name, max_tokens=self.max_new_tokens,
-                                                       temperature=0.0, seed=SEED, response_format=fmt)
-                    break
-                except Exception as exc:
-                    status = http_status(exc)
-                    message = redact(self._describe(exc), key)
-                    if status in (401, 403):
-                        stopped.set()
-                        raise KeyRefused(f"{self.where} refused the API key from ${self.api_key_env} (HTTP {status}): "
-                                         f"set {self.api_key_env} to a valid key, or --api-key-env to the variable "
-                                         "that holds one; nothing was written for this batch") from None
-                    if fmt is not None and status in (400, 422):
-                        refused_now = message
-                        logger.warning("%s: %s, to a request with a response format: asking once more without it",
-                                       item.image_id, message)
-                        continue
-                    delay = self._next_delay(exc, attempt)
-                    if delay is None:
-                        if attempt:
-                            message += f" ({attempt + 1} attempts)"
-                        kind = TRANSIENT if is_transient(exc) else "model"
-                        return self._record(self.result(item, {}, None, None, "failed", message, kind=kind), fmt,
-                                            refused_now)
-                    attempt += 1
-                    logger.warning("%s: retry %d of %d in %.1f s: %s", item.image_id, attempt, self.retries, delay,
-                                   message)
-                    await asyncio.sleep(delay)
-            else:
-                return None  # the batch is given up: its results are never used
+        while not stopped.is_set():  # a refused key stops every request not yet sent
+            sent = None if self.refused_format or refused_now else fmt
+            try:
+                out = await client.chat_completion(messages, model=self.model_name, max_tokens=self.max_new_tokens,
+                                                   temperature=0.0, seed=SEED, response_format=sent)
+                break
+            except Exception as exc:
+                status = http_status(exc)
+                message = redact(self._describe(exc), key)
+                if status in (401, 403):
+                    stopped.set()
+                    raise KeyRefused(f"{self.where} refused the API key from ${self.api_key_env} (HTTP {status}): "
+                                     f"set {self.api_key_env} to a valid key, or --api-key-env to the variable "
+                                     "that holds one; nothing was written for this batch") from None
+                if sent is not None and status in (400, 422):
+                    refused_now = message
+                    logger.warning("%s: %s, to a request with a response format: asking once more without it",
+                                   label, message)
+                    continue
+                delay = self._next_delay(exc, attempt)
+                if delay is None:
+                    if attempt:
+                        message += f" ({attempt + 1} attempts)"
+                    kind = TRANSIENT if is_transient(exc) else "model"
+                    return Reply("", None, "", sent, refused_now, message, kind)
+                attempt += 1
+                logger.warning("%s: retry %d of %d in %.1f s: %s", label, attempt, self.retries, delay, message)
+                await asyncio.sleep(delay)
+        else:
+            return None
         if refused_now and not self.refused_format:
             self.refused_format = refused_now  # the server answered without it: stop asking for this run
         answer = (out.choices[0].message.content or "") if out.choices else ""
-        result = self.answer_result(item, answer)
-        result.raw_output = redact(result.raw_output, key)
-        if out.usage is not None:
-            result.usage = {"prompt_tokens": int(out.usage.prompt_tokens or 0),
-                            "completion_tokens": int(out.usage.completion_tokens or 0)}
-        result.settings["served_model"] = out.model
-        return self._record(result, fmt, refused_now)
+        usage = None if out.usage is None else {"prompt_tokens": int(out.usage.prompt_tokens or 0),
+                                                "completion_tokens": int(out.usage.completion_tokens or 0)}
+        return Reply(redact(answer, key), usage, out.model, sent, refused_now)
 
     def _next_delay(self, exc: BaseException, attempt: int) -> float | None:
         """Seconds to wait before trying again, or None to give up: not transient, retries spent, or a server asking
