@@ -206,3 +206,25 @@ def test_the_local_tiny_model_runs_every_step_and_says_it_has_random_weights(tin
     assert answer.status == "failed" and answer.error.startswith("poem_graph: still invalid after the repair round")
     assert answer.error.endswith(f"({RANDOM_WEIGHTS_NOTE})") and answer.extra["random_weights"] == RANDOM_WEIGHTS_NOTE
     assert judge.requests == 6 and len(answer.raw) == 6  # poem and both images, each asked and repaired
+
+
+def test_the_space_draws_each_sub_signs_boxes_in_the_judges_coordinates():
+    from tangpoetrybench.hub.space import SIGN_COLOURS, draw_sign_boxes, reasons_markdown
+    from tangpoetrybench.rubric import load_rubric
+
+    image = Image.new("RGB", (256, 192), (255, 255, 255))
+    g = graph([])
+    g["hsg_root"]["children"][0]["bounding_boxes"] = [[32, 24, 64, 48]]  # in a 128×96 copy: ×2 here
+    g["hsg_root"]["children"][2]["bounding_boxes"] = [[100, 60, 120, 90]]
+    drawn = draw_sign_boxes(image, g, size=(128, 96))
+    assert drawn.size == image.size and image.getpixel((0, 0)) == (255, 255, 255)  # the input is left as it was
+    def edge(x, y):  # the outline's colour within a pixel or two of (x, y)
+        return {drawn.getpixel((x + d, y)) for d in range(-2, 3)}
+
+    assert SIGN_COLOURS[0] in edge(128, 80) and SIGN_COLOURS[0] in edge(64, 80)  # the first box, scaled ×2
+    assert SIGN_COLOURS[2] in edge(240, 150) and drawn.getpixel((100, 170)) == (255, 255, 255)
+    assert SIGN_COLOURS[0] not in edge(64, 170)  # nothing where the unscaled box would end
+    rubric = load_rubric("tang")
+    assert reasons_markdown(None, rubric) == ""
+    assert reasons_markdown({"safety": "无害。"}, rubric) == "- **" + rubric.dimension("safety").name["en"] + " / " + \
+        rubric.dimension("safety").name["zh"] + "**: 无害。"
