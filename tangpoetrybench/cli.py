@@ -141,7 +141,7 @@ def _report(args: argparse.Namespace) -> None:
     from .reporting.report import build_report, write_report
 
     out = write_report(build_report(args.dataset, args.scores or [], split=args.split, n_bootstrap=args.bootstrap,
-                                    seed=args.seed, ocr=args.ocr), args.out)
+                                    seed=args.seed, ocr=args.ocr, graphs=args.graphs), args.out)
     print(f"Wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'numbers.json'} and {out / 'figures'}/")
 
 
@@ -392,6 +392,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="test", help="the split the scores cover")
     p.add_argument("--bootstrap", type=int, default=10_000, help="resamples for the 95%% intervals")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+    p.add_argument("--graphs", type=Path, metavar="GRAPHS.jsonl",
+                   help="SemJudge graphs (tpb explain --out): one image's graph per generator in the report")
 
     p = command("generate", "illustrate every poem with a diffusers text-to-image pipeline and the paper's prompt, "
                 "into a raw release that a rerun resumes",

@@ -151,3 +151,42 @@ def test_explain_through_a_served_model(server, demo_built, tmp_path):
 def server(tiny_models, tmp_path_factory):
     with transformers_serve(tiny_models["qwen3-vl"], tmp_path_factory.mktemp("serve")) as served:
         yield served
+
+
+def test_the_report_quotes_each_generators_weakest_dimension_and_shows_a_graph(demo_built, tmp_path):
+    """Synthetic explained results (written by the test) for the test split, and a synthetic graphs file: the report
+    names each generator's lowest dimension, quotes its reasons lowest score first, and draws one graph per
+    generator."""
+    from tangpoetrybench.judging.scoring import DatasetSource
+    from tangpoetrybench.reporting.explanations import lowest_dimension_reasons
+    from tangpoetrybench.reporting.report import build_report, load_rows
+    from test_semjudge import graph
+
+    rows = {r["image_id"]: r for r in load_rows(demo_built, "images", ["image_id", "generator"])}
+    ids = DatasetSource(demo_built, "images", "test").ids()
+    lines = []
+    for i, image_id in enumerate(ids):
+        scores = dict(SCORES, core_imagery=0.1 + 0.01 * i)  # the weakest everywhere, rising with i
+        lines.append({"image_id": image_id, "evaluator": "api", "model": "synthetic", "scores": scores,
+                      "quality": 0.5, "raw_output": None, "parse_status": "ok", "error": None, "seconds": 0.0,
+                      "settings": {"explain": "en"}, "reasons": {**REASONS, "core_imagery": f"synthetic reason {i}"}})
+    scores_path = tmp_path / "explained.jsonl"
+    scores_path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines), encoding="utf-8")
+    graphs_path = tmp_path / "graphs.jsonl"
+    graphs_path.write_text("".join(json.dumps({"image_id": i, "poem_id": "p", "model": "synthetic", "random_weights": True,
+                                               "poem_graph": graph(), "image_graph": graph([[1, 2, 3, 4]])}) + "\n"
+                                   for i in ids), encoding="utf-8")
+    records = {r["image_id"]: r for r in lines}
+    found = lowest_dimension_reasons(records, {i: rows[i]["generator"] for i in ids}, TANG)
+    generators = sorted({rows[i]["generator"] for i in ids})
+    assert sorted(found) == generators and all(d["dimension"] == "core_imagery" for d in found.values())
+    first = found[generators[0]]
+    assert [q["score"] for q in first["quotes"]] == sorted(q["score"] for q in first["quotes"])
+    assert first["quotes"][0]["reason"] == f"synthetic reason {ids.index(first['quotes'][0]['image_id'])}"
+    rep = build_report(demo_built, [scores_path], n_bootstrap=20, graphs=graphs_path)
+    assert rep.numbers["explanations"]["reasons"]["api (explained.jsonl)"] == found
+    assert sorted(rep.numbers["explanations"]["graphs"]) == generators
+    headings = [payload[1] for kind, payload in rep.blocks if kind == "heading"]
+    assert "Why — the judges' reasons and semiosis graphs" in headings
+    texts = [payload for kind, payload in rep.blocks if kind == "text"]
+    assert sum("random weights: a plumbing check" in t for t in texts) == len(generators)
