@@ -247,6 +247,12 @@ def _explain(args: argparse.Namespace) -> None:
                   **({"random_weights": True} if judge.random_weights else {})}
         with open(args.out, "a", encoding="utf-8") as f:
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    asked = [r.usage for r in (poem_graph, image_graph) if not r.cached and r.usage]
+    if asked:
+        from .judging.evaluators.api import usage_line
+
+        print(f"{judge.requests} requests; " + usage_line(sum(u.get("prompt_tokens", 0) for u in asked),
+                                                          sum(u.get("completion_tokens", 0) for u in asked)))
     failed = [r.error for r in (poem_graph, image_graph) if r.value is None]
     if failed:
         raise ValueError("; ".join(failed))

@@ -228,3 +228,32 @@ def test_the_space_draws_each_sub_signs_boxes_in_the_judges_coordinates():
     assert reasons_markdown(None, rubric) == ""
     assert reasons_markdown({"safety": "无害。"}, rubric) == "- **" + rubric.dimension("safety").name["en"] + " / " + \
         rubric.dimension("safety").name["zh"] + "**: 无害。"
+
+
+@pytest.mark.slow
+def test_tpb_explain_prints_both_graphs_as_trees(server, tmp_path, capsys):
+    from tangpoetrybench.cli import main
+
+    image = tmp_path / "g1" / "p1.png"
+    image.parent.mkdir()
+    images(1)[0].save(image)
+    out = tmp_path / "graphs.jsonl"
+    with FaultProxy(server["url"], rewrite=Model()) as proxy:
+        args = ["explain", "--image", str(image), "--poem", POEM.poem_id, "--model", server["model"], "--base-url",
+                proxy.url, "--max-new-tokens", "4", "--cache", str(tmp_path / "cache"), "--out", str(out)]
+        assert main(args) == 0
+        printed = capsys.readouterr().out
+        assert main(args) == 0  # from the cache: nothing asked
+        assert len(proxy.requests) == 2
+    assert f"《{POEM.title}》 {POEM.author} — the poem's graph\nroot (root)\n  sign: root sign" in printed
+    assert f"{image} — the image's graph" in printed and "        box: [0, 0, 64, 48]" in printed
+    assert "2 requests; tokens: " in printed
+    [first, second] = [json.loads(line) for line in out.read_text().splitlines()]
+    assert first == second and first["image_id"] == "g1/p1" and first["size"] == [64, 48]
+    assert first["image_graph"]["hsg_root"]["children"][0]["bounding_boxes"][0] == [0, 0, 64, 48]
+    bad = json.dumps(graph([[0, 0, 999, 1]]))
+    with FaultProxy(server["url"], rewrite=Model({"image_graph": (bad, bad)})) as proxy:
+        images(2)[1].save(image.with_name("p2.png"))
+        args[2], args[args.index("--base-url") + 1] = str(image.with_name("p2.png")), proxy.url
+        assert main(args) == 2
+    assert "error: image_graph: still invalid after the repair round" in capsys.readouterr().err
