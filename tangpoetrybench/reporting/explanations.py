@@ -6,10 +6,10 @@ per generator.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from ..files import json_lines
 from ..judging.scoring import read_scores
 from ..numeric import fmt, mean_or_none
 from ..rubric import Rubric
@@ -45,13 +45,7 @@ def graph_examples(path: Path | str, generator_of: Mapping[str, str]) -> dict[st
     """The first graph record (`tpb explain --out`: image_id, poem_id, poem_graph, image_graph) of each generator in a
     graphs file."""
     out: dict[str, dict] = {}
-    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+    for lineno, record in json_lines(path):
         missing = [k for k in ("image_id", "image_graph") if k not in record]
         if missing:
             raise ValueError(f"{path}:{lineno}: no {missing[0]} field")
