@@ -57,15 +57,13 @@ def system_prompt(rubric: Rubric, explain: str | None = None) -> str:
     nullable = [d.key for d in rubric.dimensions if any(o.excluded for o in d.options)]
     blocks = "\n".join(_dimension_block(i, d) for i, d in enumerate(rubric.dimensions, start=1))
     schema = "{" + ", ".join(f'"{k}": <number{" or null" if k in nullable else ""}>' for k in rubric.keys) + "}"
-    fmt = (f"Reply with one JSON object and nothing else: exactly these {len(rubric.keys)} keys, in this order: "
-           f"{keys}. Each value is a number from 0 to 1"
-           + (f", or null for {', '.join(nullable)} when it does not apply" if nullable else "")
-           + f".\n{schema}")
+    values = "Each value is a number from 0 to 1" + (
+        f", or null for {', '.join(nullable)} when it does not apply" if nullable else "")
+    scores = f"exactly these {len(rubric.keys)} keys, in this order: {keys}. {values}"
+    fmt = f"Reply with one JSON object and nothing else: {scores}.\n{schema}"
     if explain is not None:
-        fmt = (f"Reply with one JSON object and nothing else, with two keys. \"scores\": an object with exactly these "
-               f"{len(rubric.keys)} keys, in this order: {keys}. Each value is a number from 0 to 1"
-               + (f", or null for {', '.join(nullable)} when it does not apply" if nullable else "")
-               + ". \"reasons\": an object with the same keys in the same order; each value is one sentence in "
+        fmt = (f'Reply with one JSON object and nothing else, with two keys. "scores": an object with {scores}. '
+               '"reasons": an object with the same keys in the same order; each value is one sentence in '
                f"{REASON_LANGUAGES[explain]} (at most {MAX_REASON_CHARS} characters, no double quotes) saying what in "
                "the image earns that score.\n"
                + '{"scores": ' + schema + ', "reasons": {' + ", ".join(f'"{k}": "<sentence>"' for k in rubric.keys)

@@ -45,7 +45,6 @@ from PIL import Image
 from ..models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels
 from ..poems import Poem
 
-STEPS = ("poem_graph", "image_graph", "judgment")
 GROUNDS = ("iconic", "indexical", "symbolic")
 DEFAULT_MAX_NEW_TOKENS = 1536  # a graph of five sub-signs with boxes is about 800 Qwen tokens
 RANDOM_WEIGHTS_NOTE = "random weights: a plumbing check, not an interpretation"
@@ -188,10 +187,9 @@ def image_messages(image: Image.Image) -> list[dict]:
 
 
 def judgment_messages(poem: Poem, poem_graph: dict, graph_a: dict, graph_b: dict) -> list[dict]:
-    show = lambda graph: json.dumps(graph, ensure_ascii=False, indent=1)  # noqa: E731
+    shown = [json.dumps(g, ensure_ascii=False, indent=1) for g in (poem_graph, graph_a, graph_b)]
     user = prompts()["steps"]["judgment"]["user"].format(
-        title=poem.title, author=poem.author, text=poem.text, poem_graph=show(poem_graph), graph_a=show(graph_a),
-        graph_b=show(graph_b))
+        title=poem.title, author=poem.author, text=poem.text, poem_graph=shown[0], graph_a=shown[1], graph_b=shown[2])
     return _messages(system_message("judgment"), [{"type": "text", "text": user}])
 
 
