@@ -34,7 +34,7 @@ def score(image, poem_text, title="", author="", rubric=next(iter(RUBRICS)), rub
     failure = f" — {result.error}" if result.error and result.parse_status == "failed" else ""
     summary = (f"**{SCORER.pae_label}: quality {quality}** (mean of the applicable dimensions; answer parse: "
                f"{result.parse_status}{failure}){note}")
-    return result.table, summary, result.figure, result.raw_output, result.baselines
+    return result.table, summary, result.figure, result.reasons, result.raw_output, result.baselines
 
 
 if spaces is not None:
@@ -109,6 +109,7 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
                 table = gr.Dataframe(headers=TABLE_HEADERS, label="Per dimension", wrap=True, max_height=900,
                                      column_widths=["26%", "10%", "28%", "36%"])
                 plot = gr.Plot(label="Profile")
+                reasons = gr.Markdown(label="Why each score (PAE_EXPLAIN)")
                 baseline_table = gr.Dataframe(headers=BASELINE_HEADERS, label="Literal metrics")
                 with gr.Accordion("Raw model answer", open=False):
                     raw = gr.Code(language="json", label="answer")
@@ -126,7 +127,7 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
     choice.change(pick_poem, choice, [text, title, author], api_name=False)
     rubric.change(lambda c: gr.update(visible=c == UPLOADED), rubric, rubric_file, api_name=False)
     button.click(score, [image, text, title, author, rubric, rubric_file, baselines],
-                 [table, summary, plot, raw, baseline_table], api_name="score")
+                 [table, summary, plot, reasons, raw, baseline_table], api_name="score")
     demo.load(leaderboard, None, [board_summary, board_table, board_plot], api_name="leaderboard")
     text_button.click(find_text, [image, text, title, author], [text_image, text_summary], api_name="text")
 

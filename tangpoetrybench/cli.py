@@ -86,6 +86,8 @@ def _score(args: argparse.Namespace) -> None:
 
     if args.evaluator != "api" and (args.price_in is not None or args.price_out is not None):
         raise ValueError("--price-in and --price-out apply to the api evaluator only")
+    if args.reason_language and not args.explain:
+        raise ValueError("--reason-language applies with --explain only")
     source = source_of(args.dataset, args.images, args.poems, args.config, args.split)
     state = process_state()  # under a launcher: the process group, before any model is loaded
     if args.backend == "vllm" and state.num_processes > 1:
@@ -104,6 +106,8 @@ def _score(args: argparse.Namespace) -> None:
         raise ValueError("--candidates and --orders apply to the recognize evaluator only")
     if args.evaluator == "recognize":
         extra.update(candidates=args.candidates, orders=args.orders)
+    if args.explain:
+        extra["explain"] = args.reason_language or "poem"
     evaluator = load_evaluator(args.evaluator, model=args.model, adapter=args.adapter, backend=args.backend, **extra)
     summary = score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,
                              num_workers=args.num_workers, progress=not args.quiet)
@@ -174,7 +178,7 @@ def _report(args: argparse.Namespace) -> None:
     from .reporting.report import build_report, write_report
 
     out = write_report(build_report(args.dataset, args.scores or [], split=args.split, n_bootstrap=args.bootstrap,
-                                    seed=args.seed, ocr=args.ocr), args.out)
+                                    seed=args.seed, ocr=args.ocr, graphs=args.graphs), args.out)
     print(f"Wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'numbers.json'} and {out / 'figures'}/")
 
 
@@ -281,6 +285,55 @@ def _tiny_models(args: argparse.Namespace) -> None:
         print("text-to-image not built: diffusers is not installed (pip install -e \".[generate]\")")
     print("Random weights: use these to run the pipeline offline, never to measure anything.")
 
+
+def _explain(args: argparse.Namespace) -> None:
+    import json
+
+    from PIL import Image
+
+    from .judging.semjudge import RANDOM_WEIGHTS_NOTE, graph_tree, load_semjudge
+    from .poems import read_poems, sample_poems
+
+    if not args.image.is_file():
+        raise ValueError(f"{args.image}: no such image file")
+    if Path(args.poem).is_file():
+        poems = read_poems(args.poem)
+        if len(poems) != 1:
+            raise ValueError(f"{args.poem} holds {len(poems)} poems: give one poem's poem_id and --poems {args.poem}")
+        poem = poems[0]
+    else:
+        catalogue = {p.poem_id: p for p in (read_poems(args.poems) if args.poems else sample_poems())}
+        if args.poem not in catalogue:
+            raise ValueError(f"no poem {args.poem!r} in {args.poems or 'the bundled poems'} (and no such file)")
+        poem = catalogue[args.poem]
+    judge = load_semjudge(args.model, base_url=args.base_url, cache_dir=args.cache, local=args.local,
+                          device=args.device, **({"max_new_tokens": args.max_new_tokens} if args.max_new_tokens else {}),
+                          **({"api_key_env": args.api_key_env} if args.api_key_env else {}))
+    image = Image.open(args.image)
+    [poem_graph] = judge.poem_graphs([poem])
+    [image_graph] = judge.image_graphs([image])
+    if judge.random_weights:
+        print(f"{args.model}: {RANDOM_WEIGHTS_NOTE}")
+    for title, result in ((f"《{poem.title}》 {poem.author} — the poem's graph", poem_graph),
+                          (f"{args.image} — the image's graph", image_graph)):
+        print(graph_tree(result.value, title) if result.value is not None else f"{title}: {result.error}")
+        print()
+    if args.out and poem_graph.value is not None and image_graph.value is not None:
+        record = {"image_id": args.image_id or f"{args.image.parent.name}/{args.image.stem}", "poem_id": poem.poem_id,
+                  "model": judge.model_name, **judge.settings(), "size": list(judge.sent_image(image).size),
+                  "poem_graph": poem_graph.value, "image_graph": image_graph.value,
+                  **({"random_weights": True} if judge.random_weights else {})}
+        with open(args.out, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    asked = [r.usage for r in (poem_graph, image_graph) if not r.cached and r.usage]
+    if asked:
+        from .judging.evaluators.api import usage_line
+
+        print(f"{judge.requests} requests; " + usage_line(sum(u.get("prompt_tokens", 0) for u in asked),
+                                                          sum(u.get("completion_tokens", 0) for u in asked)))
+    failed = [r.error for r in (poem_graph, image_graph) if r.value is None]
+    if failed:
+        raise ValueError("; ".join(failed))
 
 
 class _StoreOnce(argparse._StoreAction):
@@ -406,6 +459,11 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--question", choices=["t2v_metrics", "poem"],
                    help="vqascore: t2v_metrics' question, comparable with published VQAScore, or this project's own "
                         "(title, author and full text) (default: t2v_metrics)")
+    p.add_argument("--explain", action="store_true",
+                   help="pae, api: answer the rubric with a one-sentence reason per dimension too (kept in each "
+                        "record's reasons; the default answer length grows to 1536 tokens)")
+    p.add_argument("--reason-language", choices=["poem", "en"],
+                   help="with --explain: reasons in the poem's language (Chinese; the default) or in English")
     p.add_argument("--base-url", help="api: an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (default: "
                                       "Hugging Face Inference Providers route --model)")
     p.add_argument("--api-key-env", metavar="NAME",
@@ -467,6 +525,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="test", help="the split the scores cover")
     p.add_argument("--bootstrap", type=int, default=10_000, help="resamples for the 95%% intervals")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+    p.add_argument("--graphs", type=Path, metavar="GRAPHS.jsonl",
+                   help="SemJudge graphs (tpb explain --out): one image's graph per generator in the report")
 
     p = command("generate", "illustrate every poem with a diffusers text-to-image pipeline and the paper's prompt, "
                 "into a raw release that a rerun resumes",
@@ -549,6 +609,23 @@ def make_parser() -> argparse.ArgumentParser:
                 "tpb tiny-models sample/models", _tiny_models)
     p.add_argument("out", type=Path, help="the folder to write: OUT/qwen3-vl, OUT/clip, ..., OUT/text-to-image")
     p.add_argument("--overwrite", action="store_true", help="rebuild even if OUT holds this version's models")
+
+    p = command("explain", "print SemJudge's semiosis graphs of a poem and an image, as indented trees",
+                "tpb explain --image images/g1/p1.png --poem p1 --model Qwen/Qwen3-VL-8B-Instruct "
+                "--base-url http://127.0.0.1:8000/v1", _explain)
+    p.add_argument("--image", type=Path, required=True, help="the image file")
+    p.add_argument("--poem", required=True, help="a poem_id (in --poems, default the bundled poems) or a poems file "
+                                                 "holding one poem")
+    p.add_argument("--poems", type=Path, help="where --poem's poem_id is looked up: " + POEMS_FILE)
+    p.add_argument("--model", required=True, help="the model the server knows; with --local, a Hub id or folder")
+    p.add_argument("--base-url", help="an OpenAI-compatible server (default: Hugging Face Inference Providers)")
+    p.add_argument("--api-key-env", metavar="NAME", help="the environment variable holding the API key (default: HF_TOKEN)")
+    p.add_argument("--local", action="store_true", help="ask a local Qwen3-VL on transformers instead of a server")
+    p.add_argument("--device", help="with --local: cpu, cuda, ... (default: the GPU when there is one)")
+    p.add_argument("--max-new-tokens", type=int, help="a graph's length limit (default: 1536)")
+    p.add_argument("--cache", type=Path, help="a folder of graphs kept between runs (default: none)")
+    p.add_argument("--out", type=Path, help="append both graphs as one JSON line here (a graphs file for tpb report)")
+    p.add_argument("--image-id", help="the image's id in --out (default: FOLDER/STEM of --image, generator/poem_id)")
 
     p = command("convert-poems", "convert chinese-poetry JSONL files (tang300, songci) to a poems file",
                 "tpb convert-poems tang300.jsonl songci_busuanzi.jsonl poems.jsonl", _convert_poems)

@@ -1,7 +1,8 @@
-"""Writing a folder all at once: readers never see a half-written dataset or release."""
+"""Writing a folder all at once: readers never see a half-written dataset or release; reading JSON Lines."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -34,3 +35,15 @@ def ensure_free(out: Path, overwrite: bool) -> None:
     """Refuse to replace a non-empty folder unless asked to."""
     if out.exists() and not (overwrite or (out.is_dir() and not any(out.iterdir()))):
         raise FileExistsError(f"{out} exists; choose another folder or pass --overwrite")
+
+
+def json_lines(path: Path | str) -> Iterator[tuple[int, dict]]:
+    """(line number, record) of each non-blank line of a JSON Lines file; a line that is not JSON is an error naming
+    the file and line."""
+    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield lineno, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None

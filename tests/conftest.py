@@ -115,6 +115,40 @@ def launched_space(env: dict[str, str], name: str):
         module.demo.close()
 
 
+@contextmanager
+def transformers_serve(model: str | Path, log_dir: Path):
+    """`transformers serve` with a local model on a free loopback port, offline: yields {"url", "model"} once its
+    /health answers; stopped on exit."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(log_dir / "serve.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "transformers.cli.transformers", "serve", str(model), "--host",
+                             "127.0.0.1", "--port", str(port), "--device", "cpu"], stdout=log, stderr=subprocess.STDOUT,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    url = f"http://127.0.0.1:{port}"
+    while True:  # until the server answers, or ends: however long a loaded machine takes to start it
+        try:
+            urllib.request.urlopen(url + "/health", timeout=2)
+            break
+        except OSError:
+            assert proc.poll() is None, open(log.name).read()[-3000:]
+            time.sleep(0.5)
+    try:
+        yield {"url": url, "model": str(model)}
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        log.close()
+
+
 class Flaky:
     """Wraps an evaluator's model step: the items named in `fail` make any batch holding them raise `exc`; with
     `alone`, also when scored by themselves. The model itself runs for real on every other call."""

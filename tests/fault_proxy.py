@@ -1,8 +1,10 @@
 """A loopback HTTP proxy in front of a real server, for fault injection: it answers the first requests with the
 planned faults (429 with Retry-After, 503, a dropped connection, an answer held back until the client gives up),
-checks an API key, refuses requests that carry a given field, and can delay every answer by a fixed time (the
-concurrency benchmark), and can put planned answers in place of the real server's first ones (a malformed answer,
-then a good one: the repair round). Everything else goes to the real server and back unchanged."""
+checks an API key, refuses requests that carry a given field, can delay every answer by a fixed time (the
+concurrency benchmark), can put planned answers in place of the real server's first ones (a malformed answer,
+then a good one: the repair round) and can rewrite the real server's answers (`rewrite(request, response) ->
+response`, on the decoded JSON of a chat completion: a model whose answers the test decides). Everything else goes
+to the real server and back unchanged."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
 from urllib.parse import urlparse
 
 FAULTS = ("429", "503", "drop", "slow")
@@ -25,12 +28,13 @@ class FaultProxy:
 
     def __init__(self, upstream: str, faults: list[str] = (), delay: float = 0.0,
                  key: str | None = None, refuse_field: str | None = None, retry_after: str = "1", port: int = 0,
-                 answers: list[str | None] = ()):
+                 answers: list[str | None] = (), rewrite: Callable[[dict, dict], dict] | None = None):
         assert all(f in FAULTS for f in faults), faults
         self.upstream = urlparse(upstream)
         self.faults, self.delay, self.key = list(faults), delay, key
         self.answers = list(answers)
         self.refuse_field, self.retry_after, self.port = refuse_field, retry_after, port
+        self.rewrite = rewrite
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
@@ -77,7 +81,8 @@ class FaultProxy:
             self.requests.append({"path": h.path, "fault": fault, "fields": sorted(fields),
                                   "authorization": h.headers.get("Authorization"),
                                   "last_messages": [(m["role"], m["content"] if isinstance(m["content"], str) else None)
-                                                    for m in fields.get("messages", [])[-2:]]})
+                                                    for m in fields.get("messages", [])[-2:]],
+                                  "body": fields})
         if self.key is not None and h.headers.get("Authorization") != f"Bearer {self.key}":
             return self.answer(h, 401, {"error": "invalid API key"})
         if self.refuse_field and self.refuse_field in fields:
@@ -101,6 +106,8 @@ class FaultProxy:
                 reply = json.loads(data)
                 reply["choices"][0]["message"]["content"] = planned
                 data = json.dumps(reply).encode()
+        if self.rewrite is not None and response.status == 200 and h.path.endswith("/chat/completions"):
+            data = json.dumps(self.rewrite(fields, json.loads(data))).encode()
         if fault == "slow":
             return self.hold_until_closed(h)
         time.sleep(self.delay)

@@ -13,12 +13,12 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from email.utils import formatdate
 
 import pytest
 from PIL import Image
 
+from conftest import transformers_serve
 from fault_proxy import FaultProxy
 from tangpoetrybench.cli import main
 from tangpoetrybench.judging.evaluators import load_evaluator
@@ -140,24 +140,8 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def server(tiny_models, tmp_path_factory):
     """`transformers serve` with the tiny Qwen3-VL on loopback, offline, for the whole module."""
-    model = str(tiny_models["qwen3-vl"])
-    port = free_port()
-    log = open(tmp_path_factory.mktemp("serve") / "serve.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "transformers.cli.transformers", "serve", model, "--host",
-                             "127.0.0.1", "--port", str(port), "--device", "cpu"], stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    url = f"http://127.0.0.1:{port}"
-    while True:  # until the server answers, or ends: however long a loaded machine takes to start it
-        try:
-            urllib.request.urlopen(url + "/health", timeout=2)
-            break
-        except OSError:
-            assert proc.poll() is None, open(log.name).read()[-3000:]
-            time.sleep(0.5)
-    yield {"url": url, "model": model}
-    proc.terminate()
-    proc.wait(30)
-    log.close()
+    with transformers_serve(tiny_models["qwen3-vl"], tmp_path_factory.mktemp("serve")) as served:
+        yield served
 
 
 def records(path):

@@ -163,7 +163,7 @@ def test_api_over_gradio_client(app, png):
 
     module, url = app
     client = Client(url, verbose=False)
-    table, summary, plot, raw, baselines = client.predict(handle_file(str(png)), POEM, api_name="/score")
+    table, summary, plot, reasons, raw, baselines = client.predict(handle_file(str(png)), POEM, api_name="/score")
     assert table["headers"] == ["dimension", "score", "nearest anchor", "what it judges"] and len(table["data"]) == 10
     assert "random-weight test model" in summary and plot["type"] == "matplotlib"
     assert [row[0] for row in baselines["data"]] == ["clipscore", "blipscore", "vqascore"]

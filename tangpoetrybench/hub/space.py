@@ -39,6 +39,7 @@ BASELINE_SCALES = {"clipscore": "0 – 2.5", "blipscore": "0 – 1", "vqascore":
 OCR = "text-ocr"
 REGION_COLOURS = {"poem": (214, 39, 40), "garbled": (255, 127, 14), "other": (31, 119, 180), "seal": (148, 103, 189),
                   "noise": (150, 150, 150)}
+SIGN_COLOURS = [(214, 39, 40), (31, 119, 180), (44, 160, 44), (148, 103, 189), (255, 127, 14)]  # one per sub-sign
 VERDICT_TEXT = {"clean": "no text found", "leaked_poem_text": "the poem's own text is written in the picture",
                 "garbled_characters": "fake or garbled characters", "other_text": "text that is not the poem",
                 "seal_only": "only an artist's seal (not a text issue)"}
@@ -55,23 +56,52 @@ def draw_regions(image: Image.Image, evidence: Mapping) -> Image.Image:
     out = image.convert("RGB")
     draw = ImageDraw.Draw(out)
     font = cjk_font()
-    width = max(2, min(out.size) // 200)
     for region in evidence["regions"]:
-        colour = REGION_COLOURS.get(region["kind"], REGION_COLOURS["noise"])
-        corners = [tuple(p) for p in region["box"]]
-        draw.polygon(corners, outline=colour, width=width)
         caption = f"{region['kind']} {region['confidence']:.2f}"
-        caption = f"{region['text']} · {caption}" if font else caption
-        face = font.at(max(12, min(out.size) // 32)) if font else None
-        at, anchor = (min(p[0] for p in corners), min(p[1] for p in corners)), "lb"  # above the region ...
-        if draw.textbbox(at, caption, font=face, anchor=anchor)[1] < 0:  # ... or below it, at the top edge
-            at, anchor = (at[0], max(p[1] for p in corners)), "lt"
-        right = draw.textbbox(at, caption, font=face, anchor=anchor)[2]
-        at = (max(0, at[0] - max(0, right + 2 - out.width)), at[1])  # kept inside the right edge
-        left, top, right, bottom = draw.textbbox(at, caption, font=face, anchor=anchor)
-        draw.rectangle([left - 2, top - 2, right + 2, bottom + 2], fill=colour)
-        draw.text(at, caption, font=face, fill=(255, 255, 255), anchor=anchor)
+        _outline(draw, [tuple(p) for p in region["box"]], f"{region['text']} · {caption}" if font else caption,
+                 REGION_COLOURS.get(region["kind"], REGION_COLOURS["noise"]), font)
     return out
+
+
+def draw_sign_boxes(image: Image.Image, graph: Mapping, size: tuple[int, int] | None = None) -> Image.Image:
+    """The image with each sub-sign's boxes from a SemJudge image graph outlined and labelled with the sub-sign's
+    id and sign (in Chinese where a Chinese font is installed, else the id alone). `size` is the image's size as the
+    judge saw it, where the boxes are (default: this image's)."""
+    out = image.convert("RGB")
+    draw = ImageDraw.Draw(out)
+    font = cjk_font()
+    sx, sy = (out.width / size[0], out.height / size[1]) if size else (1.0, 1.0)
+    for i, child in enumerate(graph["hsg_root"]["children"]):
+        colour = SIGN_COLOURS[i % len(SIGN_COLOURS)]
+        caption = f"{child['node_id']}: {child['semiosis']['sign_description'][:40]}" if font else str(child["node_id"])
+        for x0, y0, x1, y1 in child.get("bounding_boxes", []):
+            corners = [(x0 * sx, y0 * sy), (x1 * sx, y0 * sy), (x1 * sx, y1 * sy), (x0 * sx, y1 * sy)]
+            _outline(draw, corners, caption, colour, font)
+    return out
+
+
+def _outline(draw: ImageDraw.ImageDraw, corners: list[tuple[float, float]], caption: str, colour, font) -> None:
+    """A polygon outlined in `colour`, its caption on a filled band above it (below it at the top edge), inside the
+    picture."""
+    size = draw.im.size
+    draw.polygon(corners, outline=colour, width=max(2, min(size) // 200))
+    face = font.at(max(12, min(size) // 32)) if font else None
+    at, anchor = (min(p[0] for p in corners), min(p[1] for p in corners)), "lb"  # above the region ...
+    if draw.textbbox(at, caption, font=face, anchor=anchor)[1] < 0:  # ... or below it, at the top edge
+        at, anchor = (at[0], max(p[1] for p in corners)), "lt"
+    right = draw.textbbox(at, caption, font=face, anchor=anchor)[2]
+    at = (max(0, at[0] - max(0, right + 2 - size[0])), at[1])  # kept inside the right edge
+    left, top, right, bottom = draw.textbbox(at, caption, font=face, anchor=anchor)
+    draw.rectangle([left - 2, top - 2, right + 2, bottom + 2], fill=colour)
+    draw.text(at, caption, font=face, fill=(255, 255, 255), anchor=anchor)
+
+
+def reasons_markdown(reasons: Mapping[str, str] | None, rubric: Rubric) -> str:
+    """Explain mode's reasons, one line per dimension in rubric order (empty without reasons)."""
+    if not reasons:
+        return ""
+    return "\n".join(f"- **{d.name['en']} / {d.name['zh']}**: {reasons[d.key]}" for d in rubric.dimensions
+                     if d.key in reasons)
 
 
 class UserError(Exception):
@@ -92,6 +122,7 @@ class SpaceConfig:
     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
     concurrency: int = 1
     leaderboard: str | None = None
+    explain: str | None = None  # PAE_EXPLAIN=poem or en: a reason per dimension under the radar
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> "SpaceConfig":
@@ -104,7 +135,7 @@ class SpaceConfig:
             vqa_model=get("VQA_MODEL"), poems_file=get("PAE_POEMS"),
             max_image_bytes=int(get("PAE_MAX_IMAGE_BYTES", 20 * 2**20)),
             max_image_pixels=int(get("PAE_MAX_IMAGE_PIXELS", DEFAULT_MAX_IMAGE_PIXELS)),
-            concurrency=int(get("PAE_CONCURRENCY", 1)), leaderboard=get("PAE_LEADERBOARD"),
+            concurrency=int(get("PAE_CONCURRENCY", 1)), leaderboard=get("PAE_LEADERBOARD"), explain=get("PAE_EXPLAIN"),
         )
 
 
@@ -117,6 +148,7 @@ class SpaceResult:
     parse_status: str
     error: str | None = None  # why PAE's answer failed, when it did
     baselines: list[list] = field(default_factory=list)  # metric, score, scale, note (why a baseline has no score)
+    reasons: str = ""  # explain mode: each dimension's reason, Markdown
 
 
 def read_image(path: str | Path | None, max_bytes: int, max_pixels: int) -> Image.Image:
@@ -225,8 +257,9 @@ class Scorer:
                     self._loaded[name] = VQAScore.from_loaded(pae.model, pae.processor, model_name=c.model)
                 elif name == "pae":
                     merge = {"merge_adapter": False} if self.shares_qwen and c.adapter else {}
+                    explain = {"explain": c.explain} if c.explain else {}
                     self._loaded[name] = load_evaluator(name, model=model, adapter=c.adapter, backend=c.backend,
-                                                        **kwargs, **merge)
+                                                        **kwargs, **merge, **explain)
                 else:
                     self._loaded[name] = load_evaluator(name, model=model, **kwargs)
             except UserError:
@@ -256,7 +289,7 @@ class Scorer:
         return SpaceResult(table=dimension_table(result.scores, rubric),
                            quality=None if result.quality is None else round(result.quality, 3), figure=figure,
                            raw_output=result.raw_output or "", parse_status=result.parse_status, error=result.error,
-                           baselines=baselines)
+                           baselines=baselines, reasons=reasons_markdown(result.reasons, rubric))
 
     def text_regions(self, image_path, poem_text: str, title: str = "", author: str = "") -> tuple[Image.Image, str]:
         """The image with the text regions the OCR found drawn on it, and the verdict in a sentence."""

@@ -5,7 +5,9 @@ at each step the logits of the tokens that would leave that form are masked, and
 of the rest (the vLLM backend gets the same guarantee from its JSON-schema decoding).
 
 The candidate tokens are few (those of the answer's fixed text, the digits, the point and `null`), so a step checks a
-handful of strings per row, not the vocabulary.
+handful of strings per row, not the vocabulary. Explain mode's form (`{"scores": {…}, "reasons": {…}}`) adds one
+string slot per key: a non-empty sentence of at most `MAX_REASON_CHARS` characters with no quote, backslash or
+control character; the tokens that may go inside one are found once, over the vocabulary.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import torch
 from transformers import LogitsProcessor
 
 from ..rubric import Rubric
+from .prompt import MAX_REASON_CHARS
 
 NUMBERS = ("0", "1", "0.0", "1.0", "1.00", *(f"0.{d}" for d in range(1, 10)), *(f"0.{d:02d}" for d in range(100)))
 VALUE_CHARS = set("0123456789.nul")
@@ -26,30 +29,40 @@ VALUE_CHARS = set("0123456789.nul")
 
 @dataclass(frozen=True)
 class Grammar:
-    """The answer form of one rubric: the fixed text between the values (one piece more than there are keys) and
-    whether each value may be null."""
+    """The answer form of one rubric: the fixed text between the values (one piece more than there are values) and
+    each value's kind: "number", "nullable" (a number or null) or "string" (a reason)."""
 
     literals: tuple[str, ...]
-    nullable: tuple[bool, ...]
+    kinds: tuple[str, ...]
 
     @classmethod
-    def of(cls, rubric: Rubric) -> "Grammar":
-        keys = rubric.keys
-        literals = tuple(("{" if i == 0 else ", ") + json.dumps(k, ensure_ascii=False) + ": " for i, k in enumerate(keys))
-        return cls(literals + ("}",), tuple(any(o.excluded for o in rubric.dimension(k).options) for k in keys))
+    def of(cls, rubric: Rubric, explain: bool = False) -> "Grammar":
+        keys = [json.dumps(k, ensure_ascii=False) for k in rubric.keys]
+        kinds = tuple("nullable" if any(o.excluded for o in rubric.dimension(k).options) else "number"
+                      for k in rubric.keys)
+        if not explain:
+            return cls(tuple(("{" if i == 0 else ", ") + k + ": " for i, k in enumerate(keys)) + ("}",), kinds)
+        scores = tuple(('{"scores": {' if i == 0 else ", ") + k + ": " for i, k in enumerate(keys))
+        reasons = tuple(('}, "reasons": {' if i == 0 else '", ') + k + ': "' for i, k in enumerate(keys))
+        return cls(scores + reasons + ('"}}',), kinds + ("string",) * len(keys))
+
+
+def _is_text(c: str) -> bool:
+    """A character a reason may hold as it is (JSON would escape the others)."""
+    return c not in '"\\' and ord(c) >= 0x20
 
 
 @lru_cache(maxsize=2)
 def _values(nullable: bool) -> tuple[frozenset[str], frozenset[str]]:
-    """(complete values, prefixes of values) of one slot."""
+    """(complete values, prefixes of values) of one number slot."""
     complete = set(NUMBERS) | ({"null"} if nullable else set())
     return frozenset(complete), frozenset(v[:i] for v in complete for i in range(len(v) + 1))
 
 
 def state(text: str, grammar: Grammar) -> tuple[str, str]:
     """Where `text` stands in the answer form: ("bad", ""), ("done", ""), ("literal", rest of the fixed piece
-    being written) or ("value", "")."""
-    literals, nullable = grammar.literals, grammar.nullable
+    being written), ("value", "") in a number, or ("string", the reason so far) in a reason."""
+    literals, kinds = grammar.literals, grammar.kinds
     pos = 0
     for i, literal in enumerate(literals):
         n = min(len(literal), len(text) - pos)
@@ -58,12 +71,22 @@ def state(text: str, grammar: Grammar) -> tuple[str, str]:
         if n < len(literal):
             return "literal", literal[n:]
         pos += n
-        if i == len(nullable):
+        if i == len(kinds):
             break
         end = pos
+        if kinds[i] == "string":
+            while end < len(text) and _is_text(text[end]):
+                end += 1
+            value = text[pos:end]
+            if len(value) > MAX_REASON_CHARS or end < len(text) and not value:
+                return "bad", ""
+            if end == len(text):
+                return "string", value
+            pos = end
+            continue
         while end < len(text) and text[end] in VALUE_CHARS:
             end += 1
-        complete, prefixes = _values(nullable[i])
+        complete, prefixes = _values(kinds[i] == "nullable")
         value = text[pos:end]
         if end == len(text):
             return ("value", "") if value in prefixes else ("bad", "")
@@ -76,17 +99,20 @@ def state(text: str, grammar: Grammar) -> tuple[str, str]:
 class AnswerConstraint(LogitsProcessor):
     """Masks, row by row, every token that would take the answer out of the rubric's form; once the answer is whole,
     only an end-of-sequence token is allowed. `rubrics` holds each row's rubric; `prompt_length` is the (padded)
-    length of the prompts, where the answers begin."""
+    length of the prompts, where the answers begin; `explain` asks for explain mode's form."""
 
-    def __init__(self, tokenizer, rubrics: Sequence[Rubric], prompt_length: int, eos_token_ids: Sequence[int]):
+    def __init__(self, tokenizer, rubrics: Sequence[Rubric], prompt_length: int, eos_token_ids: Sequence[int],
+                 explain: bool = False):
         self.tokenizer = tokenizer
-        by_fingerprint = {r.fingerprint: Grammar.of(r) for r in rubrics}
+        by_fingerprint = {r.fingerprint: Grammar.of(r, explain) for r in rubrics}
         self.grammars = [by_fingerprint[r.fingerprint] for r in rubrics]
         self.prompt_length = prompt_length
         self.eos = sorted(set(eos_token_ids))
         pieces = {p for g in by_fingerprint.values() for p in g.literals} | set("0123456789.") | {"null"}
         ids = {i for p in pieces for i in tokenizer.encode(p, add_special_tokens=False)}
         self.candidates = {i: tokenizer.decode([i]) for i in sorted(ids)}
+        if explain:
+            self.text_ids, self.text_lengths = text_tokens(tokenizer)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         mask = torch.full_like(scores, float("-inf"))
@@ -97,13 +123,31 @@ class AnswerConstraint(LogitsProcessor):
             mask[row, self.allowed(self.tokenizer.decode(ids), self.grammars[row])] = 0
         return scores + mask
 
-    def allowed(self, text: str, grammar: Grammar) -> list[int]:
+    def allowed(self, text: str, grammar: Grammar) -> list[int] | torch.Tensor:
         where, rest = state(text, grammar)
         if where == "done":
             return self.eos
+        if where == "string":  # more of the reason (what fits), or the quote that ends it
+            closing = [i for i, piece in self.candidates.items()
+                       if piece[:1] == '"' and state(text + piece, grammar)[0] != "bad"]
+            more = self.text_ids[self.text_lengths <= MAX_REASON_CHARS - len(rest)]
+            return torch.cat([more, torch.tensor(closing, dtype=torch.long)])
         first = set(rest[:1]) if where == "literal" else VALUE_CHARS | {",", "}"}  # a cheap filter before the check
         allowed = [i for i, piece in self.candidates.items()
                    if piece[:1] in first and state(text + piece, grammar)[0] != "bad"]
         if where == "literal":  # the fixed text's own first token always keeps the answer going
             allowed.append(self.tokenizer.encode(rest, add_special_tokens=False)[0])
         return allowed
+
+
+def text_tokens(tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids, lengths in characters) of the tokens that may go inside a reason: not special, not empty, and only
+    characters a JSON string holds unescaped. One pass over the vocabulary."""
+    special = set(tokenizer.all_special_ids) | set(getattr(tokenizer, "added_tokens_decoder", {}))
+    ids, lengths = [], []
+    for i in range(len(tokenizer)):
+        piece = "" if i in special else tokenizer.decode([i])
+        if piece and all(_is_text(c) for c in piece):
+            ids.append(i)
+            lengths.append(len(piece))
+    return torch.tensor(ids, dtype=torch.long), torch.tensor(lengths, dtype=torch.long)

@@ -36,6 +36,10 @@ parser returns none. Where two readings remain, the answer fails; a value that i
 repair. `failed`: nothing usable — no rubric key, every score null, a truncated object, two readings. `quality` is
 the mean of the scores, and null unless every dimension that always applies has one. `PARSER_VERSION` changes
 whenever these rules do.
+
+Explain mode (`explain=True`): `ok` is also `{"scores": <the plain answer>, "reasons": {…}}` exactly; anything else
+is read by the rules above (the scores one level down). The reasons are read beside the scores, never instead of
+them: a rubric key's non-empty sentence is kept, a missing or empty one is left out, and neither changes a score.
 """
 
 from __future__ import annotations
@@ -99,6 +103,7 @@ class ParsedAnswer:
     status: str  # ok | repaired | failed
     notes: list[str] = field(default_factory=list)
     quality: float | None = None
+    reasons: dict[str, str] = field(default_factory=dict)  # explain mode: rubric key → its sentence
 
     @property
     def error(self) -> str | None:
@@ -116,16 +121,44 @@ def answer_quality(scores: dict[str, float | None], rubric: Rubric) -> float | N
     return whole_mean([scores.get(k) for k in rubric.keys], [not excludable(rubric, k) for k in rubric.keys])
 
 
-def parse_answer(text: str | None, rubric: Rubric) -> ParsedAnswer:
-    """Parse a model's answer against `rubric`; never raises."""
+def parse_answer(text: str | None, rubric: Rubric, explain: bool = False) -> ParsedAnswer:
+    """Parse a model's answer against `rubric` (with `explain`, its reasons too); never raises."""
     try:
-        parsed = _parse(text or "", rubric)
+        parsed = (explain and _explained(text or "", rubric)) or _parse(text or "", rubric)
     except Exception as exc:  # the contract is "never raises": a parser bug must not stop a scoring run
         parsed = _failed(rubric, [f"parser error: {type(exc).__name__}: {exc}"])
     if parsed.status != "failed" and all(v is None for v in parsed.scores.values()):
         parsed = _failed(rubric, parsed.notes + ["no usable score"])
     parsed.quality = answer_quality(parsed.scores, rubric) if parsed.status != "failed" else None
+    if explain and parsed.status != "failed":
+        parsed.reasons = read_reasons(text or "", rubric)
     return parsed
+
+
+def _explained(text: str, rubric: Rubric) -> ParsedAnswer | None:
+    """An explain-mode answer that is exactly what was asked for, or None."""
+    try:
+        value = json.loads(text.strip())
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or list(value) != ["scores", "reasons"] or not isinstance(value["scores"], dict):
+        return None
+    strict = _strict(json.dumps(value["scores"]), rubric)
+    return None if strict is None else ParsedAnswer(strict, "ok")
+
+
+def read_reasons(text: str, rubric: Rubric) -> dict[str, str]:
+    """The last whole `{…, "reasons": {…}}` object's reasons: rubric key → its stripped sentence, in rubric order;
+    keys without a non-empty sentence are left out. Never raises."""
+    try:
+        for segment, complete in reversed(_segments(THINK.sub("", text))):
+            value = _loads_lenient(segment, []) if complete else None
+            if isinstance(value, dict) and isinstance(value.get("reasons"), dict):
+                found = {_alias(rubric, k): v.strip() for k, v in value["reasons"].items() if isinstance(v, str)}
+                return {k: found[k] for k in rubric.keys if found.get(k)}
+    except Exception:  # reasons are an addition: a reader bug must never fail the scores
+        pass
+    return {}
 
 
 def _failed(rubric: Rubric, notes: list[str]) -> ParsedAnswer:

@@ -6,6 +6,10 @@ give the same text.
 
     >>> messages = build_messages(poem, rubric, image)         # chat messages with one image part
     >>> target = format_answer(scores, rubric)                 # the assistant's JSON, for SFT
+    >>> build_messages(poem, rubric, image, explain="en")      # explain mode: scores and a reason per dimension
+
+Explain mode asks the same rubric question; only the answer format grows a `reasons` object, one sentence per
+rubric dimension, in the poem's language (`explain="poem"`) or in English (`explain="en"`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,10 @@ import json
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from ..rubric import Dimension, Rubric
+
+
+REASON_LANGUAGES = {"poem": "Chinese, the poem's language", "en": "English"}
+MAX_REASON_CHARS = 120  # one sentence; constrained decoding stops a reason here
 
 
 class PoemLike(Protocol):
@@ -41,11 +49,25 @@ def _dimension_block(i: int, dim: Dimension) -> str:
     return "\n".join(lines)
 
 
-def system_prompt(rubric: Rubric) -> str:
+def system_prompt(rubric: Rubric, explain: str | None = None) -> str:
+    """The rubric as the judge's instructions; `explain` ("poem" or "en") asks for a reason per dimension too."""
+    if explain is not None and explain not in REASON_LANGUAGES:
+        raise ValueError(f"unknown reason language {explain!r} (known: {', '.join(REASON_LANGUAGES)})")
     keys = ", ".join(rubric.keys)
     nullable = [d.key for d in rubric.dimensions if any(o.excluded for o in d.options)]
     blocks = "\n".join(_dimension_block(i, d) for i, d in enumerate(rubric.dimensions, start=1))
     schema = "{" + ", ".join(f'"{k}": <number{" or null" if k in nullable else ""}>' for k in rubric.keys) + "}"
+    values = "Each value is a number from 0 to 1" + (
+        f", or null for {', '.join(nullable)} when it does not apply" if nullable else "")
+    scores = f"exactly these {len(rubric.keys)} keys, in this order: {keys}. {values}"
+    fmt = f"Reply with one JSON object and nothing else: {scores}.\n{schema}"
+    if explain is not None:
+        fmt = (f'Reply with one JSON object and nothing else, with two keys. "scores": an object with {scores}. '
+               '"reasons": an object with the same keys in the same order; each value is one sentence in '
+               f"{REASON_LANGUAGES[explain]} (at most {MAX_REASON_CHARS} characters, no double quotes) saying what in "
+               "the image earns that score.\n"
+               + '{"scores": ' + schema + ', "reasons": {' + ", ".join(f'"{k}": "<sentence>"' for k in rubric.keys)
+               + "}}")
     return (
         f"You are an expert judge of illustrations of classical Chinese poetry ({rubric.display['en']}, "
         f"{rubric.display['zh']}). You will see one image and the poem it illustrates. Score the image on every "
@@ -53,11 +75,7 @@ def system_prompt(rubric: Rubric) -> str:
         "Each dimension lists its anchors: an option letter, what it means, and its score. Give the score of the "
         "anchor that fits best, or a value between two anchors when the image falls between them.\n\n"
         f"Rubric\n{blocks}\n\n"
-        "Answer format\n"
-        f"Reply with one JSON object and nothing else: exactly these {len(rubric.keys)} keys, in this order: "
-        f"{keys}. Each value is a number from 0 to 1"
-        + (f", or null for {', '.join(nullable)} when it does not apply" if nullable else "")
-        + f".\n{schema}"
+        f"Answer format\n{fmt}"
     )
 
 
@@ -68,12 +86,13 @@ def user_prompt(poem: PoemLike) -> str:
     )
 
 
-def build_messages(poem: PoemLike, rubric: Rubric, image: Any = None) -> list[dict]:
+def build_messages(poem: PoemLike, rubric: Rubric, image: Any = None, explain: str | None = None) -> list[dict]:
     """Chat messages for one image and poem. `image` fills the image part (a PIL image, or None for a placeholder
-    that the processor fills from a separate `images` column, as TRL's vision trainers do)."""
+    that the processor fills from a separate `images` column, as TRL's vision trainers do); `explain` asks for
+    reasons (see `system_prompt`)."""
     image_part: dict = {"type": "image"} if image is None else {"type": "image", "image": image}
     return [
-        {"role": "system", "content": [{"type": "text", "text": system_prompt(rubric)}]},
+        {"role": "system", "content": [{"type": "text", "text": system_prompt(rubric, explain)}]},
         {"role": "user", "content": [image_part, {"type": "text", "text": user_prompt(poem)}]},
     ]
 
@@ -83,27 +102,31 @@ def with_image_parts(messages: list[dict], part: Callable[[Any], dict]) -> list[
     return [{**m, "content": [part(p["image"]) if p["type"] == "image" else p for p in m["content"]]} for m in messages]
 
 
-def format_answer(scores: Mapping[str, float | None], rubric: Rubric) -> str:
-    """The answer PAE is trained to give: the JSON object with every key in rubric order, two decimals."""
-    return json.dumps(
-        {k: None if scores.get(k) is None else round(float(scores[k]), 2) for k in rubric.keys},
-        ensure_ascii=False,
-    )
+def format_answer(scores: Mapping[str, float | None], rubric: Rubric,
+                  reasons: Mapping[str, str] | None = None) -> str:
+    """The answer PAE is trained to give: the JSON object with every key in rubric order, two decimals; with
+    `reasons`, explain mode's `{"scores": {…}, "reasons": {…}}`."""
+    values = {k: None if scores.get(k) is None else round(float(scores[k]), 2) for k in rubric.keys}
+    if reasons is None:
+        return json.dumps(values, ensure_ascii=False)
+    return json.dumps({"scores": values, "reasons": {k: reasons.get(k, "") for k in rubric.keys}}, ensure_ascii=False)
 
 
-def answer_schema(rubric: Rubric) -> dict:
+def answer_schema(rubric: Rubric, explain: bool = False) -> dict:
     """The JSON schema of an answer (for structured decoding): numbers in [0, 1], null where a dimension can be
-    excluded, every key required, nothing else."""
+    excluded, every key required, nothing else; with `explain`, those scores under "scores" beside a "reasons"
+    object of one non-empty sentence per key."""
     number = {"type": "number", "minimum": 0, "maximum": 1}
-    return {
-        "type": "object",
-        "properties": {
-            d.key: {"anyOf": [number, {"type": "null"}]} if any(o.excluded for o in d.options) else number
-            for d in rubric.dimensions
-        },
-        "required": list(rubric.keys),
-        "additionalProperties": False,
-    }
+    scores = _object({d.key: {"anyOf": [number, {"type": "null"}]} if any(o.excluded for o in d.options) else number
+                      for d in rubric.dimensions})
+    if not explain:
+        return scores
+    sentence = {"type": "string", "minLength": 1, "maxLength": MAX_REASON_CHARS}
+    return _object({"scores": scores, "reasons": _object({k: sentence for k in rubric.keys})})
+
+
+def _object(properties: dict) -> dict:
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
 LETTERS = "ABCDEFGH"

@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 
 from ..dataset.reading import dataset_rows
 from ..errors import DataError, Problem, SystematicFailure
+from ..files import json_lines
 from .evaluators.base import TRANSIENT, EvalResult, Evaluator, Prepared, ScoringItem, rgb_item
 from ..models import process_state
 from ..poems import Poem, read_poems
@@ -157,13 +158,7 @@ def read_scores(path: Path | str) -> tuple[str, dict[str, dict]]:
         raise ValueError(f"no scores file {path}: make one with `tpb score ... --out {path}`")
     records: dict[str, dict] = {}
     evaluators = set()
-    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+    for _, record in json_lines(path):
         evaluators.add(record.get("evaluator", "?"))
         records[record["image_id"]] = record
     if len(evaluators) > 1:

@@ -34,6 +34,7 @@ from ..stats.agree import agreement_data_of, matched, rating_table_of, tradition
 from ..stats.agreement import DEFAULT_BOOTSTRAP, STAT_LABELS, agreement
 from ..stats.noise_floor import MIN_MULTI_RATED, floor_summary, noise_floor
 from .plots import radar, ring_floor, scatter
+from .explanations import explanations, lay_out_explanations
 from .recognition import lay_out_recognition, recognition_results
 
 STRONG_GAP = 0.10
@@ -144,6 +145,7 @@ class ReportData:
     table3: dict
     table3_ocr: dict | None
     recognition: dict[str, dict]  # recognize results files against the human Phase-1 track, by file stem
+    explanations: dict | None  # explain mode's reasons and SemJudge graphs, where there are any
     table4: list[Table4]
     split_floor: dict | None
     noise_floor: dict
@@ -162,18 +164,23 @@ class ReportData:
             out["recognizability_judge"] = self.recognition
         if self.table4:
             out["table4"] = {t.evaluator: t.result for t in self.table4}
+        if self.explanations is not None:
+            out["explanations"] = self.explanations
         out.update(noise_floor=self.noise_floor, findings=self.findings.numbers)
         return out
 
 
 def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "test",
-                 n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, ocr: Path | None = None) -> Report:
-    """`tpb report`: read the dataset once, compute every number, then lay the report out."""
-    return lay_out(compute_report(read_inputs(dataset), scores, split, n_bootstrap, seed, ocr))
+                 n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, ocr: Path | None = None,
+                 graphs: Path | None = None) -> Report:
+    """`tpb report`: read the dataset once, compute every number, then lay the report out. `ocr`: text-ocr results
+    (the OCR's Table 3); `graphs`: SemJudge graphs (`tpb explain --out`), one shown per generator."""
+    return lay_out(compute_report(read_inputs(dataset), scores, split, n_bootstrap, seed, ocr, graphs))
 
 
 def compute_report(inputs: ReportInputs, scores: list[Path] = (), split: str = "test",
-                   n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, ocr: Path | None = None) -> ReportData:
+                   n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, ocr: Path | None = None,
+                   graphs: Path | None = None) -> ReportData:
     rubric = rubric_for_tradition("tang")
     keys = list(rubric.keys)
     rows = inputs.images
@@ -193,6 +200,7 @@ def compute_report(inputs: ReportInputs, scores: list[Path] = (), split: str = "
         table3=issue_counts({r["image_id"]: r["text_issue_type"] for r in rows if r["text_issue"] is not None},
                             generators),
         table3_ocr=ocr_table3(rows, ocr) if ocr is not None else None, recognition=recognition,
+        explanations=explanations(rows, scores, graphs, rubric),
         table4=table4, split_floor=split_floor, noise_floor=noise_floor(rating_table_of(inputs.ratings, rubric)),
         findings=compute_findings(rows, inputs.ratings, keys, generators, rubric, table2, n_bootstrap, rng),
     )
@@ -277,6 +285,7 @@ def lay_out(data: ReportData) -> Report:
     lay_out_recognition(rep, data.recognition, data.split)
     for t in data.table4:
         _table4(rep, t, data.split, data.split_floor)
+    lay_out_explanations(rep, data.explanations, rubric)
     _table5(rep, data.noise_floor, rubric)
     _findings(rep, data, rubric)
     return rep

@@ -20,8 +20,8 @@ API_OPTIONS = ("base_url", "api_key_env", "concurrency", "timeout", "retries", "
 def load_evaluator(name: str, model: str | None = None, adapter: str | None = None, backend: str = "transformers",
                    **kwargs) -> Evaluator:
     """Build an evaluator by name. `model` and `adapter` are Hub ids or local folders; None means the default
-    checkpoint. Other keyword arguments (device, max_pixels, max_new_tokens, rubric, constrained; question for
-    vqascore) go to the evaluator.
+    checkpoint. Other keyword arguments (device, max_pixels, max_new_tokens, rubric, constrained, explain; question
+    for vqascore) go to the evaluator; `explain="poem"` or `"en"` asks a rubric judge for a reason per dimension.
 
     `api` asks a served or hosted model: `model` is the name the server knows, and `base_url`, `api_key_env`,
     `concurrency`, `timeout`, `retries` and `repair` (see `evaluators.api.APIJudge`) apply to it alone."""
@@ -42,6 +42,10 @@ def load_evaluator(name: str, model: str | None = None, adapter: str | None = No
     if kwargs.get("question") is not None and name != "vqascore":
         raise ValueError(f"--question applies to vqascore only, not {name}")
     question = kwargs.pop("question", None)
+    if kwargs.get("explain") and name not in ("pae", "api"):
+        raise ValueError(f"--explain applies to the rubric judges (pae, api) only, not {name}")
+    if not kwargs.get("explain"):
+        kwargs.pop("explain", None)
     given = [k for k in API_OPTIONS if kwargs.get(k) is not None]
     if given and name != "api":
         raise ValueError(f"--{given[0].replace('_', '-')} applies to the api evaluator only, not {name}")

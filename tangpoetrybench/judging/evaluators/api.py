@@ -52,7 +52,7 @@ from ..prompt import answer_schema, with_image_parts
 from ...rubric import Rubric
 from .base import TRANSIENT, EvalResult, Evaluator, ScoringItem, describe
 from ...models import DEFAULT_MAX_PIXELS
-from .pae import DEFAULT_MAX_NEW_TOKENS, PAE
+from .pae import PAE, answer_length
 
 logger = logging.getLogger(__name__)
 
@@ -62,14 +62,28 @@ DEFAULT_TIMEOUT = 120.0  # seconds per request
 DEFAULT_RETRIES = 5
 BATCHES_PER_SLOT = 4  # a batch holds 4 × concurrency requests, so one slow answer idles few slots
 SEED = 0
-MAX_RETRY_AFTER = 300.0  # a server asking for longer makes the item a transient failure, retried by a rerun
-NO_KEY = "EMPTY"  # what keyless OpenAI-compatible servers expect; never the saved Hugging Face token
 DEFAULT_REPAIR = 1  # repair rounds for an answer that does not parse
 REPAIR_PROMPT = "Reply with the JSON object only, in the schema above."
+MAX_RETRY_AFTER = 300.0  # a server asking for longer makes the item a transient failure, retried by a rerun
+NO_KEY = "EMPTY"  # what keyless OpenAI-compatible servers expect; never the saved Hugging Face token
 
 
 class KeyRefused(RunStopped):
     """The server refused the API key (HTTP 401 or 403)."""
+
+
+@dataclass
+class Reply:
+    """A served model's answer to one request, or why there is none (`error`, of `error_kind` transient or model);
+    `format` is the response format sent with it, `refused` why none was, if the server refused one."""
+
+    text: str
+    usage: dict[str, int] | None
+    served_model: str
+    format: dict | None
+    refused: str | None
+    error: str | None = None
+    error_kind: str | None = None
 
 
 def data_url(image: Image.Image) -> str:
@@ -95,22 +109,14 @@ def repair_messages(messages: list[dict], answer: str) -> list[dict]:
     return [*messages, {"role": "assistant", "content": answer}, {"role": "user", "content": REPAIR_PROMPT}]
 
 
-@dataclass
-class Reply:
-    """What the server answered one request: the text, its token counts, the model that answered, and whether the
-    request carried the response format (and if not, why)."""
-
-    text: str
-    usage: dict[str, int] | None
-    served_model: str
-    fmt: dict | None
-    refused_now: str | None
+def response_format(rubric: Rubric, explain: bool = False) -> dict:
+    """The rubric's answer schema (explain mode's with `explain`) as an OpenAI `response_format`."""
+    return json_format("pae_answer", answer_schema(rubric, explain))
 
 
-def response_format(rubric: Rubric) -> dict:
-    """The rubric's answer schema as an OpenAI `response_format`."""
-    return {"type": "json_schema",
-            "json_schema": {"name": "pae_answer", "schema": answer_schema(rubric), "strict": True}}
+def json_format(name: str, schema: dict) -> dict:
+    """A JSON schema as an OpenAI `response_format`."""
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -204,8 +210,9 @@ class APIJudge(PAE):
     def __init__(self, model: str, base_url: str | None = None, api_key_env: str = DEFAULT_API_KEY_ENV,
                  concurrency: int = DEFAULT_CONCURRENCY, timeout: float = DEFAULT_TIMEOUT,
                  retries: int = DEFAULT_RETRIES, max_pixels: int = DEFAULT_MAX_PIXELS,
-                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, rubric: Rubric | str | None = None,
-                 structured: bool = True, backoff: float = 1.0, repair: int = DEFAULT_REPAIR):
+                 max_new_tokens: int | None = None, rubric: Rubric | str | None = None,
+                 structured: bool = True, backoff: float = 1.0, explain: str | None = None,
+                 repair: int = DEFAULT_REPAIR):
         """`model` is the name the server knows (`--served-model-name`, a LoRA module's name, a provider's model id);
         `backoff` the first retry's delay in seconds; `structured=False` never asks for the response format;
         `repair` the repair rounds for an answer that does not parse (0 or 1)."""
@@ -218,9 +225,6 @@ class APIJudge(PAE):
             raise ValueError(f"--base-url {base_url!r} is not an http:// or https:// URL")
         if concurrency < 1 or retries < 0 or timeout <= 0:
             raise ValueError("--concurrency must be at least 1, --retries at least 0 and --timeout above 0")
-        if repair not in (0, 1):
-            raise ValueError(f"--repair must be 0 (off) or 1 (one repair round), not {repair!r}")
-        self.repair = repair
         self.offline_local = constants.is_offline_mode()
         if self.offline_local and (base_url is None or not is_internal_url(base_url)):
             where = f"{base_url} is not a loopback or private address" if base_url else "no --base-url was given"
@@ -228,7 +232,11 @@ class APIJudge(PAE):
                              "or unset HF_HUB_OFFLINE")
         self.model_name, self.base_url, self.api_key_env = model, base_url, api_key_env
         self.concurrency, self.timeout, self.retries, self.backoff = concurrency, timeout, retries, backoff
-        self.max_pixels, self.max_new_tokens = max_pixels, max_new_tokens
+        self.max_pixels, self.max_new_tokens = max_pixels, answer_length(max_new_tokens, explain)
+        self.explain = explain
+        if repair not in (0, 1):
+            raise ValueError(f"--repair must be 0 (off) or 1 (one repair round), not {repair!r}")
+        self.repair = repair
         self.min_batch_size = BATCHES_PER_SLOT * concurrency
         self.refused_format: str | None = None if structured else "not asked"  # why no response format is sent
 
@@ -278,73 +286,31 @@ class APIJudge(PAE):
 
     async def _ask(self, client, slots: asyncio.Semaphore, stopped: asyncio.Event, messages: list[dict],
                    item: ScoringItem, key: str | None) -> EvalResult | None:
+        fmt = response_format(self.rubric_for(item), bool(self.explain))
         async with slots:
-            reply = await self._complete(client, stopped, messages, item, key)
-            if not isinstance(reply, Reply):
-                return reply
+            reply = await self.request(client, stopped, messages, fmt, key, item.image_id)
+            if reply is None:
+                return None  # the batch is given up: its results are never used
             result = self._reply_result(item, reply, key)
-            if result.parse_status != "failed" or not self.repair:
+            if result.parse_status != "failed" or reply.error is not None or not self.repair:
                 return result
-            again = await self._complete(client, stopped, repair_messages(messages, reply.text), item, key)
-            return None if again is None else self._repaired(item, result, again, key)
-
-    async def _complete(self, client, stopped: asyncio.Event, messages: list[dict], item: ScoringItem,
-                        key: str | None) -> Reply | EvalResult | None:
-        """One request, retried as the module says: the server's reply, a failed result, or None once the run is
-        stopped."""
-        rubric = self.rubric_for(item)
-        refused_now = None
-        attempt = 0
-        while not stopped.is_set():  # a refused key stops every request not yet sent
-            fmt = None if self.refused_format or refused_now else response_format(rubric)
-            try:
-                out = await client.chat_completion(messages, model=self.model_name, max_tokens=self.max_new_tokens,
-                                                   temperature=0.0, seed=SEED, response_format=fmt)
-                break
-            except Exception as exc:
-                status = http_status(exc)
-                message = redact(self._describe(exc), key)
-                if status in (401, 403):
-                    stopped.set()
-                    raise KeyRefused(f"{self.where} refused the API key from ${self.api_key_env} (HTTP {status}): "
-                                     f"set {self.api_key_env} to a valid key, or --api-key-env to the variable "
-                                     "that holds one; nothing was written for this batch") from None
-                if fmt is not None and status in (400, 422):
-                    refused_now = message
-                    logger.warning("%s: %s, to a request with a response format: asking once more without it",
-                                   item.image_id, message)
-                    continue
-                delay = self._next_delay(exc, attempt)
-                if delay is None:
-                    if attempt:
-                        message += f" ({attempt + 1} attempts)"
-                    kind = TRANSIENT if is_transient(exc) else "model"
-                    return self._record(self.result(item, {}, None, None, "failed", message, kind=kind), fmt,
-                                        refused_now)
-                attempt += 1
-                logger.warning("%s: retry %d of %d in %.1f s: %s", item.image_id, attempt, self.retries, delay,
-                               message)
-                await asyncio.sleep(delay)
-        else:
-            return None  # the batch is given up: its results are never used
-        if refused_now and not self.refused_format:
-            self.refused_format = refused_now  # the server answered without it: stop asking for this run
-        usage = None if out.usage is None else {"prompt_tokens": int(out.usage.prompt_tokens or 0),
-                                                "completion_tokens": int(out.usage.completion_tokens or 0)}
-        answer = (out.choices[0].message.content or "") if out.choices else ""
-        return Reply(answer, usage, out.model, fmt, refused_now)
+            again = await self.request(client, stopped, repair_messages(messages, reply.text), fmt, key, item.image_id)
+        return None if again is None else self._repaired(item, result, again, key)
 
     def _reply_result(self, item: ScoringItem, reply: Reply, key: str | None) -> EvalResult:
+        if reply.error is not None:
+            failed = self.result(item, {}, None, None, "failed", reply.error, kind=reply.error_kind)
+            return self._record(failed, reply.format, reply.refused)
         result = self.answer_result(item, reply.text)
         result.raw_output = redact(result.raw_output, key)
         result.usage = reply.usage
         result.settings["served_model"] = reply.served_model
-        return self._record(result, reply.fmt, reply.refused_now)
+        return self._record(result, reply.format, reply.refused)
 
-    def _repaired(self, item: ScoringItem, first: EvalResult, again: Reply | EvalResult, key: str | None) -> EvalResult:
+    def _repaired(self, item: ScoringItem, first: EvalResult, again: Reply, key: str | None) -> EvalResult:
         """The result after a repair round: the second answer's scores where it parsed (`repaired`), else the first
         answer's failure; both answers and both requests' tokens recorded."""
-        if isinstance(again, EvalResult):  # the repair request itself failed
+        if again.error is not None:  # the repair request itself failed
             first.repair = {"raw_output": None, "parse_status": "failed", "error": again.error}
             first.error = f"{first.error}; the repair request failed: {again.error}"
             return first
@@ -361,6 +327,50 @@ class APIJudge(PAE):
         second.error = f"the first answer did not parse ({first.error}); scores from the repair round" + (
             f": {second.error}" if second.error else "")
         return second
+
+    async def request(self, client, stopped: asyncio.Event, messages: list[dict], fmt: dict | None, key: str | None,
+                      label: str) -> "Reply | None":
+        """One chat completion under this judge's policy: the response format `fmt` unless the server refused one
+        (then once more without it), retries of what is transient, a refused key stopping every request. None when
+        the run was stopped before an answer."""
+        refused_now = None
+        attempt = 0
+        while not stopped.is_set():  # a refused key stops every request not yet sent
+            sent = None if self.refused_format or refused_now else fmt
+            try:
+                out = await client.chat_completion(messages, model=self.model_name, max_tokens=self.max_new_tokens,
+                                                   temperature=0.0, seed=SEED, response_format=sent)
+                break
+            except Exception as exc:
+                status = http_status(exc)
+                message = redact(self._describe(exc), key)
+                if status in (401, 403):
+                    stopped.set()
+                    raise KeyRefused(f"{self.where} refused the API key from ${self.api_key_env} (HTTP {status}): "
+                                     f"set {self.api_key_env} to a valid key, or --api-key-env to the variable "
+                                     "that holds one; nothing was written for this batch") from None
+                if sent is not None and status in (400, 422):
+                    refused_now = message
+                    logger.warning("%s: %s, to a request with a response format: asking once more without it",
+                                   label, message)
+                    continue
+                delay = self._next_delay(exc, attempt)
+                if delay is None:
+                    if attempt:
+                        message += f" ({attempt + 1} attempts)"
+                    kind = TRANSIENT if is_transient(exc) else "model"
+                    return Reply("", None, "", sent, refused_now, message, kind)
+                attempt += 1
+                logger.warning("%s: retry %d of %d in %.1f s: %s", label, attempt, self.retries, delay, message)
+                await asyncio.sleep(delay)
+        else:
+            return None
+        if refused_now and not self.refused_format:
+            self.refused_format = refused_now  # the server answered without it: stop asking for this run
+        answer = (out.choices[0].message.content or "") if out.choices else ""
+        usage = None if out.usage is None else {"prompt_tokens": int(out.usage.prompt_tokens or 0),
+                                                "completion_tokens": int(out.usage.completion_tokens or 0)}
+        return Reply(redact(answer, key), usage, out.model, sent, refused_now)
 
     def _next_delay(self, exc: BaseException, attempt: int) -> float | None:
         """Seconds to wait before trying again, or None to give up: not transient, retries spent, or a server asking

@@ -63,9 +63,11 @@ class EvalResult:
     evidence: dict[str, Any] | None = None  # what the score rests on, where an evaluator shows it (text-ocr)
     repair: dict[str, Any] | None = None  # a served judge's repair round: its raw_output, parse_status and error
 
+    reasons: dict[str, str] | None = None  # explain mode: rubric key → the judge's one-sentence reason
+
     def to_json(self) -> dict[str, Any]:
         record = asdict(self)
-        for optional in ("random_weights", "usage", "evidence", "repair"):
+        for optional in ("random_weights", "usage", "evidence", "repair", "reasons"):
             if not record[optional]:
                 record.pop(optional)
         return record

@@ -4,6 +4,8 @@ A Qwen3-VL base model (default `Qwen/Qwen3-VL-8B-Instruct`, the paper's zero-sho
 an optional LoRA adapter (PAE), loaded once. Each batch is left-padded and decoded greedily, so the same
 checkpoint, rubric and input give the same answer; the answer goes through `parse_answer`. With `constrained`,
 decoding keeps every answer in the rubric's JSON form (`constrained.AnswerConstraint`), so every answer parses.
+With `explain` ("poem" or "en"), the same question asks for a one-sentence reason per dimension too; the results
+keep them (`EvalResult.reasons`) and the settings record the mode, so a resume never mixes the two.
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ from ...models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels, has_random_we
 
 DEFAULT_MODEL = "Qwen/Qwen3-VL-8B-Instruct"
 DEFAULT_MAX_NEW_TOKENS = 256  # the ten-key answer is about 120 Qwen tokens
+EXPLAIN_MAX_NEW_TOKENS = 1536  # room for ten reasons at their longest (MAX_REASON_CHARS each) after the scores
+
+
+def answer_length(max_new_tokens: int | None, explain: str | None) -> int:
+    """The answer length limit: the one given, else the default of the mode."""
+    return max_new_tokens or (EXPLAIN_MAX_NEW_TOKENS if explain else DEFAULT_MAX_NEW_TOKENS)
 
 
 class PAE(Evaluator):
@@ -28,18 +36,21 @@ class PAE(Evaluator):
     uses_rubric = True
     backend = "transformers"
     constrained = False
+    explain: str | None = None  # explain mode's reason language ("poem" or "en"), None for scores only
 
     def __init__(self, model: str = DEFAULT_MODEL, adapter: str | None = None, device: str | None = None,
-                 max_pixels: int = DEFAULT_MAX_PIXELS, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-                 rubric: Rubric | str | None = None, merge_adapter: bool = True, constrained: bool = False):
+                 max_pixels: int = DEFAULT_MAX_PIXELS, max_new_tokens: int | None = None,
+                 rubric: Rubric | str | None = None, merge_adapter: bool = True, constrained: bool = False,
+                 explain: str | None = None):
         """`merge_adapter=False` keeps the LoRA apart, so the same model can serve the base (VQAScore) too."""
         super().__init__(rubric)
         self.processor, self.model, self.device = load_qwen_vl(model, adapter, device, merge=merge_adapter)
         self.model_name = model_label(model, adapter)
         self.random_weights = has_random_weights(self.model)
         self.max_pixels = max_pixels
-        self.max_new_tokens = max_new_tokens
+        self.max_new_tokens = answer_length(max_new_tokens, explain)
         self.constrained = constrained
+        self.explain = explain
 
     @classmethod
     def from_loaded(cls, model, processor, model_name: str = "in-memory", max_pixels: int = DEFAULT_MAX_PIXELS,
@@ -54,10 +65,12 @@ class PAE(Evaluator):
 
     def settings(self) -> dict[str, Any]:
         return {"backend": self.backend, "max_pixels": self.max_pixels, "max_new_tokens": self.max_new_tokens,
-                "parser": PARSER_VERSION, **({"constrained": True} if self.constrained else {})}
+                "parser": PARSER_VERSION, **({"constrained": True} if self.constrained else {}),
+                **({"explain": self.explain} if self.explain else {})}
 
     def messages(self, item: ScoringItem) -> list[dict]:
-        return build_messages(item.poem, self.rubric_for(item), fit_pixels(item.image, self.max_pixels))
+        return build_messages(item.poem, self.rubric_for(item), fit_pixels(item.image, self.max_pixels),
+                              self.explain)
 
     def _prepare(self, items: Sequence[ScoringItem]):
         return chat_inputs(self.processor, [self.messages(it) for it in items])
@@ -69,7 +82,8 @@ class PAE(Evaluator):
         if self.constrained:
             eos = self.model.generation_config.eos_token_id
             eos = [eos] if isinstance(eos, int) else list(eos or [self.processor.tokenizer.eos_token_id])
-            processors = [AnswerConstraint(self.processor.tokenizer, rubrics, inputs["input_ids"].shape[1], eos)]
+            processors = [AnswerConstraint(self.processor.tokenizer, rubrics, inputs["input_ids"].shape[1], eos,
+                                           explain=bool(self.explain))]
         with torch.inference_mode():
             out = self.model.generate(**inputs, max_new_tokens=self.max_new_tokens, do_sample=False,
                                       pad_token_id=self.processor.tokenizer.pad_token_id, logits_processor=processors)
@@ -80,5 +94,7 @@ class PAE(Evaluator):
         return [self.answer_result(it, answer) for it, answer in zip(items, answers)]
 
     def answer_result(self, item: ScoringItem, answer: str) -> EvalResult:
-        parsed = parse_answer(answer, self.rubric_for(item))
-        return self.result(item, parsed.scores, parsed.quality, answer, parsed.status, parsed.error)
+        parsed = parse_answer(answer, self.rubric_for(item), explain=bool(self.explain))
+        result = self.result(item, parsed.scores, parsed.quality, answer, parsed.status, parsed.error)
+        result.reasons = parsed.reasons or None
+        return result

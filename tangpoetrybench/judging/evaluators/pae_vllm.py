@@ -15,16 +15,17 @@ from ..prompt import answer_schema, build_messages, with_image_parts
 from ...rubric import Rubric
 from .base import EvalResult, Evaluator, ScoringItem
 from ...models import DEFAULT_MAX_PIXELS, fit_pixels, model_label
-from .pae import DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL, PAE
+from .pae import DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL, PAE, answer_length
 
 MAX_LORA_RANK = 64
 MAX_MODEL_LEN = 8192
 MIN_CHUNK = 256  # requests per LLM.chat call: enough to keep max_num_seqs (64) full until the chunk's tail
 
 
-def vllm_messages(item: ScoringItem, rubric: Rubric, max_pixels: int = DEFAULT_MAX_PIXELS) -> list[dict]:
+def vllm_messages(item: ScoringItem, rubric: Rubric, max_pixels: int = DEFAULT_MAX_PIXELS,
+                  explain: str | None = None) -> list[dict]:
     """The prompt builder's messages, with the image as vLLM's `image_pil` part."""
-    return with_image_parts(build_messages(item.poem, rubric, fit_pixels(item.image, max_pixels)),
+    return with_image_parts(build_messages(item.poem, rubric, fit_pixels(item.image, max_pixels), explain),
                             lambda image: {"type": "image_pil", "image_pil": image})
 
 
@@ -37,17 +38,19 @@ def engine_kwargs(model: str, adapter: str | None, max_num_seqs: int, seed: int 
     return kwargs
 
 
-def sampling_kwargs(rubric: Rubric, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> dict:
-    """Arguments of `vllm.SamplingParams`: greedy, answer constrained to the rubric's JSON schema."""
-    return dict(temperature=0.0, max_tokens=max_new_tokens, structured_outputs={"json": answer_schema(rubric)})
+def sampling_kwargs(rubric: Rubric, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, explain: bool = False) -> dict:
+    """Arguments of `vllm.SamplingParams`: greedy, answer constrained to the rubric's JSON schema (explain mode's
+    with `explain`)."""
+    return dict(temperature=0.0, max_tokens=max_new_tokens,
+                structured_outputs={"json": answer_schema(rubric, explain)})
 
 
-def sampling_params(rubric: Rubric, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS):
+def sampling_params(rubric: Rubric, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, explain: bool = False):
     """`vllm.SamplingParams` from `sampling_kwargs` (imports vLLM)."""
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
-    kwargs = sampling_kwargs(rubric, max_new_tokens)
+    kwargs = sampling_kwargs(rubric, max_new_tokens, explain)
     kwargs["structured_outputs"] = StructuredOutputsParams(**kwargs["structured_outputs"])
     return SamplingParams(**kwargs)
 
@@ -59,7 +62,8 @@ class PAEVLLM(PAE):
     worker_start_method = "spawn"  # vLLM's engine runs threads in this process: never fork it
 
     def __init__(self, model: str = DEFAULT_MODEL, adapter: str | None = None, max_pixels: int = DEFAULT_MAX_PIXELS,
-                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, max_num_seqs: int = 64, rubric: Rubric | str | None = None):
+                 max_new_tokens: int | None = None, max_num_seqs: int = 64, rubric: Rubric | str | None = None,
+                 explain: str | None = None):
         try:
             from vllm import LLM
             from vllm.lora.request import LoRARequest
@@ -70,14 +74,15 @@ class PAEVLLM(PAE):
         self.lora = LoRARequest("pae", 1, adapter) if adapter else None
         self.model_name = model_label(model, adapter)
         self.max_pixels = max_pixels
-        self.max_new_tokens = max_new_tokens
+        self.max_new_tokens = answer_length(max_new_tokens, explain)
+        self.explain = explain
 
     def _prepare(self, items: Sequence[ScoringItem]) -> list[list[dict]]:
-        return [vllm_messages(it, self.rubric_for(it), self.max_pixels) for it in items]
+        return [vllm_messages(it, self.rubric_for(it), self.max_pixels, self.explain) for it in items]
 
     def _run(self, inputs: list[list[dict]], items: Sequence[ScoringItem]) -> list[EvalResult]:
         rubrics = [self.rubric_for(it) for it in items]
-        params = {r.fingerprint: sampling_params(r, self.max_new_tokens) for r in rubrics}
+        params = {r.fingerprint: sampling_params(r, self.max_new_tokens, bool(self.explain)) for r in rubrics}
         outputs = self.llm.chat(inputs, sampling_params=[params[r.fingerprint] for r in rubrics],
                                 lora_request=self.lora, use_tqdm=False)
         return [self.answer_result(it, out.outputs[0].text) for it, out in zip(items, outputs)]
