@@ -195,6 +195,15 @@ def final_records(records: Iterable[dict]) -> dict[str, dict]:
     return out
 
 
+PER_RESULT_SETTINGS = frozenset({"rubric", "served_model", "response_format"})
+"""Settings a result records about itself (checked apart, or not at all), not settings of the run."""
+
+
+def setting_words(key: str, value: object) -> str:
+    """A setting as a sentence says it: `max_new_tokens 4`, `constrained True`, `no constrained setting`."""
+    return f"no {key} setting" if value is None else f"{key} {value!r}"
+
+
 def _check_same_run(records: list[dict], evaluator: Evaluator, out: Path) -> None:
     """Resuming appends to a file: it must hold results made the same way, setting by setting."""
     expected = {"evaluator": evaluator.name, "model": evaluator.model_name, **evaluator.settings()}
@@ -204,9 +213,11 @@ def _check_same_run(records: list[dict], evaluator: Evaluator, out: Path) -> Non
         if "settings" not in record:
             raise ValueError(f"{out} holds results without their settings (written by an older tpb): {advice}")
         made = {"evaluator": record.get("evaluator"), "model": record.get("model"), **record["settings"]}
-        for key, value in expected.items():
-            if made.get(key) != value:
-                raise ValueError(f"{out} holds results made with {key} {made.get(key)!r}, not {value!r}: {advice}")
+        for key in [*expected, *(k for k in made if k not in expected and k not in PER_RESULT_SETTINGS)]:
+            was, now = made.get(key), expected.get(key)
+            if was != now:
+                instead = repr(now) if None not in (was, now) else setting_words(key, now)
+                raise ValueError(f"{out} holds results made with {setting_words(key, was)}, not {instead}: {advice}")
         rubric = record["settings"].get("rubric")
         if rubrics and rubric not in rubrics:
             raise ValueError(f"{out} holds results made with rubric {rubric!r}, not {' or '.join(sorted(rubrics))} "

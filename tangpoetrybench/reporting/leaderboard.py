@@ -24,7 +24,7 @@ from scipy import stats
 
 from ..stats.agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement, resample_weights
 from ..dataset.reading import dataset_rows
-from ..judging.scoring import read_scores
+from ..judging.scoring import read_scores, setting_words
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_ci, fmt_interval
 from .plots import radar, ring_floor
 from .report import Report, is_synthetic, write_report
@@ -82,7 +82,8 @@ def read_score_files(paths: list[Path]) -> Scores:
                 first, made = path, this
             elif this != made:
                 key = next(k for k in sorted(set(made) | set(this)) if made.get(k) != this.get(k))
-                raise ValueError(f"{path} was scored with {key} {this.get(key)!r} but {first} with {made.get(key)!r}: "
+                raise ValueError(f"{path} was scored with {setting_words(key, this.get(key))} but {first} with "
+                                 f"{setting_words(key, made.get(key))}: "
                                  "a leaderboard compares generators scored by one evaluator with the same settings; "
                                  "score them all the same way")
             if "/" not in image_id:
