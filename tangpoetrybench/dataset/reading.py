@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
+from ..files import local_or_hub
+
 ROWS_PER_READ = 64
 
 
@@ -16,6 +18,7 @@ def dataset_rows(dataset: str | Path, config: str, split: str, columns: list[str
     A wrong folder, config or split fails here, not at the first row."""
     import datasets
 
+    dataset = local_or_hub(dataset, "dataset", repo_type="dataset")
     folder = Path(dataset)
     if (folder / "ratings.csv").is_file() and (folder / "poems.jsonl").is_file():
         raise ValueError(f"{dataset} is a raw release (poems.jsonl, images/, ratings.csv), not a built dataset: "

@@ -28,6 +28,7 @@ from typing import Callable
 from tqdm.auto import tqdm
 
 from ..errors import DataError, Problem
+from ..files import local_or_hub
 from ..models import pick_dtype, process_state
 from ..poems import POEM_ID, Poem, read_poems, write_poems
 
@@ -105,13 +106,10 @@ class GenerationSummary:
 
 def check_pipeline_path(pipeline: str) -> None:
     """A local folder must hold a diffusers pipeline; anything else must look like a Hub id (ORG/NAME)."""
-    path = Path(pipeline).expanduser()
-    if path.exists():
-        if not (path / "model_index.json").is_file():
-            raise ValueError(f"{pipeline} is not a diffusers pipeline folder (it has no model_index.json): give a "
-                             "folder written by save_pretrained, or a Hub id such as Kwai-Kolors/Kolors-diffusers")
-    elif pipeline.startswith(("/", ".", "~")) or pipeline.count("/") != 1:
-        raise ValueError(f"no pipeline folder {pipeline} (a Hub pipeline is named ORG/NAME): check --pipeline")
+    path = Path(local_or_hub(pipeline, "pipeline")).expanduser()
+    if path.exists() and not (path / "model_index.json").is_file():
+        raise ValueError(f"{pipeline} is not a diffusers pipeline folder (it has no model_index.json): give a "
+                         "folder written by save_pretrained, or a Hub id such as Kwai-Kolors/Kolors-diffusers")
 
 
 def is_text_to_image(cls: type) -> bool:

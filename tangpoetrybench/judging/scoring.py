@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 
 from ..dataset.reading import dataset_rows
 from ..errors import DataError, Problem, SystematicFailure
+from ..files import local_or_hub
 from .evaluators.base import TRANSIENT, EvalResult, Evaluator, Prepared, ScoringItem, rgb_item
 from ..models import process_state
 from ..poems import Poem, read_poems
@@ -76,11 +77,9 @@ class DatasetSource:
     rather than streaming the split again."""
 
     def __init__(self, dataset: str | Path, config: str = "images", split: str = "test"):
-        if not Path(dataset).exists():
+        if not Path(local_or_hub(dataset, "dataset", repo_type="dataset")).exists():
             from huggingface_hub import snapshot_download
 
-            if str(dataset).startswith(("/", ".", "~")) or str(dataset).count("/") != 1:
-                raise DataError(Problem(str(dataset), "no such dataset folder (a Hub dataset is named ORG/NAME)"))
             dataset = snapshot_download(str(dataset), repo_type="dataset",
                                         allow_patterns=["README.md", f"data/{config}/*"])
         self.dataset, self.config, self.split = str(dataset), config, split
