@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterator
 
@@ -33,6 +34,29 @@ def dataset_rows(dataset: str | Path, config: str, split: str, columns: list[str
     if columns:
         ds = ds.select_columns(columns)
     return _rows(ds if decode else ds.decode(False))
+
+
+FINGERPRINT = re.compile(r"content fingerprint `([0-9a-f]{16})`")
+
+
+def dataset_fingerprint(dataset: str | Path) -> str | None:
+    """The content fingerprint `tpb build` writes into a built dataset's card (README.md), from a folder or a Hub
+    id; None for a dataset without one (not built by tpb build)."""
+    card = Path(dataset) / "README.md"
+    if not Path(dataset).exists():
+        from huggingface_hub import hf_hub_download
+
+        try:
+            card = Path(hf_hub_download(str(dataset), "README.md", repo_type="dataset"))
+        except (OSError, ValueError):
+            return None
+    found = FINGERPRINT.search(card.read_text(encoding="utf-8")) if card.is_file() else None
+    return found.group(1) if found else None
+
+
+def dataset_identity(dataset: str | Path, config: str, split: str) -> dict:
+    """What a scores record says it scored: the build's fingerprint, the config and the split."""
+    return {"fingerprint": dataset_fingerprint(dataset), "config": config, "split": split}
 
 
 def _rows(ds) -> Iterator[dict]:

@@ -33,7 +33,7 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-from ..dataset.reading import dataset_rows
+from ..dataset.reading import dataset_fingerprint, dataset_identity, dataset_rows
 from ..errors import DataError, Problem, SystematicFailure
 from ..files import local_or_hub
 from .evaluators.base import TRANSIENT, EvalResult, Evaluator, Prepared, ScoringItem, rgb_item
@@ -70,6 +70,9 @@ class Source(Protocol):
 
     def __iter__(self) -> Iterator[SourceItem]: ...
 
+    def identity(self) -> dict | None:
+        """What every record of this source says it scored (`dataset_identity`), or None."""
+
 
 class DatasetSource:
     """Items of a built dataset, streamed from its Parquet files (no cache copy). A Hub dataset is downloaded once
@@ -87,6 +90,9 @@ class DatasetSource:
 
     def ids(self) -> list[str]:
         return [row["image_id"] for row in dataset_rows(self.dataset, self.config, self.split, columns=["image_id"])]
+
+    def identity(self) -> dict:
+        return dataset_identity(self.dataset, self.config, self.split)
 
     def __iter__(self) -> Iterator[SourceItem]:
         for row in dataset_rows(self.dataset, self.config, self.split, decode=False):
@@ -122,6 +128,9 @@ class FolderSource:
 
     def ids(self) -> list[str]:
         return [image_id for image_id, _ in self.files]
+
+    def identity(self) -> None:
+        return None  # a folder of images is no built dataset
 
     def __iter__(self) -> Iterator[SourceItem]:
         for image_id, path in self.files:
@@ -167,6 +176,28 @@ def read_scores(path: Path | str) -> tuple[str, dict[str, dict]]:
     if not records:
         raise ValueError(f"{path}: no results")
     return evaluators.pop(), records
+
+
+def scored_on(records: dict[str, dict], path: Path | str, dataset: str | Path, split: str,
+              configs: tuple[str, ...] = ("images",)) -> str | None:
+    """Results of `tpb score --dataset` say what they scored (the build's fingerprint, config and split): another
+    build, config or split is refused. Results that do not say it (an older tpb, or images scored from a folder)
+    cannot be checked: a warning, returned. Ids that merely match are no proof of the same images."""
+    held = {json.dumps(r["dataset"], sort_keys=True) for r in records.values() if r.get("dataset")}
+    if not held:
+        return (f"{path} does not say which dataset it scored (written by an older tpb score, or scored from a "
+                f"folder of images): it is taken to be of {dataset} because its image ids match")
+    fingerprint = dataset_fingerprint(dataset)
+    for made in map(json.loads, sorted(held)):
+        if made.get("config") not in configs or made.get("split") != split:
+            raise ValueError(f"{path} scored the {made.get('config')} config's {made.get('split')} split, not the "
+                             f"{' or '.join(configs)} config's {split} split: give the --config and --split it was "
+                             "scored on, or score that split")
+        if fingerprint and made.get("fingerprint") and made["fingerprint"] != fingerprint:
+            raise ValueError(f"{path} scored the dataset build {made['fingerprint']}, but {dataset} is build "
+                             f"{fingerprint} (another dataset, or rebuilt since): score {dataset} again "
+                             f"(tpb score --dataset {dataset} --out NEW.jsonl)")
+    return None
 
 
 def read_done(path: Path, repair: bool = True) -> list[dict]:
@@ -340,12 +371,17 @@ def score_to_jsonl(
     guard = FailureGuard(trusted=any(r.get("error_kind") not in (*MODEL_FAILURES, "input") for r in records))
 
     scored = failed = retryable = prompt_tokens = completion_tokens = 0
+    identity = source.identity()
+
+    def with_identity(record: dict) -> dict:
+        return {**record, "dataset": identity} if identity else record
+
     with open(target, "a", encoding="utf-8") as f, tqdm(
         total=len(todo), desc=f"Scoring ({evaluator.name})", unit="image", disable=not progress or rank != 0
     ) as bar:
         def write(results: list[EvalResult]) -> None:
             nonlocal scored, failed, retryable, prompt_tokens, completion_tokens
-            f.write("".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in results))
+            f.write("".join(json.dumps(with_identity(r.to_json()), ensure_ascii=False) + "\n" for r in results))
             f.flush()
             os.fsync(f.fileno())
             scored += len(results)

@@ -24,7 +24,7 @@ from scipy import stats
 
 from ..stats.agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement, resample_weights
 from ..dataset.reading import dataset_rows
-from ..judging.scoring import read_scores, setting_words
+from ..judging.scoring import read_scores, scored_on, setting_words
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_ci, fmt_interval
 from .plots import radar, ring_floor
 from .report import Report, is_synthetic, write_report
@@ -95,6 +95,19 @@ def read_score_files(paths: list[Path]) -> Scores:
             records[image_id], source[image_id] = record, str(path)
     settings = {k: v for k, v in made.items() if k not in ("evaluator", "model")}
     return Scores(made["evaluator"], made["model"] or "", settings, records, [str(p) for p in paths])
+
+
+def unproven_files(files: list[str], dataset: str | Path, split: str, rated_ids: set[str]) -> list[str]:
+    """Each file that scored the dataset's own images is checked against it (another build, config or split is
+    refused); one that does not say what it scored but has ids of its images is a warning. Files of generated
+    images (`tpb score --images`) have neither, and need neither."""
+    warnings = []
+    for path in files:
+        _, records = read_scores(path)
+        if any(r.get("dataset") for r in records.values()) or rated_ids.intersection(records):
+            warning = scored_on(records, path, dataset, split, HUMAN_CONFIGS)
+            warnings += [warning] if warning else []
+    return warnings
 
 
 def human_rows(dataset: str | Path, split: str, keys: list[str]) -> list[dict]:
@@ -214,6 +227,8 @@ def build_leaderboard(dataset: str | Path, scores: list[Path], split: str = "tes
                        bootstrap={"resamples": n_bootstrap, "seed": seed, "unit": "poem", "percentiles": [2.5, 97.5]},
                        leaderboard=board)
     rep.heading("TangPoetryBench leaderboard", 1)
+    for warning in unproven_files(s.files, dataset, split, {r["image_id"] for r in rows}):
+        rep.text(f"**Warning.** {warning}.")
     if s.random_weights:
         rep.text("**Random weights.** The scores come from a tiny test model: they check the pipeline and measure "
                  "nothing.")

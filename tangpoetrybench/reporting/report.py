@@ -26,7 +26,7 @@ import numpy as np
 from . import findings
 from ..stats.agreement import DEFAULT_BOOTSTRAP, STAT_LABELS, agreement
 from ..dataset.reading import dataset_rows
-from ..judging.scoring import read_scores
+from ..judging.scoring import read_scores, scored_on
 from ..stats.agree import agreement_data, matched, rating_table
 from ..stats.noise_floor import MIN_MULTI_RATED, floor_summary, noise_floor
 from ..numeric import ZERO_WIDTH_NOTE, fmt, fmt_interval, mean_or_none
@@ -351,7 +351,8 @@ def _table4(rep: Report, dataset, path: Path, split: str, nf: dict, n_bootstrap:
     if evaluator in rep.numbers.get("table4", {}):  # two files of one evaluator (say two served judges): named apart
         evaluator = f"{evaluator} ({path.stem})"
     data = agreement_data(dataset, records, split)
-    warning = matched(data, records, path, f"the {split} split")
+    warnings = [scored_on(records, path, dataset, split), matched(data, records, path, f"the {split} split")]
+    warning = "; ".join(w for w in warnings if w) or None
     result = agreement(data, n_bootstrap=n_bootstrap, seed=seed)
     random_weights = any(r.get("random_weights") for r in records.values())
     rep.numbers.setdefault("table4", {})[evaluator] = {**result, "scores": str(path), "random_weights": random_weights}

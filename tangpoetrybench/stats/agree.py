@@ -12,7 +12,7 @@ import numpy as np
 from .agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement
 from ..dataset.reading import dataset_rows
 from .noise_floor import MIN_MULTI_RATED, RatingTable, floor_summary, noise_floor
-from ..judging.scoring import read_scores
+from ..judging.scoring import read_scores, scored_on
 from ..numeric import fmt, fmt_ci
 from ..rubric import Rubric, rubric_for_tradition
 
@@ -77,7 +77,9 @@ def agree(dataset: str | Path, scores: Path | str, split: str = "test", n_bootst
     `unseen_generator` and `song_ci`: the paper's two generalization tests), beside the same images' noise floor."""
     evaluator, records = read_scores(scores)
     data = agreement_data(dataset, records, split, config)
-    warning = matched(data, records, scores, f"{dataset} ({config}, {split})")
+    warnings = [scored_on(records, scores, dataset, split, (config,)),
+                matched(data, records, scores, f"{dataset} ({config}, {split})")]
+    warning = "; ".join(w for w in warnings if w) or None
     first = next(iter(records.values()))
     result = {
         "evaluator": evaluator, "model": first.get("model", ""), "dataset": str(dataset), "config": config,
