@@ -156,7 +156,8 @@ def test_a_generator_without_kept_ratings_is_not_ranked(tmp_path):
 def test_chinese_is_drawn_with_a_simplified_chinese_face():
     from matplotlib import font_manager
 
-    from tangpoetrybench.reporting.plots import CJK_FONT_PREFERENCE, cjk_font
+    from tangpoetrybench.fonts import CJK_FONT_PREFERENCE
+    from tangpoetrybench.reporting.plots import cjk_font
 
     installed = {f.name for f in font_manager.fontManager.ttflist}
     if not installed & set(CJK_FONT_PREFERENCE):

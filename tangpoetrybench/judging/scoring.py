@@ -234,6 +234,11 @@ def setting_words(key: str, value: object) -> str:
     return f"no {key} setting" if value is None else f"{key} {value!r}"
 
 
+def two_settings(key: str, one: object, other: object) -> tuple[str, str]:
+    """Two values of a setting, for "made with ONE, not OTHER": `max_new_tokens 4`, `8`; a missing one in words."""
+    return setting_words(key, one), repr(other) if None not in (one, other) else setting_words(key, other)
+
+
 def _check_same_run(records: list[dict], evaluator: Evaluator, out: Path) -> None:
     """Resuming appends to a file: it must hold results made the same way, setting by setting."""
     expected = {"evaluator": evaluator.name, "model": evaluator.model_name, **evaluator.settings()}
@@ -244,10 +249,9 @@ def _check_same_run(records: list[dict], evaluator: Evaluator, out: Path) -> Non
             raise ValueError(f"{out} holds results without their settings (written by an older tpb): {advice}")
         made = {"evaluator": record.get("evaluator"), "model": record.get("model"), **record["settings"]}
         for key in [*expected, *(k for k in made if k not in expected and k not in PER_RESULT_SETTINGS)]:
-            was, now = made.get(key), expected.get(key)
-            if was != now:
-                instead = repr(now) if None not in (was, now) else setting_words(key, now)
-                raise ValueError(f"{out} holds results made with {setting_words(key, was)}, not {instead}: {advice}")
+            if made.get(key) != expected.get(key):
+                was, now = two_settings(key, made.get(key), expected.get(key))
+                raise ValueError(f"{out} holds results made with {was}, not {now}: {advice}")
         rubric = record["settings"].get("rubric")
         if rubrics and rubric not in rubrics:
             raise ValueError(f"{out} holds results made with rubric {rubric!r}, not {' or '.join(sorted(rubrics))} "

@@ -24,7 +24,7 @@ from scipy import stats
 
 from ..stats.agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement, resample_weights
 from ..dataset.reading import dataset_rows
-from ..judging.scoring import read_scores, scored_on, setting_words
+from ..judging.scoring import read_scores, scored_on, two_settings
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_ci, fmt_interval
 from .plots import radar, ring_floor
 from .report import Report, is_synthetic, write_report
@@ -82,8 +82,8 @@ def read_score_files(paths: list[Path]) -> Scores:
                 first, made = path, this
             elif this != made:
                 key = next(k for k in sorted(set(made) | set(this)) if made.get(k) != this.get(k))
-                raise ValueError(f"{path} was scored with {setting_words(key, this.get(key))} but {first} with "
-                                 f"{setting_words(key, made.get(key))}: "
+                this_way, first_way = two_settings(key, this.get(key), made.get(key))
+                raise ValueError(f"{path} was scored with {this_way} but {first} with {first_way}: "
                                  "a leaderboard compares generators scored by one evaluator with the same settings; "
                                  "score them all the same way")
             if "/" not in image_id:

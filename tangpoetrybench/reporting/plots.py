@@ -43,7 +43,8 @@ def radar(profiles: Mapping[str, Mapping[str, float | None]], rubric: Rubric, ti
         values = [math.nan if scores.get(k) is None else max(float(scores[k]), rmin) for k in keys]
         colour = PALETTE[i % len(PALETTE)]
         ax.plot(angles + angles[:1], values + values[:1], color=colour, linewidth=1.8, label=name)
-        ax.fill(angles + angles[:1], [rmin if math.isnan(v) else v for v in values + values[:1]], color=colour, alpha=0.08)
+        if not any(math.isnan(v) for v in values):  # a null is a gap, never filled in as the inner ring
+            ax.fill(angles + angles[:1], values + values[:1], color=colour, alpha=0.08)
         below = [a for a, k in zip(angles, keys) if scores.get(k) is not None and float(scores[k]) < rmin]
         if below:
             ax.plot(below, [rmin] * len(below), linestyle="none", marker="v", color=colour, markersize=7)
