@@ -351,7 +351,7 @@ def _table4(rep: Report, dataset, path: Path, split: str, nf: dict, n_bootstrap:
     if evaluator in rep.numbers.get("table4", {}):  # two files of one evaluator (say two served judges): named apart
         evaluator = f"{evaluator} ({path.stem})"
     data = agreement_data(dataset, records, split)
-    warnings = [scored_on(records, path, dataset, split), matched(data, records, path, f"the {split} split")]
+    warnings = [matched(data, records, path, f"the {split} split"), scored_on(records, path, dataset, split)]
     warning = "; ".join(w for w in warnings if w) or None
     result = agreement(data, n_bootstrap=n_bootstrap, seed=seed)
     random_weights = any(r.get("random_weights") for r in records.values())

@@ -77,8 +77,8 @@ def agree(dataset: str | Path, scores: Path | str, split: str = "test", n_bootst
     `unseen_generator` and `song_ci`: the paper's two generalization tests), beside the same images' noise floor."""
     evaluator, records = read_scores(scores)
     data = agreement_data(dataset, records, split, config)
-    warnings = [scored_on(records, scores, dataset, split, (config,)),
-                matched(data, records, scores, f"{dataset} ({config}, {split})")]
+    warnings = [matched(data, records, scores, f"{dataset} ({config}, {split})"),
+                scored_on(records, scores, dataset, split, (config,))]
     warning = "; ".join(w for w in warnings if w) or None
     first = next(iter(records.values()))
     result = {
