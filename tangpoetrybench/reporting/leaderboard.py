@@ -26,7 +26,7 @@ from ..stats.agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement, resam
 from ..dataset.reading import dataset_rows
 from ..judging.scoring import read_scores, scored_on, two_settings
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_ci, fmt_interval
-from .plots import radar, ring_floor
+from .plots import colours_for, radar, ring_floor
 from .report import Report, is_synthetic, write_report
 from ..rubric import rubric_for_tradition
 
@@ -144,10 +144,9 @@ def _means(weights: np.ndarray, sums: np.ndarray, counts: np.ndarray) -> np.ndar
 
 
 def _ranks(quality: np.ndarray) -> np.ndarray:
-    """1-based ranks by quality (highest first) along the last axis; a missing quality ranks last (the callers
-    leave generators without a quality unranked)."""
-    order = np.argsort(-np.nan_to_num(quality, nan=-np.inf), axis=-1, kind="stable")
-    return np.argsort(order, axis=-1, kind="stable") + 1
+    """1-based ranks by quality (highest first) along the last axis; equal qualities share the best of their ranks
+    (1, 2, 2, 4); a missing quality ranks last (the callers leave generators without a quality unranked)."""
+    return stats.rankdata(-np.nan_to_num(quality, nan=-np.inf), method="min", axis=-1).astype(int)
 
 
 def _kendall_b(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -259,11 +258,14 @@ def build_leaderboard(dataset: str | Path, scores: list[Path], split: str = "tes
 
     profiles = {r["generator"]: {k: r["pae"][k] for k in keys} for r in board}
     floor = ring_floor(profiles)
-    rep.figure("radar_pae.png", radar(profiles, rubric, f"PAE estimates ({floor:.1f}–1)", rmin=floor),
+    colours = colours_for(profiles)  # a generator has one colour in both charts
+    rep.figure("radar_pae.png", radar(profiles, rubric, f"PAE estimates ({floor:.1f}–1)", rmin=floor,
+                                      colours=colours),
                "Every generator's profile as PAE estimates it.")
     if rated:
         rep.figure("radar_human.png", radar({r["generator"]: {k: r["human"][k] for k in keys} for r in board
-                                             if r["human"]}, rubric, f"Human scores ({floor:.1f}–1)", rmin=floor),
+                                             if r["human"]}, rubric, f"Human scores ({floor:.1f}–1)", rmin=floor,
+                                            colours=colours),
                    "The human-rated generators' profiles from the human ratings of the same images.")
     _agreement(rep, s, rows, keep, rated, pae_values, human_values, poems, n_bootstrap, seed,
                weights if n_bootstrap > 0 else None, rubric)

@@ -406,8 +406,9 @@ def render_markdown(rep: Report) -> str:
 
 
 def _inline(text: str) -> str:
-    """Markdown's **bold** and `code` in a line of text, as HTML."""
-    text = html.escape(text)
+    """Markdown's **bold** and `code` in a line of text, as HTML; an interval `[a, b]` never breaks across lines."""
+    text = re.sub(r"\[([^\]\[]*)\]", "\x00\\1\x01", text)
+    text = html.escape(text).replace("\x00", '<span class="ci">[').replace("\x01", "]</span>")
     text = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", text)
     return re.sub(r"`(.+?)`", r"<code>\1</code>", text)
 
@@ -429,9 +430,12 @@ def render_html(rep: Report) -> str:
             data = base64.b64encode(rep.figures[name]).decode()
             parts.append(f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
                          f"<figcaption>{_inline(caption)}</figcaption></figure>")
-    style = ("body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;padding:0 1em;color:#222}"
-             "table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}"
-             "td{white-space:nowrap}"
+    # text keeps a readable measure; a wide table may use the page up to 1,400 px and wraps its cells between
+    # figures (never inside an interval), so it fits
+    style = ("body{font-family:system-ui,sans-serif;max-width:1360px;margin:2em auto;padding:0 1em;color:#222}"
+             "p,h1,h2,h3,figure{max-width:980px}"
+             "table{border-collapse:collapse;margin:1em 0;font-size:92%}"
+             "th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}.ci{white-space:nowrap}"
              "th:first-child,td:first-child{text-align:left}img{max-width:100%}figcaption{color:#555;font-size:90%}")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(rep.title)}</title>'
             f"<style>{style}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n")
