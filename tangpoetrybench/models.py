@@ -31,6 +31,19 @@ def process_state():
     return PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU") or not torch.cuda.is_available())
 
 
+def quiet_progress() -> None:
+    """No progress bars from the libraries (`--quiet`): transformers' "Loading weights", diffusers', datasets' and
+    huggingface_hub's. A library imported later reads huggingface_hub's setting when it is imported."""
+    import sys
+
+    from huggingface_hub.utils import disable_progress_bars
+
+    disable_progress_bars()
+    for module in ("transformers.utils.logging", "diffusers.utils.logging", "datasets.utils.logging"):
+        if module in sys.modules:
+            sys.modules[module].disable_progress_bar()
+
+
 def pick_device(device: str | None = None) -> torch.device:
     """The device to load a model on. Under a launcher each process takes its own (cuda:LOCAL_RANK), and asking for
     it sets up the process group before any model loads."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import logging
 import os
 import re
 from dataclasses import asdict, dataclass
@@ -147,13 +148,43 @@ def pipeline_class(pipeline: str) -> tuple[type, dict]:
     return cls, index
 
 
+class OnceEach(logging.Filter):
+    """Lets a warning through once per kind (its text up to the first colon): diffusers warns that CLIP read only
+    the first 77 tokens on every prompt, each time with the prompt's cut-off part."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind = record.getMessage().split(":", 1)[0]
+        if record.levelno < logging.WARNING or kind not in self.seen:
+            self.seen.add(kind)
+            return True
+        return False
+
+
+def warn_once_each(pipe) -> None:
+    """Each kind of warning of the pipeline's modules (its class and the classes it inherits from) shown once."""
+    once = OnceEach()
+    for module in {c.__module__ for c in type(pipe).__mro__ if c.__module__.startswith("diffusers")}:
+        logging.getLogger(module).addFilter(once)
+
+
 def load_pipeline(cls: type, pipeline: str, device):
-    """The pipeline on `device`, bf16 on a GPU and fp32 on the CPU; safetensors only, no remote code."""
+    """The pipeline on `device`, bf16 on a GPU and fp32 on the CPU; safetensors only, no remote code. Its loading
+    bar follows huggingface_hub's switch, as transformers' does (`--quiet` turns both off)."""
+    from diffusers.utils import logging as diffusers_logging
+    from huggingface_hub.utils import are_progress_bars_disabled
+
+    if are_progress_bars_disabled():
+        diffusers_logging.disable_progress_bar()
     try:
         pipe = cls.from_pretrained(pipeline, dtype=pick_dtype(device), use_safetensors=True)
     except (OSError, ValueError) as exc:
         raise ValueError(f"cannot load the pipeline {pipeline}: {str(exc).splitlines()[0]}") from None
     pipe.set_progress_bar_config(disable=True)
+    warn_once_each(pipe)
     return pipe.to(device)
 
 

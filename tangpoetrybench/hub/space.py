@@ -24,6 +24,7 @@ import numpy as np
 from PIL import Image, ImageDraw, UnidentifiedImageError
 
 from ..errors import DataError
+from ..numeric import counted
 from ..judging.evaluators import Evaluator, ScoringItem, load_evaluator
 from ..judging.evaluators.pae import DEFAULT_MODEL
 from ..judging.evaluators.vqascore import VQAScore
@@ -289,7 +290,7 @@ class Scorer:
         evidence = result.evidence
         matched = f" (characters of the poem: {evidence['matched']})" if evidence["matched"] else ""
         summary = (f"**Text: {evidence['verdict']}** — {VERDICT_TEXT[evidence['verdict']]}{matched}; text integrity "
-                   f"{result.scores['text_integrity']:g}; {len(evidence['regions'])} regions read by the OCR.")
+                   f"{result.scores['text_integrity']:g}; {counted(len(evidence['regions']), 'region')} read by the OCR.")
         return draw_regions(image, evidence), summary
 
     def baseline(self, name: str, image: Image.Image, poem: Poem) -> list:
