@@ -4,7 +4,8 @@ metrics. The logic lives in `tangpoetrybench.hub.space`; this file wires it to g
 import gradio as gr
 
 from tangpoetrybench.hub.space import (LEADERBOARD_HEADERS, RUBRICS, UPLOADED, Scorer, SpaceConfig, UserError,
-                                   example_images, leaderboard_view, ocr_available, poem_catalogue, read_image)
+                                   example_images, leaderboard_view, ocr_available, poem_catalogue, read_image,
+                                   summary_line)
 
 try:  # ZeroGPU Spaces: run scoring on a GPU slice; elsewhere the decorator is absent or a no-op
     import spaces
@@ -29,11 +30,7 @@ def score(image, poem_text, title="", author="", rubric=next(iter(RUBRICS)), rub
         raise gr.Error(str(exc)) from None
     except Exception as exc:  # no stack trace for visitors
         raise gr.Error(f"Scoring failed: {type(exc).__name__}: {str(exc)[:300]}") from None
-    note = " — random-weight test model: these numbers mean nothing" if SCORER.random_weights else ""
-    quality = "—" if result.quality is None else f"{result.quality:.3f}"
-    failure = f" — {result.error}" if result.error and result.parse_status == "failed" else ""
-    summary = (f"**{SCORER.pae_label}: quality {quality}** (mean of the applicable dimensions; answer parse: "
-               f"{result.parse_status}{failure}){note}")
+    summary = summary_line(result, SCORER.pae_label, SCORER.random_weights)
     return result.table, summary, result.figure, result.reasons, result.raw_output, result.baselines
 
 

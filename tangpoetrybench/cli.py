@@ -4,6 +4,7 @@ measure agreement with people, report the human-data findings, and publish to th
 from __future__ import annotations
 
 import argparse
+import warnings
 import sys
 from pathlib import Path
 from typing import Callable
@@ -134,6 +135,17 @@ def _score(args: argparse.Namespace) -> None:
         from .stats.agree import RANDOM_WEIGHTS_NOTE
 
         print(RANDOM_WEIGHTS_NOTE)
+    if summary.scored and summary.failed == summary.scored and not summary.retryable:
+        print(every_answer_failed(summary.failed, args), file=sys.stderr)
+
+
+def every_answer_failed(n: int, args: argparse.Namespace) -> str:
+    """What to try when no answer of a run could be read (the records say why, in their `error` field)."""
+    tries = ["--constrained (decoding in the rubric's JSON form)"] if args.evaluator == "pae" and not args.constrained else []
+    tries += ["a PAE adapter (--adapter)"] if args.evaluator == "pae" and not args.adapter else []
+    tries += ["a larger --max-new-tokens (an answer cut short does not parse)"]
+    return (f"WARNING: all {n} answers of this run failed (see their `error` in {args.out}): the model did not "
+            f"answer in the rubric's form. Try {', or '.join(tries)}.")
 
 
 def _agree(args: argparse.Namespace) -> None:
@@ -636,6 +648,12 @@ def make_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
+    # said on every run (and by every data-loader worker) by a library's import, about that library's own code
+    warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=FutureWarning)
+    if getattr(args, "quiet", False):
+        from .models import quiet_progress
+
+        quiet_progress()
     try:
         args.func(args)
     except (DataError, FileExistsError, ValueError, ImportError, OSError, SystematicFailure, RunStopped) as exc:  # OSError: a model that cannot be loaded

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -47,3 +48,44 @@ def json_lines(path: Path | str) -> Iterator[tuple[int, dict]]:
             yield lineno, json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+"""What the Hub accepts as a repo id: NAME or ORG/NAME."""
+
+
+def looks_like_path(value: str) -> bool:
+    """A value meant as a local path: `./`, `../`, `/` or `~` in front, a Windows separator, more than one `/`, or
+    a folder that exists in front of its last part (`sample/datset` where `sample/` exists)."""
+    if value.startswith(("./", "../", "/", "~", ".\\")) or value in (".", "..") or not HUB_ID.fullmatch(value):
+        return True
+    return "/" in value and Path(value).parent.is_dir()
+
+
+def hub_offline() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def local_or_hub(value: str | os.PathLike, what: str, repo_type: str = "model") -> str:
+    """`value` as given if it is an existing file or folder, or a Hub id that may be fetched; otherwise an error
+    that names it, at once and before any network call.
+
+    A path that does not exist is never sent to the Hub (it would answer, after retries, with an error that does
+    not name the path). With `HF_HUB_OFFLINE=1` a Hub id must already be in the local Hub cache. `what` names the
+    option in the error (`--model`, `--dataset`)."""
+    text = str(value)
+    if Path(text).expanduser().exists():
+        return text
+    if looks_like_path(text):
+        raise FileNotFoundError(f"{what} {text}: no such file or folder (check the path)")
+    if hub_offline():
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+
+        try:
+            snapshot_download(text, repo_type=repo_type, local_files_only=True)
+        except (LocalEntryNotFoundError, OSError, ValueError):
+            raise ValueError(f"{what} {text} is neither a local folder nor in the Hub cache, and HF_HUB_OFFLINE=1 "
+                             "forbids downloading it: give the path of a local copy, or unset HF_HUB_OFFLINE"
+                             ) from None
+    return text

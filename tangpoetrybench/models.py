@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from PIL import Image
 
+from .files import local_or_hub
+
 DEFAULT_MAX_PIXELS = 1024 * 1024
 RANDOM_WEIGHTS_FLAG = "tpb_random_weights"
 
@@ -27,6 +29,19 @@ def process_state():
     except ImportError:
         return None
     return PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU") or not torch.cuda.is_available())
+
+
+def quiet_progress() -> None:
+    """No progress bars from the libraries (`--quiet`): transformers' "Loading weights", diffusers', datasets' and
+    huggingface_hub's. A library imported later reads huggingface_hub's setting when it is imported."""
+    import sys
+
+    from huggingface_hub.utils import disable_progress_bars
+
+    disable_progress_bars()
+    for module in ("transformers.utils.logging", "diffusers.utils.logging", "datasets.utils.logging"):
+        if module in sys.modules:
+            sys.modules[module].disable_progress_bar()
 
 
 def pick_device(device: str | None = None) -> torch.device:
@@ -81,6 +96,7 @@ def load_with_processor(model_class, model: str, device: str | None = None):
     """(processor, model, device) for a Hub id or folder, the model in eval mode on the device."""
     from transformers import AutoProcessor
 
+    model = local_or_hub(model, "model")
     dev = pick_device(device)
     return AutoProcessor.from_pretrained(model), from_pretrained(model_class, model).to(dev).eval(), dev
 
@@ -92,6 +108,8 @@ def load_qwen_vl(model: str, adapter: str | None = None, device: str | None = No
     The processor pads on the left so that a batch can be generated together."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
+    model = local_or_hub(model, "model")
+    adapter = local_or_hub(adapter, "adapter") if adapter else None
     dev = pick_device(device)
     processor = AutoProcessor.from_pretrained(model)
     processor.tokenizer.padding_side = "left"

@@ -33,6 +33,11 @@ def fmt_ci(ci: Sequence[float] | None, digits: int = 3) -> str:
     return "—" if not ci else f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """"1 poem", "2 poems", "1 (poem, rater) case": the noun in the number's form."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 ZERO_WIDTH = "‡"
 ZERO_WIDTH_NOTE = ("‡ Every resample gave the same value (for instance every image at 100): an interval of zero width "
                    "says nothing about uncertainty.")

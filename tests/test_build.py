@@ -165,25 +165,6 @@ def test_main_job_commands(tmp_path):
     assert bad.returncode == 2 and "not a folder" in bad.stderr and not (tmp_path / "x").exists()
 
 
-@pytest.mark.slow
-def test_the_readmes_main_job(tmp_path):
-    """The README's first command as written (after its install step), in a fresh folder: the tiny PAE learns the
-    answer format, its answers parse, and the agreement table and the report with Table 4 come out."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    first = readme.split("```bash\n", 1)[1].splitlines()[0]
-    install, _, job = first.partition(" && ")
-    assert install.startswith("python -m pip install -e")
-    (tmp_path / "training").symlink_to(ROOT / "training")
-    done = subprocess.run(job, shell=True, cwd=tmp_path, capture_output=True, text=True,
-                          env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
-    assert done.returncode == 0, done.stderr[-3000:]
-    records = [json.loads(line) for line in (tmp_path / "sample" / "scores.jsonl").read_text().splitlines()]
-    assert len(records) == 12 and all(r["parse_status"] == "ok" and r["quality"] is not None for r in records)
-    assert "NOTE: random weights" in done.stdout and "mae " in done.stdout
-    html = (tmp_path / "sample" / "report" / "report.html").read_text(encoding="utf-8")
-    assert "Table 4" in html
-
-
 def test_bundled_poems():
     poems = sample_poems()
     titles = {p.title for p in poems}

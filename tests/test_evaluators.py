@@ -18,7 +18,7 @@ from tangpoetrybench.rubric import load_rubric
 from tangpoetrybench.judging.scoring import DatasetSource, score_to_jsonl
 
 FIELDS = {"image_id", "evaluator", "scores", "quality", "raw_output", "parse_status", "error", "seconds", "model",
-          "error_kind", "settings", "random_weights"}
+          "error_kind", "settings", "random_weights", "dataset"}  # dataset: what tpb score --dataset scored
 CASES = [("pae", "qwen3-vl", None), ("vqascore", "qwen3-vl", (0, 1)), ("clipscore", "clip", (0, 2.5)),
          ("clipscore", "chinese-clip", (0, 2.5)), ("blipscore", "blip", (0, 1))]
 

@@ -140,7 +140,7 @@ def test_bad_input_is_one_line_and_writes_nothing(pipeline, poems_file, tmp_path
     base = ["generate", "--poems", str(poems_file), "--out", str(out), "--generator", "tiny", "--steps", "2",
             "--height", "64", "--width", "64", "--quiet"]
     err = _one_line_error(capsys, ["generate", "--pipeline", str(tmp_path / "nowhere"), *base[1:]])
-    assert "no pipeline folder" in err and "\n" not in err
+    assert f"pipeline {tmp_path / 'nowhere'}: no such file or folder" in err and "\n" not in err
     (tmp_path / "empty").mkdir()
     assert "has no model_index.json" in _one_line_error(capsys, ["generate", "--pipeline", str(tmp_path / "empty"),
                                                                  *base[1:]])

@@ -4,6 +4,7 @@ can be checked against a direct computation; the slow test runs the whole loop w
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -181,3 +182,58 @@ def test_the_whole_loop_on_the_cpu(demo_built, tiny_models, tmp_path, capsys):
     tang = sum(r["tradition"] == "tang" for r in rows)  # the Song Ci poems are generated and scored, not ranked
     assert tang and [r["images"] for r in numbers["leaderboard"]] == [tang] * 5
     assert "Random weights." in (tmp_path / "board" / "leaderboard.md").read_text(encoding="utf-8")
+
+
+def test_tied_generators_share_a_rank(demo_built, files, tmp_path):
+    """Two generators with the same scores on the same poems get the same rank, and the next one skips a rank."""
+    rated, new = files
+    records = [json.loads(line) for line in new.read_text().splitlines()]
+    twin = write(tmp_path / "twin.jsonl", [dict(r, image_id=r["image_id"].replace("newgen/", "newtwin/"))
+                                           for r in records])
+    board = build_leaderboard(demo_built, [rated, new, twin], n_bootstrap=50).numbers["leaderboard"]
+    ranks = {r["generator"]: r["rank"] for r in board}
+    assert ranks["newgen"] == ranks["newtwin"] == 1 and sorted(ranks.values())[:3] == [1, 1, 3], ranks
+
+
+def test_a_generator_keeps_its_colour_in_both_radars(demo_built, files):
+    """The human radar leaves the unrated generator out; every other generator keeps the PAE radar's colour."""
+    from matplotlib.figure import Figure
+
+    import tangpoetrybench.reporting.leaderboard as lb
+
+    drawn: dict[str, dict[str, str]] = {}
+    real = lb.radar
+
+    def recording(profiles, rubric, title="", **kwargs) -> Figure:
+        figure = real(profiles, rubric, title, **kwargs)
+        drawn[title.split(" (")[0]] = {line.get_label(): line.get_color() for line in figure.axes[0].get_lines()
+                                       if not line.get_label().startswith("_")}
+        return figure
+
+    lb.radar = recording
+    try:
+        lb.build_leaderboard(demo_built, list(files), n_bootstrap=0)
+    finally:
+        lb.radar = real
+    pae, human = drawn["PAE estimates"], drawn["Human scores"]
+    assert set(human) < set(pae) and all(pae[g] == human[g] for g in human), (pae, human)
+    assert len(set(pae.values())) == len(pae)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which("chromium"), reason="Debian's chromium is not installed")
+def test_the_html_fits_1400_px(board):
+    """In a real browser 1,400 px wide, no table (six generators' Table 2 layout included) runs off the page."""
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=shutil.which("chromium"), headless=True,
+                                    args=["--no-sandbox", "--disable-gpu", "--no-first-run",
+                                          "--disable-background-networking", "--disable-component-update"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto((board / "leaderboard.html").as_uri())
+            rights = page.eval_on_selector_all("table", "ts => ts.map(t => t.getBoundingClientRect().right)")
+            assert rights and max(rights) <= 1400, rights
+            assert page.evaluate("document.documentElement.scrollWidth") <= 1400
+        finally:
+            browser.close()

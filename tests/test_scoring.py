@@ -170,7 +170,9 @@ def test_resuming_with_other_settings_is_refused(tiny_models, demo_built, tmp_pa
     assert len(records(out)) == 2
     lines = records(out)
     for edit, message in ((lambda r: r["settings"].update(backend="vllm"), "backend 'vllm', not 'transformers'"),
-                          (lambda r: r["settings"].pop("parser"), "parser None"),
+                          (lambda r: r["settings"].pop("parser"), "no parser setting, not parser"),
+                          # constrained decoding changes every answer: refused both ways (an old record lacks the key)
+                          (lambda r: r["settings"].update(constrained=True), "constrained True, not no constrained"),
                           (lambda r: r.pop("settings"), "without their settings")):
         edited = tmp_path / "edited.jsonl"
         changed = [json.loads(json.dumps(r)) for r in lines]
@@ -179,6 +181,10 @@ def test_resuming_with_other_settings_is_refused(tiny_models, demo_built, tmp_pa
         assert main(["score", "--dataset", str(demo_built), "--evaluator", "pae", "--model", qwen,
                      "--max-new-tokens", "4", "--out", str(edited), "--quiet"]) == 2
         assert message in capsys.readouterr().err
+    assert len(records(out)) == 2
+    with pytest.raises(ValueError, match="no constrained setting, not constrained True"):
+        score_to_jsonl(load_evaluator("pae", model=qwen, max_new_tokens=4, constrained=True), source, out,
+                       progress=False)
     assert len(records(out)) == 2
 
 

@@ -9,7 +9,7 @@ from PIL import Image
 
 from conftest import launched_space
 from tangpoetrybench.hub.space import (RUBRICS, UPLOADED, Scorer, SpaceConfig, UserError, dimension_table, nearest_anchor,
-                                   poem_catalogue)
+                                   poem_catalogue, summary_line)
 from tangpoetrybench.rubric import load_rubric
 
 RUBRIC_DIR = Path(__file__).resolve().parents[1] / "tangpoetrybench" / "rubrics"
@@ -38,12 +38,16 @@ def test_config_from_env(env):
     config = SpaceConfig.from_env({**env, "PAE_ADAPTER": "a", "PAE_BACKEND": "vllm", "PAE_CONCURRENCY": "3"})
     assert (config.model, config.adapter, config.backend, config.concurrency) == (env["PAE_MODEL"], "a", "vllm", 3)
     assert SpaceConfig.from_env({}).model == "Qwen/Qwen3-VL-8B-Instruct"
+    assert SpaceConfig.from_env({}).constrained and not SpaceConfig.from_env({"PAE_CONSTRAINED": "0"}).constrained
 
 
 def test_score_function(scorer, png):
     result = scorer.score(str(png), POEM, "枫桥夜泊", "张继", next(iter(RUBRICS)))
     assert [row[0] for row in result.table][0] == "Safety / 安全性" and len(result.table) == 10
-    assert result.parse_status in ("ok", "repaired", "failed") and isinstance(result.raw_output, str)
+    # by default the answer is decoded in the rubric's form: even the tiny random-weight model's answer reads
+    assert result.parse_status == "ok" and isinstance(result.raw_output, str)
+    assert scorer.evaluator("pae").settings()["constrained"] is True
+    assert "quality" in summary_line(result, scorer.pae_label, scorer.random_weights)
     assert [b[0] for b in result.baselines] == ["clipscore", "blipscore", "vqascore"]
     assert all(b[1] is not None for b in result.baselines)
     assert result.figure.axes and scorer.random_weights
@@ -142,6 +146,11 @@ def test_an_image_the_model_refuses_is_a_failed_result(scorer, tmp_path):
     Image.new("RGB", (16, 4000), "white").save(sliver)
     result = scorer.score(str(sliver), POEM, with_baselines=False)
     assert result.parse_status == "failed" and "aspect ratio" in result.error and result.quality is None
+    # a failed answer shows no scores (not "not applicable"), no radar, and says it failed and why
+    assert all(row[1] is None and row[2] == "no score: the answer failed" for row in result.table)
+    assert result.figure is None
+    line = summary_line(result, scorer.pae_label, scorer.random_weights)
+    assert "the answer failed, so there are no scores" in line and "aspect ratio" in line and "quality" not in line
 
 
 def test_anchor_labels_and_catalogue():

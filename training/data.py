@@ -13,6 +13,7 @@ from typing import Any
 
 import datasets
 
+from tangpoetrybench.files import local_or_hub
 from tangpoetrybench.models import DEFAULT_MAX_PIXELS, fit_pixels
 from tangpoetrybench.poems import Poem
 from tangpoetrybench.judging.prompt import build_messages, format_answer
@@ -48,7 +49,7 @@ def grpo_row(row: dict[str, Any], rubric: Rubric | None = None) -> dict[str, Any
 
 def load_images(dataset_name: str, config: str = "images") -> datasets.DatasetDict:
     """The built dataset's image config (a folder or a Hub id), rows without a human target dropped."""
-    return datasets.load_dataset(dataset_name, config).filter(has_target)
+    return datasets.load_dataset(local_or_hub(dataset_name, "--dataset_name", "dataset"), config).filter(has_target)
 
 
 def to_sft(ds: datasets.Dataset, rubric: Rubric | None = None) -> datasets.Dataset:

@@ -27,6 +27,7 @@ from peft import PeftModel
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 
+from tangpoetrybench.files import local_or_hub
 from lora_setup import GPUDefaults, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config
 from data import load_images, to_grpo
 from rewards import REWARD_WEIGHTS, accuracy_reward, format_reward
@@ -75,7 +76,8 @@ def main(script_args: GRPOScriptArguments, training_args: PAEGRPOConfig, model_a
     model, processor = load_model(model_args)
     peft_config = None
     if script_args.adapter_path:  # continue the SFT adapter: pass the PeftModel alone
-        model = PeftModel.from_pretrained(model, script_args.adapter_path, is_trainable=True)
+        model = PeftModel.from_pretrained(model, local_or_hub(script_args.adapter_path, "--adapter_path"),
+                                          is_trainable=True)
     else:
         peft_config = lora_config(model_args)
     selection = (TauSelection(dataset[script_args.dataset_test_split], processor, script_args.select_every,

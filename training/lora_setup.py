@@ -10,6 +10,8 @@ import trl
 from peft import LoraConfig
 from transformers import AutoModelForImageTextToText, AutoProcessor, TrainingArguments
 
+from tangpoetrybench.files import local_or_hub
+
 CUDA = torch.cuda.is_available()
 CHECKPOINTING = next(n for n in ("activation_checkpointing", "gradient_checkpointing")
                      if n in TrainingArguments.__dataclass_fields__)
@@ -88,6 +90,7 @@ def load_model(model_args):
     """Model and processor from a Hub id or folder, at --model_revision: in --dtype when given, else bf16 on a GPU
     and fp32 on the CPU; never remote code."""
     check_model_args(model_args)
+    local_or_hub(model_args.model_name_or_path, "--model_name_or_path")
     dtype = model_args.dtype if model_args.dtype not in (None, "auto") else torch.bfloat16 if CUDA else torch.float32
     processor = AutoProcessor.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision)
     model = AutoModelForImageTextToText.from_pretrained(

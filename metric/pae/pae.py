@@ -1,8 +1,9 @@
 """PAE: agreement of any evaluator with the human ratings of TangPoetryBench, and rubric-conditioned scoring.
 
-The statistics come with this module (`agreement.py`, `numeric.py`, `rubrics.py`: written into the published
-folder by `tpb publish` from the tangpoetrybench package, their one source), so the default configuration
-needs only `evaluate`, numpy and scipy. The scoring configurations run models and need the package itself.
+In a checkout the statistics come from the installed tangpoetrybench package (`pip install -e .`), their one
+source. `tpb publish` writes them beside the published module (`agreement.py`, `numeric.py`, `rubrics.py`) and
+turns the three imports below into imports of those files, so the published default configuration needs only
+`evaluate`, numpy and scipy. The scoring configurations run models and need the package itself.
 """
 
 import datasets
@@ -10,9 +11,9 @@ import evaluate
 
 # evaluate copies only the modules this script imports itself (and reads a comment after an import as a URL):
 # agreement.py needs numeric.py, so it is imported here too.
-from .agreement import DEFAULT_BOOTSTRAP, AgreementData, RubricScale, agreement
-from .numeric import whole_mean
-from .rubrics import SCALES
+from tangpoetrybench.stats.agreement import DEFAULT_BOOTSTRAP, AgreementData, RubricScale, agreement
+from tangpoetrybench.numeric import whole_mean
+from tangpoetrybench.stats.scales import SCALES
 
 assert whole_mean  # imported for agreement.py (see above)
 

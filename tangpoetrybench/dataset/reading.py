@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterator
+
+from ..files import local_or_hub
 
 ROWS_PER_READ = 64
 
@@ -16,6 +19,7 @@ def dataset_rows(dataset: str | Path, config: str, split: str, columns: list[str
     A wrong folder, config or split fails here, not at the first row."""
     import datasets
 
+    dataset = local_or_hub(dataset, "dataset", repo_type="dataset")
     refuse_raw_release(dataset)
     try:
         ds = datasets.load_dataset(str(dataset), config, split=split, streaming=True)
@@ -34,6 +38,27 @@ def refuse_raw_release(dataset: str | Path) -> None:
     if (folder / "ratings.csv").is_file() and (folder / "poems.jsonl").is_file():
         raise ValueError(f"{dataset} is a raw release (poems.jsonl, images/, ratings.csv), not a built dataset: "
                          f"build it first with `tpb build {dataset} OUT`, then give OUT")
+FINGERPRINT = re.compile(r"content fingerprint `([0-9a-f]{16})`")
+
+
+def dataset_fingerprint(dataset: str | Path) -> str | None:
+    """The content fingerprint `tpb build` writes into a built dataset's card (README.md), from a folder or a Hub
+    id; None for a dataset without one (not built by tpb build)."""
+    card = Path(dataset) / "README.md"
+    if not Path(dataset).exists():
+        from huggingface_hub import hf_hub_download
+
+        try:
+            card = Path(hf_hub_download(str(dataset), "README.md", repo_type="dataset"))
+        except (OSError, ValueError):
+            return None
+    found = FINGERPRINT.search(card.read_text(encoding="utf-8")) if card.is_file() else None
+    return found.group(1) if found else None
+
+
+def dataset_identity(dataset: str | Path, config: str, split: str) -> dict:
+    """What a scores record says it scored: the build's fingerprint, the config and the split."""
+    return {"fingerprint": dataset_fingerprint(dataset), "config": config, "split": split}
 
 
 def _rows(ds) -> Iterator[dict]:
@@ -51,6 +76,7 @@ def config_rows(dataset: str | Path, config: str, columns: list[str] | None = No
     splits the dataset has. Images are left undecoded."""
     import datasets
 
+    dataset = local_or_hub(dataset, "dataset", repo_type="dataset")
     refuse_raw_release(dataset)
     try:
         parts = datasets.load_dataset(str(dataset), config, streaming=True)

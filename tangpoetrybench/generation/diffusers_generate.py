@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import logging
 import os
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -27,6 +28,8 @@ from typing import Callable
 
 from tqdm.auto import tqdm
 
+
+from ..files import local_or_hub
 from ..models import pick_dtype, process_state
 from ..poems import POEM_ID, Poem, read_poems, write_poems
 from .prompt_variants import fill_template, resolve_prompt
@@ -90,13 +93,10 @@ class GenerationSummary:
 
 def check_pipeline_path(pipeline: str) -> None:
     """A local folder must hold a diffusers pipeline; anything else must look like a Hub id (ORG/NAME)."""
-    path = Path(pipeline).expanduser()
-    if path.exists():
-        if not (path / "model_index.json").is_file():
-            raise ValueError(f"{pipeline} is not a diffusers pipeline folder (it has no model_index.json): give a "
-                             "folder written by save_pretrained, or a Hub id such as Kwai-Kolors/Kolors-diffusers")
-    elif pipeline.startswith(("/", ".", "~")) or pipeline.count("/") != 1:
-        raise ValueError(f"no pipeline folder {pipeline} (a Hub pipeline is named ORG/NAME): check --pipeline")
+    path = Path(local_or_hub(pipeline, "pipeline")).expanduser()
+    if path.exists() and not (path / "model_index.json").is_file():
+        raise ValueError(f"{pipeline} is not a diffusers pipeline folder (it has no model_index.json): give a "
+                         "folder written by save_pretrained, or a Hub id such as Kwai-Kolors/Kolors-diffusers")
 
 
 def is_text_to_image(cls: type) -> bool:
@@ -134,13 +134,43 @@ def pipeline_class(pipeline: str) -> tuple[type, dict]:
     return cls, index
 
 
+class OnceEach(logging.Filter):
+    """Lets a warning through once per kind (its text up to the first colon): diffusers warns that CLIP read only
+    the first 77 tokens on every prompt, each time with the prompt's cut-off part."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind = record.getMessage().split(":", 1)[0]
+        if record.levelno < logging.WARNING or kind not in self.seen:
+            self.seen.add(kind)
+            return True
+        return False
+
+
+def warn_once_each(pipe) -> None:
+    """Each kind of warning of the pipeline's modules (its class and the classes it inherits from) shown once."""
+    once = OnceEach()
+    for module in {c.__module__ for c in type(pipe).__mro__ if c.__module__.startswith("diffusers")}:
+        logging.getLogger(module).addFilter(once)
+
+
 def load_pipeline(cls: type, pipeline: str, device):
-    """The pipeline on `device`, bf16 on a GPU and fp32 on the CPU; safetensors only, no remote code."""
+    """The pipeline on `device`, bf16 on a GPU and fp32 on the CPU; safetensors only, no remote code. Its loading
+    bar follows huggingface_hub's switch, as transformers' does (`--quiet` turns both off)."""
+    from diffusers.utils import logging as diffusers_logging
+    from huggingface_hub.utils import are_progress_bars_disabled
+
+    if are_progress_bars_disabled():
+        diffusers_logging.disable_progress_bar()
     try:
         pipe = cls.from_pretrained(pipeline, dtype=pick_dtype(device), use_safetensors=True)
     except (OSError, ValueError) as exc:
         raise ValueError(f"cannot load the pipeline {pipeline}: {str(exc).splitlines()[0]}") from None
     pipe.set_progress_bar_config(disable=True)
+    warn_once_each(pipe)
     return pipe.to(device)
 
 

@@ -20,14 +20,13 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..stats.agreement import RubricScale
+from ..stats.scales import SCALES
 from ..dataset.dataset_card import DATASET_PLACEHOLDER
 from ..files import atomic_folder
 from .eval_results import dataset_eval_yaml, write_judge_eval_results
-from ..rubric import BUILTIN, rubric_for_tradition
 
 PACKAGE = Path(__file__).resolve().parents[1]
 ROOT = PACKAGE.parent
@@ -35,6 +34,10 @@ PLACEHOLDER_ORG = "ORG"
 # What the metric carries of this package (its file → the name in the metric's flat folder): modules that import
 # nothing of it beyond each other; their package-relative imports become flat ones.
 METRIC_MODULES = {"stats/agreement.py": "agreement.py", "numeric.py": "numeric.py"}
+# pae.py's top-level imports of the package (what it uses in a checkout) → the files beside it once published
+METRIC_IMPORTS = {"tangpoetrybench.stats.agreement": "agreement", "tangpoetrybench.numeric": "numeric",
+                  "tangpoetrybench.stats.scales": "rubrics"}
+CHECKOUT_METRIC = '"metric/pae"'  # how the card loads the module from a checkout; published, it is the repo id
 METRIC_FILES = ("pae.py", "app.py", "README.md", "requirements.txt")
 SPACE_FILES = ("app.py", "README.md")
 
@@ -69,11 +72,18 @@ def flat_imports(text: str) -> str:
     return re.sub(r"^from \.+(\w+) import", r"from .\1 import", text, flags=re.M)
 
 
+def published_imports(text: str) -> str:
+    """pae.py's `from tangpoetrybench.numeric import` as `from .numeric import`: published, the files sit beside it
+    (evaluate copies the files a module imports relatively at the top level; indented imports stay as they are)."""
+    for module, name in METRIC_IMPORTS.items():
+        text = re.sub(rf"^from {re.escape(module)} import", f"from .{name} import", text, flags=re.M)
+    return text
+
+
 def rubric_scales() -> str:
     """rubrics.py of the published metric: what the statistics need of each bundled rubric, made from the files."""
-    scales = {name: asdict(RubricScale.of(rubric_for_tradition(name))) for name in BUILTIN}
     return ('"""What the agreement statistics need of each TangPoetryBench rubric (written by `tpb publish` from the '
-            'rubric files)."""\n\nSCALES = ' + pprint.pformat(scales, width=116, sort_dicts=False) + "\n")
+            'rubric files)."""\n\nSCALES = ' + pprint.pformat(SCALES, width=116, sort_dicts=False) + "\n")
 
 
 def write_metric(out: Path, org: str) -> Path:
@@ -81,6 +91,7 @@ def write_metric(out: Path, org: str) -> Path:
     with atomic_folder(out) as tmp:
         for name in METRIC_FILES:
             text = (root / "metric" / "pae" / name).read_text(encoding="utf-8")
+            text = published_imports(text) if name == "pae.py" else text.replace(CHECKOUT_METRIC, f'"{org}/pae"')
             (tmp / name).write_text(text.replace(f"{PLACEHOLDER_ORG}/", f"{org}/"), encoding="utf-8")
         for source, name in METRIC_MODULES.items():
             (tmp / name).write_text(flat_imports((PACKAGE / source).read_text(encoding="utf-8")), encoding="utf-8")

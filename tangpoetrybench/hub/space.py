@@ -4,7 +4,8 @@ Configuration comes from the environment: `PAE_MODEL` (default Qwen/Qwen3-VL-8B-
 `PAE_BACKEND` (transformers | vllm), `PAE_DEVICE`, `CLIP_MODEL`, `BLIP_MODEL`, `VQA_MODEL` (default
 PAE_MODEL), `PAE_POEMS` (a SPEC poems file; default the bundled poems), `PAE_MAX_IMAGE_BYTES`,
 `PAE_MAX_IMAGE_PIXELS`, `PAE_CONCURRENCY`, `PAE_LEADERBOARD` (a `leaderboard.json` from `tpb leaderboard`, for
-the Leaderboard tab); gradio reads `GRADIO_SERVER_NAME` / `GRADIO_SERVER_PORT`
+the Leaderboard tab), `PAE_CONSTRAINED` (default 1: PAE's answer is decoded in the rubric's JSON form, as the
+vLLM backend always does, so even a small or untrained model gives a readable answer; 0 turns it off); gradio reads `GRADIO_SERVER_NAME` / `GRADIO_SERVER_PORT`
 itself. Models load on first use and stay loaded. Every problem a visitor can cause or meet is a
 `UserError` with a plain message.
 """
@@ -23,6 +24,7 @@ import numpy as np
 from PIL import Image, ImageDraw, UnidentifiedImageError
 
 from ..errors import DataError
+from ..numeric import counted
 from ..judging.evaluators import Evaluator, ScoringItem, load_evaluator
 from ..judging.evaluators.pae import DEFAULT_MODEL
 from ..judging.evaluators.vqascore import VQAScore
@@ -123,6 +125,7 @@ class SpaceConfig:
     concurrency: int = 1
     leaderboard: str | None = None
     explain: str | None = None  # PAE_EXPLAIN=poem or en: a reason per dimension under the radar
+    constrained: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> "SpaceConfig":
@@ -136,6 +139,7 @@ class SpaceConfig:
             max_image_bytes=int(get("PAE_MAX_IMAGE_BYTES", 20 * 2**20)),
             max_image_pixels=int(get("PAE_MAX_IMAGE_PIXELS", DEFAULT_MAX_IMAGE_PIXELS)),
             concurrency=int(get("PAE_CONCURRENCY", 1)), leaderboard=get("PAE_LEADERBOARD"), explain=get("PAE_EXPLAIN"),
+            constrained=get("PAE_CONSTRAINED", "1").strip().lower() not in ("0", "false", "no", "off"),
         )
 
 
@@ -184,7 +188,9 @@ def choose_rubric(choice: str, rubric_file: str | None) -> Rubric:
     return load_rubric(RUBRICS[choice])
 
 
-def nearest_anchor(dim: Dimension, score: float | None) -> str:
+def nearest_anchor(dim: Dimension, score: float | None, failed: bool = False) -> str:
+    if failed:
+        return "no score: the answer failed"
     if score is None:
         excluded = next((o for o in dim.options if o.excluded), None)
         return f"not applicable ({excluded.label['en']})" if excluded else "no score"
@@ -192,9 +198,20 @@ def nearest_anchor(dim: Dimension, score: float | None) -> str:
     return f"{option.letter}: {option.label['en']} / {option.label['zh']}"
 
 
-def dimension_table(scores: Mapping[str, float | None], rubric: Rubric) -> list[list]:
+def dimension_table(scores: Mapping[str, float | None], rubric: Rubric, failed: bool = False) -> list[list]:
     return [[f"{d.name['en']} / {d.name['zh']}", None if scores.get(d.key) is None else round(scores[d.key], 2),
-             nearest_anchor(d, scores.get(d.key)), d.description["en"]] for d in rubric.dimensions]
+             nearest_anchor(d, scores.get(d.key), failed), d.description["en"]] for d in rubric.dimensions]
+
+
+def summary_line(result: "SpaceResult", name: str, random_weights: bool) -> str:
+    """The Markdown line above the table: the quality, or that the answer failed and why."""
+    note = " — random-weight test model: these numbers mean nothing" if random_weights else ""
+    if result.parse_status == "failed":
+        return (f"**{name}: the answer failed, so there are no scores** — {result.error or 'no reason given'}. "
+                f"The raw answer is below.{note}")
+    quality = "—" if result.quality is None else f"{result.quality:.3f}"
+    return (f"**{name}: quality {quality}** (mean of the applicable dimensions; answer parse: "
+            f"{result.parse_status}){note}")
 
 
 def poem_catalogue(config: SpaceConfig) -> dict[str, Poem]:
@@ -258,8 +275,9 @@ class Scorer:
                 elif name == "pae":
                     merge = {"merge_adapter": False} if self.shares_qwen and c.adapter else {}
                     explain = {"explain": c.explain} if c.explain else {}
+                    constrained = {"constrained": True} if c.constrained and c.backend == "transformers" else {}
                     self._loaded[name] = load_evaluator(name, model=model, adapter=c.adapter, backend=c.backend,
-                                                        **kwargs, **merge, **explain)
+                                                        **kwargs, **merge, **explain, **constrained)
                 else:
                     self._loaded[name] = load_evaluator(name, model=model, **kwargs)
             except UserError:
@@ -281,12 +299,11 @@ class Scorer:
         item = ScoringItem("uploaded", image, poem, rubric=rubric)
         [result] = self.evaluator("pae").score([item])
         name = self.pae_label
-        drawn = any(v is not None for v in result.scores.values())
-        title = (label(f"{name} · 《{poem.title}》 {poem.author}", f"{name} profile") if drawn
-                 else "No scores to draw: the answer could not be read")
-        figure = radar({name: result.scores}, rubric, title=title)
+        failed = result.parse_status == "failed"  # no scores, no radar: a failed answer is never drawn as zeros
+        figure = None if failed else radar({name: result.scores}, rubric,
+                                           title=label(f"{name} · 《{poem.title}》 {poem.author}", f"{name} profile"))
         baselines = [self.baseline(name, image, poem) for name in BASELINES] if with_baselines else []
-        return SpaceResult(table=dimension_table(result.scores, rubric),
+        return SpaceResult(table=dimension_table({} if failed else result.scores, rubric, failed),
                            quality=None if result.quality is None else round(result.quality, 3), figure=figure,
                            raw_output=result.raw_output or "", parse_status=result.parse_status, error=result.error,
                            baselines=baselines, reasons=reasons_markdown(result.reasons, rubric))
@@ -306,7 +323,7 @@ class Scorer:
         evidence = result.evidence
         matched = f" (characters of the poem: {evidence['matched']})" if evidence["matched"] else ""
         summary = (f"**Text: {evidence['verdict']}** — {VERDICT_TEXT[evidence['verdict']]}{matched}; text integrity "
-                   f"{result.scores['text_integrity']:g}; {len(evidence['regions'])} regions read by the OCR.")
+                   f"{result.scores['text_integrity']:g}; {counted(len(evidence['regions']), 'region')} read by the OCR.")
         return draw_regions(image, evidence), summary
 
     def baseline(self, name: str, image: Image.Image, poem: Poem) -> list:

@@ -33,9 +33,10 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-from ..dataset.reading import dataset_rows
+from ..dataset.reading import dataset_fingerprint, dataset_identity, dataset_rows
 from ..errors import DataError, Problem, SystematicFailure
 from ..files import json_lines
+from ..files import local_or_hub
 from .evaluators.base import TRANSIENT, EvalResult, Evaluator, Prepared, ScoringItem, rgb_item
 from ..models import process_state
 from ..poems import Poem, read_poems
@@ -70,6 +71,9 @@ class Source(Protocol):
 
     def __iter__(self) -> Iterator[SourceItem]: ...
 
+    def identity(self) -> dict | None:
+        """What every record of this source says it scored (`dataset_identity`), or None."""
+
 
 class DatasetSource:
     """Items of a built dataset, streamed from its Parquet files (no cache copy). A Hub dataset is downloaded once
@@ -77,11 +81,9 @@ class DatasetSource:
     rather than streaming the split again."""
 
     def __init__(self, dataset: str | Path, config: str = "images", split: str = "test"):
-        if not Path(dataset).exists():
+        if not Path(local_or_hub(dataset, "dataset", repo_type="dataset")).exists():
             from huggingface_hub import snapshot_download
 
-            if str(dataset).startswith(("/", ".", "~")) or str(dataset).count("/") != 1:
-                raise DataError(Problem(str(dataset), "no such dataset folder (a Hub dataset is named ORG/NAME)"))
             dataset = snapshot_download(str(dataset), repo_type="dataset",
                                         allow_patterns=["README.md", f"data/{config}/*"])
         self.dataset, self.config, self.split = str(dataset), config, split
@@ -89,6 +91,9 @@ class DatasetSource:
 
     def ids(self) -> list[str]:
         return [row["image_id"] for row in dataset_rows(self.dataset, self.config, self.split, columns=["image_id"])]
+
+    def identity(self) -> dict:
+        return dataset_identity(self.dataset, self.config, self.split)
 
     def __iter__(self) -> Iterator[SourceItem]:
         for row in dataset_rows(self.dataset, self.config, self.split, decode=False):
@@ -124,6 +129,9 @@ class FolderSource:
 
     def ids(self) -> list[str]:
         return [image_id for image_id, _ in self.files]
+
+    def identity(self) -> None:
+        return None  # a folder of images is no built dataset
 
     def __iter__(self) -> Iterator[SourceItem]:
         for image_id, path in self.files:
@@ -168,6 +176,28 @@ def read_scores(path: Path | str) -> tuple[str, dict[str, dict]]:
     return evaluators.pop(), records
 
 
+def scored_on(records: dict[str, dict], path: Path | str, dataset: str | Path, split: str,
+              configs: tuple[str, ...] = ("images",)) -> str | None:
+    """Results of `tpb score --dataset` say what they scored (the build's fingerprint, config and split): another
+    build, config or split is refused. Results that do not say it (an older tpb, or images scored from a folder)
+    cannot be checked: a warning, returned. Ids that merely match are no proof of the same images."""
+    held = {json.dumps(r["dataset"], sort_keys=True) for r in records.values() if r.get("dataset")}
+    if not held:
+        return (f"{path} does not say which dataset it scored (written by an older tpb score, or scored from a "
+                f"folder of images): it is taken to be of {dataset} because its image ids match")
+    fingerprint = dataset_fingerprint(dataset)
+    for made in map(json.loads, sorted(held)):
+        if made.get("config") not in configs or made.get("split") != split:
+            raise ValueError(f"{path} scored the {made.get('config')} config's {made.get('split')} split, not the "
+                             f"{' or '.join(configs)} config's {split} split: give the --config and --split it was "
+                             "scored on, or score that split")
+        if fingerprint and made.get("fingerprint") and made["fingerprint"] != fingerprint:
+            raise ValueError(f"{path} scored the dataset build {made['fingerprint']}, but {dataset} is build "
+                             f"{fingerprint} (another dataset, or rebuilt since): score {dataset} again "
+                             f"(tpb score --dataset {dataset} --out NEW.jsonl)")
+    return None
+
+
 def read_done(path: Path, repair: bool = True) -> list[dict]:
     """The complete records of a results file. With `repair`, a trailing partial line (from a kill) is cut off
     the file; only the process about to append to a file repairs it."""
@@ -193,6 +223,20 @@ def final_records(records: Iterable[dict]) -> dict[str, dict]:
     return out
 
 
+PER_RESULT_SETTINGS = frozenset({"rubric", "served_model", "response_format"})
+"""Settings a result records about itself (checked apart, or not at all), not settings of the run."""
+
+
+def setting_words(key: str, value: object) -> str:
+    """A setting as a sentence says it: `max_new_tokens 4`, `constrained True`, `no constrained setting`."""
+    return f"no {key} setting" if value is None else f"{key} {value!r}"
+
+
+def two_settings(key: str, one: object, other: object) -> tuple[str, str]:
+    """Two values of a setting, for "made with ONE, not OTHER": `max_new_tokens 4`, `8`; a missing one in words."""
+    return setting_words(key, one), repr(other) if None not in (one, other) else setting_words(key, other)
+
+
 def _check_same_run(records: list[dict], evaluator: Evaluator, out: Path) -> None:
     """Resuming appends to a file: it must hold results made the same way, setting by setting."""
     expected = {"evaluator": evaluator.name, "model": evaluator.model_name, **evaluator.settings()}
@@ -202,9 +246,10 @@ def _check_same_run(records: list[dict], evaluator: Evaluator, out: Path) -> Non
         if "settings" not in record:
             raise ValueError(f"{out} holds results without their settings (written by an older tpb): {advice}")
         made = {"evaluator": record.get("evaluator"), "model": record.get("model"), **record["settings"]}
-        for key, value in expected.items():
-            if made.get(key) != value:
-                raise ValueError(f"{out} holds results made with {key} {made.get(key)!r}, not {value!r}: {advice}")
+        for key in [*expected, *(k for k in made if k not in expected and k not in PER_RESULT_SETTINGS)]:
+            if made.get(key) != expected.get(key):
+                was, now = two_settings(key, made.get(key), expected.get(key))
+                raise ValueError(f"{out} holds results made with {was}, not {now}: {advice}")
         rubric = record["settings"].get("rubric")
         if rubrics and rubric not in rubrics:
             raise ValueError(f"{out} holds results made with rubric {rubric!r}, not {' or '.join(sorted(rubrics))} "
@@ -328,13 +373,18 @@ def score_to_jsonl(
     guard = FailureGuard(trusted=any(r.get("error_kind") not in (*MODEL_FAILURES, "input") for r in records))
 
     scored = failed = retryable = prompt_tokens = completion_tokens = repair_rounds = repair_parsed = truncated = 0
+    identity = source.identity()
+
+    def with_identity(record: dict) -> dict:
+        return {**record, "dataset": identity} if identity else record
+
     with open(target, "a", encoding="utf-8") as f, tqdm(
         total=len(todo), desc=f"Scoring ({evaluator.name})", unit="image", disable=not progress or rank != 0
     ) as bar:
         def write(results: list[EvalResult]) -> None:
             nonlocal scored, failed, retryable, prompt_tokens, completion_tokens
             nonlocal repair_rounds, repair_parsed, truncated
-            f.write("".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in results))
+            f.write("".join(json.dumps(with_identity(r.to_json()), ensure_ascii=False) + "\n" for r in results))
             f.flush()
             os.fsync(f.fileno())
             scored += len(results)

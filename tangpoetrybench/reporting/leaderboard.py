@@ -24,9 +24,9 @@ from scipy import stats
 
 from ..stats.agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement, resample_weights
 from ..dataset.reading import dataset_rows
-from ..judging.scoring import read_scores
+from ..judging.scoring import read_scores, scored_on, two_settings
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_ci, fmt_interval
-from .plots import radar, ring_floor
+from .plots import colours_for, radar, ring_floor
 from .recognition import board_recognizability, lay_out_recognizability
 from .variants import lay_out_variants, variant_comparison
 from .report import Report, is_synthetic, write_report
@@ -84,7 +84,8 @@ def read_score_files(paths: list[Path]) -> Scores:
                 first, made = path, this
             elif this != made:
                 key = next(k for k in sorted(set(made) | set(this)) if made.get(k) != this.get(k))
-                raise ValueError(f"{path} was scored with {key} {this.get(key)!r} but {first} with {made.get(key)!r}: "
+                this_way, first_way = two_settings(key, this.get(key), made.get(key))
+                raise ValueError(f"{path} was scored with {this_way} but {first} with {first_way}: "
                                  "a leaderboard compares generators scored by one evaluator with the same settings; "
                                  "score them all the same way")
             if "/" not in image_id:
@@ -96,6 +97,19 @@ def read_score_files(paths: list[Path]) -> Scores:
             records[image_id], source[image_id] = record, str(path)
     settings = {k: v for k, v in made.items() if k not in ("evaluator", "model")}
     return Scores(made["evaluator"], made["model"] or "", settings, records, [str(p) for p in paths])
+
+
+def unproven_files(files: list[str], dataset: str | Path, split: str, rated_ids: set[str]) -> list[str]:
+    """Each file that scored the dataset's own images is checked against it (another build, config or split is
+    refused); one that does not say what it scored but has ids of its images is a warning. Files of generated
+    images (`tpb score --images`) have neither, and need neither."""
+    warnings = []
+    for path in files:
+        _, records = read_scores(path)
+        if any(r.get("dataset") for r in records.values()) or rated_ids.intersection(records):
+            warning = scored_on(records, path, dataset, split, HUMAN_CONFIGS)
+            warnings += [warning] if warning else []
+    return warnings
 
 
 def human_rows(dataset: str | Path, split: str, keys: list[str]) -> list[dict]:
@@ -133,10 +147,9 @@ def _means(weights: np.ndarray, sums: np.ndarray, counts: np.ndarray) -> np.ndar
 
 
 def _ranks(quality: np.ndarray) -> np.ndarray:
-    """1-based ranks by quality (highest first) along the last axis; a missing quality ranks last (the callers
-    leave generators without a quality unranked)."""
-    order = np.argsort(-np.nan_to_num(quality, nan=-np.inf), axis=-1, kind="stable")
-    return np.argsort(order, axis=-1, kind="stable") + 1
+    """1-based ranks by quality (highest first) along the last axis; equal qualities share the best of their ranks
+    (1, 2, 2, 4); a missing quality ranks last (the callers leave generators without a quality unranked)."""
+    return stats.rankdata(-np.nan_to_num(quality, nan=-np.inf), method="min", axis=-1).astype(int)
 
 
 def _kendall_b(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -166,6 +179,7 @@ class LeaderboardData:
     rated: list[str]  # the generators people rated
     synthetic: bool
     agreement_with_humans: dict
+    warnings: list[str]  # score files that cannot show they scored this dataset's images
     recognizability_judge: dict | None = None  # with recognize results: what the recognizability table says of them
     prompt_variants: dict | None = None  # with generation.json files: one pipeline's prompt variants side by side
 
@@ -224,7 +238,7 @@ def compute_leaderboard(dataset: str | Path, scores: list[Path], split: str = "t
         str(dataset), split, poems, s, n_bootstrap, seed, board, rated, is_synthetic(dataset),
         agreement_with_humans(s, rows, keep, rated, pae_values, human_values, poems, n_bootstrap, seed, weights,
                               rubric),
-        judge, variant_comparison(board, generation) if generation else None)
+        unproven_files(s.files, dataset, split, {r["image_id"] for r in rows}), judge, variant_comparison(board, generation) if generation else None)
 
 
 def ranked_board(generators: list[str], poems: list[str], columns: list[str], pae_values: dict, human_values: dict,
@@ -275,6 +289,8 @@ def lay_out(data: LeaderboardData) -> Report:
     rep = Report(title="TangPoetryBench leaderboard")
     rep.numbers = data.numbers()
     rep.heading("TangPoetryBench leaderboard", 1)
+    for warning in data.warnings:
+        rep.text(f"**Warning.** {warning}.")
     if s.random_weights:
         rep.text("**Random weights.** The scores come from a tiny test model: they check the pipeline and measure "
                  "nothing.")
@@ -306,11 +322,14 @@ def lay_out(data: LeaderboardData) -> Report:
 
     profiles = {r["generator"]: {k: r["pae"][k] for k in keys} for r in board}
     floor = ring_floor(profiles)
-    rep.figure("radar_pae.png", radar(profiles, rubric, f"PAE estimates ({floor:.1f}–1)", rmin=floor),
+    colours = colours_for(profiles)  # a generator has one colour in both charts
+    rep.figure("radar_pae.png", radar(profiles, rubric, f"PAE estimates ({floor:.1f}–1)", rmin=floor,
+                                      colours=colours),
                "Every generator's profile as PAE estimates it.")
     if rated:
         rep.figure("radar_human.png", radar({r["generator"]: {k: r["human"][k] for k in keys} for r in board
-                                             if r["human"]}, rubric, f"Human scores ({floor:.1f}–1)", rmin=floor),
+                                             if r["human"]}, rubric, f"Human scores ({floor:.1f}–1)", rmin=floor,
+                                            colours=colours),
                    "The human-rated generators' profiles from the human ratings of the same images.")
     _agreement(rep, data.agreement_with_humans)
     return rep

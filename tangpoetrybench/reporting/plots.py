@@ -26,22 +26,30 @@ def ring_floor(profiles: Mapping[str, Mapping[str, float | None]], default: floa
     return min(default, math.floor(min(every, default=default) * 10) / 10)
 
 
+def colours_for(names) -> dict[str, str]:
+    """A colour per name, in order: pass the same mapping to several charts and a name keeps its colour in each."""
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
+
+
 def radar(profiles: Mapping[str, Mapping[str, float | None]], rubric: Rubric, title: str = "",
-          rmin: float = 0.0, rmax: float = 1.0, size: float = 5.5) -> Figure:
+          rmin: float = 0.0, rmax: float = 1.0, size: float = 5.5, colours: Mapping[str, str] | None = None) -> Figure:
     """One polygon per profile over the rubric's dimensions; a null score leaves a gap. A value below `rmin` is drawn
-    on the inner ring with a ▼ marker, so a clipped value is never mistaken for the ring's own."""
+    on the inner ring with a ▼ marker, so a clipped value is never mistaken for the ring's own. `colours` (from
+    `colours_for`) keeps a profile's colour the same across charts; by default they go in order."""
+    colours = colours or colours_for(profiles)
     keys = list(rubric.keys)
     angles = [2 * math.pi * i / len(keys) for i in range(len(keys))]
     fig = Figure(figsize=(size, size), layout="constrained")
     ax = fig.add_subplot(projection="polar")
     ax.set_theta_offset(math.pi / 2)
     ax.set_theta_direction(-1)
-    for i, (name, scores) in enumerate(profiles.items()):
+    for name, scores in profiles.items():
         # a value below the inner ring sits on it (polar axes would draw it through the centre)
         values = [math.nan if scores.get(k) is None else max(float(scores[k]), rmin) for k in keys]
-        colour = PALETTE[i % len(PALETTE)]
+        colour = colours[name]
         ax.plot(angles + angles[:1], values + values[:1], color=colour, linewidth=1.8, label=name)
-        ax.fill(angles + angles[:1], [rmin if math.isnan(v) else v for v in values + values[:1]], color=colour, alpha=0.08)
+        if not any(math.isnan(v) for v in values):  # a null is a gap, never filled in as the inner ring
+            ax.fill(angles + angles[:1], values + values[:1], color=colour, alpha=0.08)
         below = [a for a, k in zip(angles, keys) if scores.get(k) is not None and float(scores[k]) < rmin]
         if below:
             ax.plot(below, [rmin] * len(below), linestyle="none", marker="v", color=colour, markersize=7)

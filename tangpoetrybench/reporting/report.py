@@ -26,7 +26,7 @@ import numpy as np
 from . import findings
 from ..dataset.reading import config_rows
 from ..judging.ocr.labels import ISSUES, issue_counts, ocr_table3
-from ..judging.scoring import read_scores
+from ..judging.scoring import read_scores, scored_on
 from ..numeric import ZERO_WIDTH_NOTE, fmt, fmt_interval, mean_or_none
 from ..rubric import rubric_for_tradition
 from ..stats.agree import RATING_COLUMNS as AGREE_RATING_COLUMNS
@@ -237,7 +237,8 @@ def table4_of(inputs: ReportInputs, path: Path, split: str, n_bootstrap: int, se
         evaluator = f"{evaluator} ({path.stem})"
     rows = inputs.split_images(split)
     data = agreement_data_of(rows, records, tradition_rubric(rows, f"images/{split}"))
-    warning = matched(data, records, path, f"the {split} split")
+    warnings = [matched(data, records, path, f"the {split} split"), scored_on(records, path, inputs.dataset, split)]
+    warning = "; ".join(w for w in warnings if w) or None
     result = agreement(data, n_bootstrap=n_bootstrap, seed=seed)
     random_weights = any(r.get("random_weights") for r in records.values())
     ok = np.isfinite(data.pred_quality) & np.isfinite(data.human_quality)
@@ -557,6 +558,7 @@ def _phase1(rep: Report, acc: dict) -> None:
               [[g, _pct(a["accuracy"]), str(a["answers"])] for g, a in acc.items()])
 
 
+
 def render_markdown(rep: Report) -> str:
     out = []
     for kind, payload in rep.blocks:
@@ -575,8 +577,9 @@ def render_markdown(rep: Report) -> str:
 
 
 def _inline(text: str) -> str:
-    """Markdown's **bold** and `code` in a line of text, as HTML."""
-    text = html.escape(text)
+    """Markdown's **bold** and `code` in a line of text, as HTML; an interval `[a, b]` never breaks across lines."""
+    text = re.sub(r"\[([^\]\[]*)\]", "\x00\\1\x01", text)
+    text = html.escape(text).replace("\x00", '<span class="ci">[').replace("\x01", "]</span>")
     text = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", text)
     return re.sub(r"`(.+?)`", r"<code>\1</code>", text)
 
@@ -598,9 +601,12 @@ def render_html(rep: Report) -> str:
             data = base64.b64encode(rep.figures[name]).decode()
             parts.append(f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
                          f"<figcaption>{_inline(caption)}</figcaption></figure>")
-    style = ("body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;padding:0 1em;color:#222}"
-             "table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}"
-             "td{white-space:nowrap}"
+    # text keeps a readable measure; a wide table may use the page up to 1,400 px and wraps its cells between
+    # figures (never inside an interval), so it fits
+    style = ("body{font-family:system-ui,sans-serif;max-width:1360px;margin:2em auto;padding:0 1em;color:#222}"
+             "p,h1,h2,h3,figure{max-width:980px}"
+             "table{border-collapse:collapse;margin:1em 0;font-size:92%}"
+             "th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}.ci{white-space:nowrap}"
              "th:first-child,td:first-child{text-align:left}img{max-width:100%}figcaption{color:#555;font-size:90%}")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(rep.title)}</title>'
             f"<style>{style}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n")

@@ -11,8 +11,8 @@ import numpy as np
 from .agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement
 from ..dataset.reading import dataset_rows
 from .noise_floor import MIN_MULTI_RATED, RatingTable, floor_summary, noise_floor
-from ..judging.scoring import read_scores
-from ..numeric import fmt, fmt_ci
+from ..judging.scoring import read_scores, scored_on
+from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, counted, fmt, fmt_interval
 from ..rubric import Rubric, rubric_for_tradition
 
 
@@ -93,7 +93,9 @@ def agree(dataset: str | Path, scores: Path | str, split: str = "test", n_bootst
     `unseen_generator` and `song_ci`: the paper's two generalization tests), beside the same images' noise floor."""
     evaluator, records = read_scores(scores)
     data = agreement_data(dataset, records, split, config)
-    warning = matched(data, records, scores, f"{dataset} ({config}, {split})")
+    warnings = [matched(data, records, scores, f"{dataset} ({config}, {split})"),
+                scored_on(records, scores, dataset, split, (config,))]
+    warning = "; ".join(w for w in warnings if w) or None
     first = next(iter(records.values()))
     result = {
         "evaluator": evaluator, "model": first.get("model", ""), "dataset": str(dataset), "config": config,
@@ -108,7 +110,7 @@ def agree(dataset: str | Path, scores: Path | str, split: str = "test", n_bootst
 
 
 def _fmt(value, ci=None) -> str:
-    return fmt(value) + (f"  {fmt_ci(ci)}" if ci else "")
+    return fmt(value) + (f"  {fmt_interval(ci)}" if ci else "")
 
 
 RANDOM_WEIGHTS_NOTE = ("NOTE: random weights (a tiny test model): these scores test the pipeline and measure nothing.")
@@ -135,7 +137,7 @@ def format_table(result: dict) -> str:
     floor = floor_summary(nf)
     for stat in ("coverage", "mae", "within_0.05", "within_one_anchor", "kendall_tau", "spearman"):
         if stat in a:
-            label = f"kendall_tau ({a['kendall_tau_poems']} poems)" if stat == "kendall_tau" else stat
+            label = f"kendall_tau ({counted(a['kendall_tau_poems'], 'poem')})" if stat == "kendall_tau" else stat
             lines.append(f"{label:<24}{_fmt(a[stat], a.get(f'{stat}_ci')):<30}"
                          f"{_fmt(floor[stat]) if stat in floor else ''}")
     if "per_dimension" in a:
@@ -149,9 +151,17 @@ def format_table(result: dict) -> str:
                          f"{_fmt(h.get('within_one_level')):>10}{_fmt(h.get('krippendorff_alpha')):>8}")
     if nf["enough"]:
         lines += ["", textwrap.fill(LEGEND + ".", width=110),
-                  f"noise floor: {nf['n_multi_rated_images']} multi-rated images of {nf['n_images']} rated; "
-                  f"rater-vs-rest τ over {nf['rater_vs_rest_tau_cases']} (poem, rater) cases"]
+                  f"noise floor: {multi_rated(nf)}; rater-vs-rest τ over "
+                  f"{counted(nf['rater_vs_rest_tau_cases'], '(poem, rater) case')}"]
     else:
-        lines += ["", f"noise floor: too few multi-rated images ({nf['n_multi_rated_images']} of {nf['n_images']} "
-                      f"rated; at least {MIN_MULTI_RATED} needed), so none is shown"]
+        lines += ["", f"noise floor: too few images rated more than once ({multi_rated(nf)}; at least "
+                      f"{MIN_MULTI_RATED} needed), so none is shown"]
+    if any(ZERO_WIDTH in line for line in lines):
+        lines += [ZERO_WIDTH_NOTE]
     return "\n".join(lines)
+
+
+def multi_rated(nf: dict) -> str:
+    """"3 of the 12 rated images were rated more than once"."""
+    n, of = nf["n_multi_rated_images"], nf["n_images"]
+    return f"{n} of the {counted(of, 'rated image')} {'was' if n == 1 else 'were'} rated more than once"

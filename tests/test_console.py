@@ -1,0 +1,55 @@
+"""What the commands print: no library progress bars under --quiet, a repeated library warning once, a hint when
+no answer of a run could be read, and sentences in the number's form."""
+
+import json
+import os
+import subprocess
+import sys
+
+from tangpoetrybench.cli import main
+from tangpoetrybench.dataset.reading import dataset_rows
+from tangpoetrybench.numeric import ZERO_WIDTH_NOTE, counted
+from tangpoetrybench.poems import sample_poems, write_poems
+from tangpoetrybench.rubric import rubric_for_tradition
+
+
+def test_generate_under_quiet_warns_of_clip_truncation_once(tiny_models, tmp_path):
+    """A real console (a process of its own): the tiny pipeline's CLIP reads 77 tokens of the ~250-token prompt."""
+    poems = tmp_path / "poems.jsonl"
+    write_poems(sample_poems()[:3], poems)
+    done = subprocess.run([sys.executable, "-m", "tangpoetrybench.cli", "generate", "--pipeline",
+                           str(tiny_models["text-to-image"]), "--poems", str(poems), "--out", str(tmp_path / "new"),
+                           "--generator", "tiny", "--steps", "1", "--height", "64", "--width", "64", "--quiet"],
+                          capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("was truncated because CLIP can only handle") == 1, done.stderr
+    assert "Loading weights" not in done.stderr and "Loading pipeline components" not in done.stderr
+    assert "FutureWarning" not in done.stderr, done.stderr
+
+
+def test_a_run_whose_every_answer_failed_says_what_to_try(tiny_models, demo_built, tmp_path, capfd):
+    """The zero-shot tiny model, unconstrained and cut to 4 tokens, answers nothing that parses."""
+    out = tmp_path / "s.jsonl"
+    assert main(["score", "--dataset", str(demo_built), "--evaluator", "pae", "--model", str(tiny_models["qwen3-vl"]),
+                 "--max-new-tokens", "4", "--limit", "2", "--out", str(out), "--quiet"]) == 0
+    err = capfd.readouterr().err
+    assert f"WARNING: all 2 answers of this run failed (see their `error` in {out})" in err
+    assert "--constrained" in err and "--adapter" in err and "--max-new-tokens" in err
+    assert "Loading weights" not in err
+
+
+def test_wording_and_zero_width_intervals(demo_built, tmp_path, capsys):
+    assert (counted(1, "poem"), counted(2, "poem"), counted(1, "region"), counted(0, "region")) == (
+        "1 poem", "2 poems", "1 region", "0 regions")
+    keys = list(rubric_for_tradition("tang").keys)
+    scores = tmp_path / "human.jsonl"  # SYNTHETIC: the human scores as predictions, so every coverage is 1
+    scores.write_text("".join(json.dumps({"image_id": r["image_id"], "evaluator": "pae", "model": "synthetic",
+                                          "scores": {k: r[k] for k in keys}, "quality": r["quality"],
+                                          "parse_status": "ok"}) + "\n"
+                              for r in dataset_rows(demo_built, "images", "test", ["image_id", "quality", *keys])))
+    assert main(["agree", "--dataset", str(demo_built), "--scores", str(scores), "--bootstrap", "50"]) == 0
+    out = capsys.readouterr().out
+    coverage = next(line for line in out.splitlines() if line.startswith("coverage"))
+    assert "‡" in coverage and ZERO_WIDTH_NOTE in out  # every resample covers every image: a zero-width interval
+    assert "poems)" in out and "(1 poems)" not in out
+    assert "rated images" in out and "rated more than once" in out and " of 12 rated" not in out
