@@ -61,10 +61,11 @@ class EvalResult:
     random_weights: bool = False  # True: a plumbing check, not a quality measurement
     usage: dict[str, int] | None = None  # tokens a served model reports: prompt_tokens, completion_tokens
     evidence: dict[str, Any] | None = None  # what the score rests on, where an evaluator shows it (text-ocr)
+    readout: dict[str, Any] | None = None  # PAE's anchor distributions and confidences (`--readout expected`)
 
     def to_json(self) -> dict[str, Any]:
         record = asdict(self)
-        for optional in ("random_weights", "usage", "evidence"):
+        for optional in ("random_weights", "usage", "evidence", "readout"):
             if not record[optional]:
                 record.pop(optional)
         return record

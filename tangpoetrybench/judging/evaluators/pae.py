@@ -4,6 +4,7 @@ A Qwen3-VL base model (default `Qwen/Qwen3-VL-8B-Instruct`, the paper's zero-sho
 an optional LoRA adapter (PAE), loaded once. Each batch is left-padded and decoded greedily, so the same
 checkpoint, rubric and input give the same answer; the answer goes through `parse_answer`. With `constrained`,
 decoding keeps every answer in the rubric's JSON form (`constrained.AnswerConstraint`), so every answer parses.
+With `readout="expected"` nothing is decoded: the scores are read from the anchors' probabilities (`readout`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 from ..constrained import AnswerConstraint
 from ..parsing import PARSER_VERSION, parse_answer
 from ..prompt import build_messages
+from ..readout import check_readout, readout_results, readout_settings
 from ...rubric import Rubric
 from .base import EvalResult, Evaluator, ScoringItem
 from ...models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels, has_random_weights, load_qwen_vl, model_label
@@ -31,10 +33,13 @@ class PAE(Evaluator):
 
     def __init__(self, model: str = DEFAULT_MODEL, adapter: str | None = None, device: str | None = None,
                  max_pixels: int = DEFAULT_MAX_PIXELS, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-                 rubric: Rubric | str | None = None, merge_adapter: bool = True, constrained: bool = False):
+                 rubric: Rubric | str | None = None, merge_adapter: bool = True, constrained: bool = False,
+                 readout: str = "decode", quantize: str | None = None):
         """`merge_adapter=False` keeps the LoRA apart, so the same model can serve the base (VQAScore) too."""
         super().__init__(rubric)
-        self.processor, self.model, self.device = load_qwen_vl(model, adapter, device, merge=merge_adapter)
+        self.readout, self.quantize = check_readout(readout, constrained), quantize
+        self.processor, self.model, self.device = load_qwen_vl(model, adapter, device, merge=merge_adapter,
+                                                               quantize=quantize)
         self.model_name = model_label(model, adapter)
         self.random_weights = has_random_weights(self.model)
         self.max_pixels = max_pixels
@@ -50,11 +55,13 @@ class PAE(Evaluator):
         self.processor, self.model, self.device = processor, model, next(model.parameters()).device
         self.model_name, self.random_weights = model_name, has_random_weights(model)
         self.max_pixels, self.max_new_tokens = max_pixels, max_new_tokens
+        self.readout, self.quantize = "decode", None
         return self
 
     def settings(self) -> dict[str, Any]:
         return {"backend": self.backend, "max_pixels": self.max_pixels, "max_new_tokens": self.max_new_tokens,
-                "parser": PARSER_VERSION, **({"constrained": True} if self.constrained else {})}
+                "parser": PARSER_VERSION, **({"constrained": True} if self.constrained else {}),
+                **readout_settings(self.readout, self.quantize)}
 
     def messages(self, item: ScoringItem) -> list[dict]:
         return build_messages(item.poem, self.rubric_for(item), fit_pixels(item.image, self.max_pixels))
@@ -76,6 +83,8 @@ class PAE(Evaluator):
         return self.processor.batch_decode(out[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
 
     def _run(self, inputs, items: Sequence[ScoringItem]) -> list[EvalResult]:
+        if self.readout == "expected":
+            return readout_results(self, inputs, items)
         answers = self.generate(inputs, [self.rubric_for(it) for it in items])
         return [self.answer_result(it, answer) for it, answer in zip(items, answers)]
 

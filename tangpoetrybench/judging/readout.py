@@ -1,0 +1,256 @@
+"""The probability readout (`--readout expected`): PAE's scores read from its probabilities, not decoded.
+
+The answer is the trained JSON form (`prompt.format_answer`: every key in rubric order, each value one of the
+dimension's anchors, `null` where the dimension can be excluded). For each dimension in turn the model sees the
+prompt and the answer so far, and every anchor of the dimension is scored at the value's place: the probability of
+the anchor's tokens (a multi-token anchor such as `0.67` is the product of its tokens' probabilities), normalised
+over the anchors. From that distribution come
+
+- the expected score: the probability-weighted mean of the anchors' scores (`null` left out and the rest
+  renormalised); a dimension whose most likely anchor is `null` is excluded (score None), as a decoded `null` is;
+- the confidence: 1 − the distribution's entropy / log(number of anchors), in [0, 1];
+- the answer text: every dimension at its most likely anchor, which is what the next dimension is conditioned on.
+
+Quality is the mean of the expected scores (`parsing.answer_quality`); its confidence is the mean of the
+confidences of the dimensions in it, and `quality_sd` the standard deviation of that mean with the dimensions taken
+as independent. Nothing is sampled and nothing is parsed, so the readout is deterministic and cannot fail to parse.
+
+Forward passes (transformers): one prefill over prompt and image, then one cached step per dimension. A step feeds,
+for every image and every anchor of the dimension at once (images × anchors rows; the prompt's KV cache is repeated
+per anchor for that step), the fixed text since the last value and the anchor's tokens; the most likely anchor's row
+is kept. Ten dimensions are eleven forward passes whatever the anchors' lengths, against about 120 for decoding the
+answer token by token. The backend-free parts (anchors, distributions, summaries) serve the vLLM backend and the
+`api` judge too.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from .constrained import Grammar
+from .parsing import answer_quality
+from .prompt import format_value
+from ..rubric import Rubric
+
+READOUTS = ("decode", "expected")
+
+
+@dataclass(frozen=True)
+class Anchor:
+    text: str  # as it stands in the answer: "1.0", "0.67", "null"
+    score: float | None  # None: the dimension is excluded
+
+
+def anchors(rubric: Rubric, key: str) -> tuple[Anchor, ...]:
+    """The values the trained answer can hold for a dimension: its distinct scores, best first, then null where it
+    can be excluded."""
+    dim = rubric.dimension(key)
+    found = tuple(Anchor(format_value(s), s) for s in dim.scores)
+    return found + ((Anchor(format_value(None), None),) if any(o.excluded for o in dim.options) else ())
+
+
+@dataclass
+class DimensionReadout:
+    distribution: dict[str, float]  # anchor text → probability, summing to 1
+    expected: float | None
+    confidence: float
+    variance: float
+    best: str  # the most likely anchor's text
+
+
+def summarize(anchor_set: Sequence[Anchor], logps: Sequence[float]) -> DimensionReadout:
+    """A dimension's readout from its anchors' log-probabilities (unnormalised). Ties go to the first anchor."""
+    top = max(logps)
+    weights = [math.exp(lp - top) for lp in logps]
+    total = sum(weights)
+    probs = [w / total for w in weights]
+    best = max(range(len(probs)), key=lambda i: (probs[i], -i))
+    entropy = -sum(p * math.log(p) for p in probs if p > 0)
+    confidence = 1.0 if len(probs) == 1 else min(1.0, max(0.0, 1.0 - entropy / math.log(len(probs))))
+    scored = [(p, a.score) for p, a in zip(probs, anchor_set) if a.score is not None]
+    mass = sum(p for p, _ in scored)
+    expected = variance = None
+    if anchor_set[best].score is not None and mass > 0:
+        expected = sum(p * s for p, s in scored) / mass
+        variance = sum(p * (s - expected) ** 2 for p, s in scored) / mass
+    return DimensionReadout({a.text: p for a, p in zip(anchor_set, probs)}, expected, confidence, variance or 0.0,
+                            anchor_set[best].text)
+
+
+@dataclass
+class Readout:
+    """One image's readout under one rubric."""
+
+    dimensions: dict[str, DimensionReadout]
+    rubric: Rubric
+
+    @property
+    def scores(self) -> dict[str, float | None]:
+        return {k: None if d.expected is None else round(d.expected, 6) for k, d in self.dimensions.items()}
+
+    @property
+    def quality(self) -> float | None:
+        return answer_quality(self.scores, self.rubric)
+
+    def counted(self) -> list[DimensionReadout]:
+        return [d for d in self.dimensions.values() if d.expected is not None]
+
+    @property
+    def quality_confidence(self) -> float | None:
+        counted = self.counted()
+        return None if self.quality is None else sum(d.confidence for d in counted) / len(counted)
+
+    @property
+    def quality_sd(self) -> float | None:
+        counted = self.counted()
+        return None if self.quality is None else math.sqrt(sum(d.variance for d in counted)) / len(counted)
+
+    @property
+    def answer(self) -> str:
+        """The answer at every dimension's most likely anchor, in the trained form."""
+        return answer_text(self.rubric, [d.best for d in self.dimensions.values()])
+
+    def to_json(self) -> dict[str, Any]:
+        """What a result record keeps (`EvalResult.readout`)."""
+        return {"dimensions": {k: {"distribution": {a: round(p, 6) for a, p in d.distribution.items()},
+                                   "confidence": round(d.confidence, 6)} for k, d in self.dimensions.items()},
+                "quality_confidence": _round(self.quality_confidence), "quality_sd": _round(self.quality_sd)}
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 6)
+
+
+def answer_text(rubric: Rubric, values: Sequence[str]) -> str:
+    """The answer's text with the first len(values) values filled in, cut just after the last of them (the whole
+    answer, closing brace included, once every value is there)."""
+    literals = Grammar.of(rubric).literals
+    text = "".join(lit + v for lit, v in zip(literals, values))
+    return text + literals[-1] if len(values) == len(rubric.keys) else text
+
+
+def prefix_text(rubric: Rubric, values: Sequence[str]) -> str:
+    """The answer's text up to the place of value number len(values) (its fixed text included)."""
+    return answer_text(rubric, values) + Grammar.of(rubric).literals[len(values)]
+
+
+# --- transformers ----------------------------------------------------------------------------------------------
+
+
+def _common_prefix(seqs: Sequence[Sequence[int]]) -> int:
+    n = 0
+    while all(len(s) > n for s in seqs) and len({s[n] for s in seqs}) == 1:
+        n += 1
+    return n
+
+
+def _rope_index(model):
+    """Qwen3-VL's multimodal position builder (found through a peft wrapper too)."""
+    for module in model.modules():
+        if hasattr(module, "get_rope_index"):
+            return module.get_rope_index
+    raise TypeError(f"{type(model).__name__} has no get_rope_index: the readout needs a Qwen3-VL model")
+
+
+def read_batch(model, tokenizer, inputs, rubric: Rubric) -> list[Readout]:
+    """The readout of a batch of prepared, left-padded inputs (`models.chat_inputs`), all under one rubric: one
+    prefill, then one step per dimension (see the module's docstring)."""
+    device = next(model.parameters()).device
+    inputs = inputs.to(device)
+    mask = inputs["attention_mask"]
+    positions, _ = _rope_index(model)(inputs["input_ids"], mm_token_type_ids=inputs.get("mm_token_type_ids"),
+                                      image_grid_thw=inputs.get("image_grid_thw"), attention_mask=mask)
+    with torch.inference_mode():
+        out = model(**inputs, position_ids=positions, use_cache=True, logits_to_keep=1)
+    cache, last = out.cache, out.logits[:, -1].float()
+    batch = mask.shape[0]
+    next_pos = positions.amax(dim=(0, 2)) + 1  # per row: the position of the first answer token
+    fed: list[list[int]] = [[] for _ in range(batch)]  # answer tokens already in the cache, per row
+    chosen: list[list[str]] = [[] for _ in range(batch)]
+    found: list[dict[str, DimensionReadout]] = [{} for _ in range(batch)]
+    for key in rubric.keys:
+        anchor_set = anchors(rubric, key)
+        k = len(anchor_set)
+        rows = []  # per (image, anchor): the tokens to feed now, and how many of them the anchor's own
+        for b in range(batch):
+            full = [tokenizer.encode(prefix_text(rubric, chosen[b]) + a.text, add_special_tokens=False)
+                    for a in anchor_set]
+            if any(seq[:len(fed[b])] != fed[b] for seq in full):
+                raise ValueError(f"the tokenizer splits the answer differently once {key}'s value follows: the "
+                                 "readout needs value boundaries that are token boundaries")
+            shared = _common_prefix(full)
+            rows += [(seq[len(fed[b]):], len(seq) - max(shared, len(fed[b]))) for seq in full]
+        width = max(len(r[0]) for r in rows)
+        ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long, device=device)
+        real = torch.zeros((len(rows), width), dtype=mask.dtype, device=device)
+        for r, (seq, _) in enumerate(rows):
+            ids[r, :len(seq)] = torch.tensor(seq, device=device)
+            real[r, :len(seq)] = 1
+        cache.batch_repeat_interleave(k)
+        step_pos = (next_pos.repeat_interleave(k)[:, None] + torch.arange(width, device=device)).expand(3, -1, -1)
+        with torch.inference_mode():
+            step = model(input_ids=ids, attention_mask=torch.cat([mask.repeat_interleave(k, 0), real], 1),
+                         position_ids=step_pos, cache=cache, use_cache=True)
+        logits = torch.cat([last.repeat_interleave(k, 0)[:, None], step.logits[:, :-1].float()], 1)
+        token_logps = torch.log_softmax(logits, -1).gather(-1, ids[..., None])[..., 0]
+        keep = []
+        for b in range(batch):
+            logps = []
+            for a in range(k):
+                seq, own = rows[b * k + a]
+                logps.append(token_logps[b * k + a, len(seq) - own:len(seq)].sum().item())
+            readout = summarize(anchor_set, logps)
+            found[b][key] = readout
+            best = next(i for i, x in enumerate(anchor_set) if x.text == readout.best)
+            keep.append(b * k + best)
+            seq = rows[b * k + best][0]
+            fed[b] = fed[b] + seq
+            chosen[b].append(readout.best)
+        keep_t = torch.tensor(keep, device=device)
+        cache.batch_select_indices(keep_t)
+        mask = torch.cat([mask, real[keep_t]], 1)
+        lengths = real[keep_t].sum(1)
+        last = step.logits[keep_t, lengths - 1].float()
+        next_pos = next_pos + lengths
+    return [Readout(f, rubric) for f in found]
+
+
+# --- PAE's results ---------------------------------------------------------------------------------------------
+
+
+def check_readout(readout: str, constrained: bool = False) -> str:
+    if readout not in READOUTS:
+        raise ValueError(f"unknown readout {readout!r} (known: {', '.join(READOUTS)})")
+    if readout == "expected" and constrained:
+        raise ValueError("--readout expected decodes nothing, so --constrained has nothing to constrain: give one")
+    return readout
+
+
+def readout_settings(readout: str, quantize: str | None = None) -> dict[str, Any]:
+    """What the readout and the quantisation add to an evaluator's settings (a resume must match them)."""
+    return {**({"readout": readout} if readout != "decode" else {}), **({"quantize": quantize} if quantize else {})}
+
+
+def readout_results(pae, inputs, items: Sequence) -> list:
+    """PAE's results for prepared items by the readout: each rubric's items read together (a batch that mixes two
+    rubrics is prepared again per rubric). The record's scores are the expected scores, its raw output the most
+    likely answer, its `readout` the distributions and confidences."""
+    rubrics = [pae.rubric_for(it) for it in items]
+    groups: dict[str, list[int]] = {}
+    for i, r in enumerate(rubrics):
+        groups.setdefault(r.fingerprint, []).append(i)
+    read: dict[int, Readout] = {}
+    for rows in groups.values():
+        group_inputs = inputs if len(groups) == 1 else pae._prepare([items[i] for i in rows])
+        for i, r in zip(rows, read_batch(pae.model, pae.processor.tokenizer, group_inputs, rubrics[rows[0]])):
+            read[i] = r
+    results = []
+    for i, item in enumerate(items):
+        result = pae.result(item, read[i].scores, read[i].quality, read[i].answer, "ok", None)
+        result.readout = read[i].to_json()
+        results.append(result)
+    return results
