@@ -97,6 +97,7 @@ def _score(args: argparse.Namespace) -> None:
                                ("timeout", args.timeout), ("retries", args.retries)) if v is not None}
     if args.constrained:
         extra["constrained"] = True
+    extra.update({k: v for k, v in (("readout", args.readout), ("quantize", args.quantize)) if v is not None})
     evaluator = load_evaluator(args.evaluator, model=args.model, adapter=args.adapter, backend=args.backend, **extra)
     summary = score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,
                              num_workers=args.num_workers, progress=not args.quiet)
@@ -302,6 +303,11 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--constrained", action="store_true",
                    help="PAE on transformers: decode only answers in the rubric's JSON form, so every answer parses "
                         "(the vllm backend always does)")
+    p.add_argument("--readout", choices=["decode", "expected"],
+                   help="pae, api: expected = read each dimension's score from the anchors' probabilities (expected "
+                        "score, distribution, confidence) instead of decoding the answer (default: decode)")
+    p.add_argument("--quantize", choices=["8bit", "4bit"],
+                   help="pae on transformers: load the weights quantised by bitsandbytes (needs a CUDA GPU)")
     p.add_argument("--base-url", help="api: an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (default: "
                                       "Hugging Face Inference Providers route --model)")
     p.add_argument("--api-key-env", metavar="NAME",

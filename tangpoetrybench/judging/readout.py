@@ -254,3 +254,88 @@ def readout_results(pae, inputs, items: Sequence) -> list:
         result.readout = read[i].to_json()
         results.append(result)
     return results
+
+
+# --- a server's logprobs (the api judge) -----------------------------------------------------------------------
+
+Token = tuple[str, float, Sequence[tuple[str, float]]]  # (token, its logprob, the top alternatives at its place)
+
+
+def _walk(tokens: Sequence[Token], j: int, rest: str) -> tuple[float, tuple | None]:
+    """The log-probability of the text `rest` from token `j` on, following the answer's tokens while they spell it
+    and an alternative from the top logprobs where it leaves them: (logprob, None) when it was spelt to its end,
+    (logprob so far, the branch it left by) when it left the answer before its end (what follows is unknown), and
+    (-inf, None) when no token in the top logprobs spells it on."""
+    logp = 0.0
+    while rest:
+        if j >= len(tokens):
+            return -math.inf, None
+        token, token_logp, top = tokens[j]
+
+        def spells(t: str) -> bool:  # t continues rest, or ends it with a character no value holds
+            return bool(t) and (rest.startswith(t) or (t.startswith(rest) and t[len(rest):][:1] not in "0123456789.nul"))
+
+        if spells(token):
+            logp, rest, j = logp + token_logp, rest[len(token):], j + 1
+            continue
+        alternatives = [(t, lp) for t, lp in top if t != token and spells(t)]
+        if not alternatives:
+            return -math.inf, None
+        t, lp = max(alternatives, key=lambda a: len(a[0]))
+        rest = rest[len(t):]
+        return (logp + lp, None) if not rest else (logp + lp, (j, t))
+    return logp, None
+
+
+def read_logprobs(tokens: Sequence[Token], rubric: Rubric) -> Readout | None:
+    """The readout from a served answer's logprobs (OpenAI's `logprobs` with `top_logprobs`). Exact where the
+    answer's own tokens and the alternatives at their places spell an anchor; an anchor that leaves the answer
+    before its end gets an equal share of the probability of the branch it left by (the server says nothing about
+    what lies beyond). None where the answer does not hold every key or no anchor of a dimension is in the top
+    logprobs."""
+    import re
+
+    text = "".join(t for t, _, _ in tokens)
+    starts = [0]
+    for t, _, _ in tokens:
+        starts.append(starts[-1] + len(t))
+    found = {}
+    for key in rubric.keys:
+        place = re.search(r'"%s"\s*:\s*' % re.escape(key), text)
+        if place is None:
+            return None
+        j = next(i for i in range(len(tokens)) if starts[i + 1] > place.end()) if place.end() < len(text) else None
+        if j is None:
+            return None
+        anchor_set = anchors(rubric, key)
+        walked = [_walk(tokens, j, text[starts[j]:place.end()] + a.text) for a in anchor_set]
+        shares: dict[tuple, int] = {}
+        for _, branch in walked:
+            if branch is not None:
+                shares[branch] = shares.get(branch, 0) + 1
+        logps = [lp - (math.log(shares[branch]) if branch is not None else 0.0) for lp, branch in walked]
+        if all(lp == -math.inf for lp in logps):
+            return None
+        found[key] = summarize(anchor_set, logps)
+    return Readout(found, rubric)
+
+
+def logprob_tokens(choice_logprobs) -> list[Token]:
+    """(token, logprob, top alternatives) from a chat completion choice's `logprobs` (objects or dicts)."""
+    get = (lambda o, k: o[k]) if isinstance(choice_logprobs, dict) else getattr
+    return [(get(t, "token"), float(get(t, "logprob")),
+             [(get(a, "token"), float(get(a, "logprob"))) for a in (get(t, "top_logprobs") or [])])
+            for t in (get(choice_logprobs, "content") or [])]
+
+
+def logprobs_result(judge, item, decoded, choice_logprobs):
+    """A served answer's result by the readout, where the server returned logprobs that hold one; else the decoded
+    result, saying why (`settings["readout"]` stays, so a resume keeps the two apart all the same)."""
+    read = read_logprobs(logprob_tokens(choice_logprobs), judge.rubric_for(item)) if choice_logprobs else None
+    if read is None:
+        why = "the server returned no logprobs" if not choice_logprobs else "the logprobs hold no anchor of a value"
+        decoded.error = "; ".join(x for x in (decoded.error, f"readout: {why}, the decoded answer is used") if x)
+        return decoded
+    result = judge.result(item, read.scores, read.quality, decoded.raw_output, "ok", None)
+    result.readout, result.usage = read.to_json(), decoded.usage
+    return result

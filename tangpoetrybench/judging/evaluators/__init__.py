@@ -35,6 +35,10 @@ def load_evaluator(name: str, model: str | None = None, adapter: str | None = No
         raise ValueError(f"the vllm backend serves pae only, not {name}")
     if kwargs.get("constrained") and name != "pae":
         raise ValueError(f"--constrained applies to pae only, not {name}")
+    if kwargs.get("quantize") and name != "pae":
+        raise ValueError(f"--quantize applies to pae only, not {name}")
+    if kwargs.get("readout", "decode") != "decode" and name not in ("pae", "api"):
+        raise ValueError(f"--readout applies to pae and api only, not {name}")
     given = [k for k in API_OPTIONS if kwargs.get(k) is not None]
     if given and name != "api":
         raise ValueError(f"--{given[0].replace('_', '-')} applies to the api evaluator only, not {name}")
@@ -45,6 +49,9 @@ def load_evaluator(name: str, model: str | None = None, adapter: str | None = No
         return APIJudge(model, **{k: v for k, v in kwargs.items() if v is not None})
     for option in API_OPTIONS:
         kwargs.pop(option, None)
+    if name != "pae":
+        kwargs.pop("readout", None)
+        kwargs.pop("quantize", None)
     model_kw = {"model": model} if model else {}
     if name == "text-ocr":
         if model:

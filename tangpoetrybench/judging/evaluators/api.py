@@ -47,6 +47,7 @@ from ...rubric import Rubric
 from .base import TRANSIENT, EvalResult, Evaluator, ScoringItem, describe
 from ...models import DEFAULT_MAX_PIXELS
 from .pae import DEFAULT_MAX_NEW_TOKENS, PAE
+from ..readout import check_readout, logprobs_result
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ DEFAULT_RETRIES = 5
 BATCHES_PER_SLOT = 4  # a batch holds 4 × concurrency requests, so one slow answer idles few slots
 SEED = 0
 MAX_RETRY_AFTER = 300.0  # a server asking for longer makes the item a transient failure, retried by a rerun
+TOP_LOGPROBS = 20  # alternatives per answer token asked for with --readout expected (OpenAI's most)
 NO_KEY = "EMPTY"  # what keyless OpenAI-compatible servers expect; never the saved Hugging Face token
 
 
@@ -180,7 +182,8 @@ class APIJudge(PAE):
                  concurrency: int = DEFAULT_CONCURRENCY, timeout: float = DEFAULT_TIMEOUT,
                  retries: int = DEFAULT_RETRIES, max_pixels: int = DEFAULT_MAX_PIXELS,
                  max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, rubric: Rubric | str | None = None,
-                 structured: bool = True, backoff: float = 1.0):
+                 structured: bool = True, backoff: float = 1.0, readout: str = "decode",
+                 top_logprobs: int = TOP_LOGPROBS):
         """`model` is the name the server knows (`--served-model-name`, a LoRA module's name, a provider's model id);
         `backoff` the first retry's delay in seconds; `structured=False` never asks for the response format."""
         from huggingface_hub import constants
@@ -202,6 +205,7 @@ class APIJudge(PAE):
         self.max_pixels, self.max_new_tokens = max_pixels, max_new_tokens
         self.min_batch_size = BATCHES_PER_SLOT * concurrency
         self.refused_format: str | None = None if structured else "not asked"  # why no response format is sent
+        self.readout, self.top_logprobs = check_readout(readout), top_logprobs  # expected: from the logprobs
 
     @property
     def where(self) -> str:
@@ -256,8 +260,9 @@ class APIJudge(PAE):
             while not stopped.is_set():  # a refused key stops every request not yet sent
                 fmt = None if self.refused_format or refused_now else response_format(rubric)
                 try:
+                    logprobs = {"logprobs": True, "top_logprobs": self.top_logprobs} if self.readout == "expected" else {}
                     out = await client.chat_completion(messages, model=self.model_name, max_tokens=self.max_new_tokens,
-                                                       temperature=0.0, seed=SEED, response_format=fmt)
+                                                       temperature=0.0, seed=SEED, response_format=fmt, **logprobs)
                     break
                 except Exception as exc:
                     status = http_status(exc)
@@ -289,6 +294,8 @@ class APIJudge(PAE):
             self.refused_format = refused_now  # the server answered without it: stop asking for this run
         answer = (out.choices[0].message.content or "") if out.choices else ""
         result = self.answer_result(item, answer)
+        if self.readout == "expected":
+            result = logprobs_result(self, item, result, out.choices[0].logprobs if out.choices else None)
         result.raw_output = redact(result.raw_output, key)
         if out.usage is not None:
             result.usage = {"prompt_tokens": int(out.usage.prompt_tokens or 0),

@@ -30,6 +30,8 @@ class PAE(Evaluator):
     uses_rubric = True
     backend = "transformers"
     constrained = False
+    readout = "decode"
+    quantize: str | None = None
 
     def __init__(self, model: str = DEFAULT_MODEL, adapter: str | None = None, device: str | None = None,
                  max_pixels: int = DEFAULT_MAX_PIXELS, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
@@ -55,7 +57,6 @@ class PAE(Evaluator):
         self.processor, self.model, self.device = processor, model, next(model.parameters()).device
         self.model_name, self.random_weights = model_name, has_random_weights(model)
         self.max_pixels, self.max_new_tokens = max_pixels, max_new_tokens
-        self.readout, self.quantize = "decode", None
         return self
 
     def settings(self) -> dict[str, Any]:

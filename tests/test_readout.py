@@ -1,0 +1,124 @@
+"""PAE's probability readout (`--readout expected`) against a brute-force reference, and --quantize's refusals."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from conftest import tiny_pae_items, tiny_pae_targets
+from tangpoetrybench.judging.evaluators import load_evaluator
+from tangpoetrybench.judging.prompt import build_messages, format_answer
+from tangpoetrybench.judging.readout import Anchor, anchors, answer_text, prefix_text, summarize
+from tangpoetrybench.models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels
+from tangpoetrybench.rubric import load_rubric
+
+
+def test_anchors_are_the_trained_answers_values():
+    tang = load_rubric("tang")
+    assert [a.text for a in anchors(tang, "safety")] == ["1.0", "0.5", "0.0"]
+    assert [a.text for a in anchors(tang, "scene_consistency")] == ["1.0", "0.67", "0.33", "0.0", "null"]
+    values = [anchors(tang, k)[-1].text for k in tang.keys]
+    assert json.loads(answer_text(tang, values)) == json.loads(format_answer(
+        {k: anchors(tang, k)[-1].score for k in tang.keys}, tang))
+    assert answer_text(tang, values) == format_answer({k: anchors(tang, k)[-1].score for k in tang.keys}, tang)
+    assert prefix_text(tang, values[:1]) == '{"safety": 0.0, "technical_quality": '
+
+
+def test_summary_of_a_distribution():
+    three = (Anchor("1.0", 1.0), Anchor("0.5", 0.5), Anchor("0.0", 0.0))
+    flat = summarize(three, [0.0, 0.0, 0.0])
+    assert flat.expected == pytest.approx(0.5) and flat.confidence == pytest.approx(0.0, abs=1e-12)
+    sure = summarize(three, [0.0, -60.0, -60.0])
+    assert sure.expected == pytest.approx(1.0) and sure.confidence == pytest.approx(1.0, abs=1e-6)
+    some = summarize(three, [math.log(0.2), math.log(0.3), math.log(0.5)])  # unnormalised log-probs work too
+    assert some.expected == pytest.approx(0.2 + 0.15) and 0 < some.confidence < 1 and some.best == "0.0"
+    nullable = three + (Anchor("null", None),)
+    assert summarize(nullable, [math.log(0.1), -99, -99, math.log(0.9)]).expected is None  # null most likely
+    mostly = summarize(nullable, [math.log(0.3), math.log(0.3), -99, math.log(0.4) - 1])
+    assert mostly.expected == pytest.approx(0.75)  # null's mass left out, the rest renormalised
+
+
+def test_quantize_is_refused_where_it_cannot_work(tiny_models):
+    with pytest.raises(ValueError, match="--quantize 8bit needs a CUDA GPU"):
+        load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", quantize="8bit")
+    with pytest.raises(ValueError, match="unknown --quantize"):
+        load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", quantize="3bit")
+    with pytest.raises(ValueError, match="pae only"):
+        load_evaluator("clipscore", model=str(tiny_models["clip"]), quantize="4bit")
+    with pytest.raises(ValueError, match="nothing to constrain"):
+        load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", readout="expected", constrained=True)
+
+
+def brute_force(pae, item, rubric, values: list[str]) -> dict[str, dict[str, float]]:
+    """Each dimension's anchor distribution, every anchor scored alone: the whole answer (the readout's values
+    elsewhere, this anchor here) teacher-forced after the prompt in a forward pass of its own, without a cache or a
+    batch; the anchor's probability is that of the answer's tokens up to the anchor's end, normalised over anchors."""
+    tokenizer = pae.processor.tokenizer
+    prompt = chat_inputs(pae.processor, [build_messages(item.poem, rubric, fit_pixels(item.image, DEFAULT_MAX_PIXELS))])
+    n = prompt["input_ids"].shape[1]
+    found = {}
+    for i, key in enumerate(rubric.keys):
+        logps = []
+        for anchor in anchors(rubric, key):
+            answer = tokenizer.encode(answer_text(rubric, values[:i] + [anchor.text] + values[i + 1:]),
+                                      add_special_tokens=False)
+            through = len(tokenizer.encode(prefix_text(rubric, values[:i]) + anchor.text, add_special_tokens=False))
+            inputs = dict(prompt, input_ids=torch.cat([prompt["input_ids"], torch.tensor([answer])], 1))
+            inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
+            inputs["mm_token_type_ids"] = torch.nn.functional.pad(prompt["mm_token_type_ids"], (0, len(answer)))
+            with torch.no_grad():
+                logits = pae.model(**inputs).logits[0, n - 1:n - 1 + through].double()
+            logps.append(torch.log_softmax(logits, -1).gather(-1, torch.tensor(answer[:through])[:, None]).sum().item())
+        total = torch.logsumexp(torch.tensor(logps, dtype=torch.float64), 0).item()
+        found[key] = {a.text: math.exp(lp - total) for a, lp in zip(anchors(rubric, key), logps)}
+    return found
+
+
+@pytest.mark.slow
+def test_readout_equals_the_brute_force_reference(tiny_models):
+    """On the random tiny model (flat distributions, so every digit counts): the readout's distributions and
+    expected scores equal the brute-force reference's, in a batch of images of different sizes (padding)."""
+    tang = load_rubric("tang")
+    pae = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", readout="expected")
+    assert pae.settings()["readout"] == "expected"
+    items = tiny_pae_items()
+    results = pae.score(items)
+    for item, result in zip(items[:2], results):
+        dims = result.readout["dimensions"]
+        values = [max(dims[k]["distribution"].items(), key=lambda kv: kv[1])[0] for k in tang.keys]
+        assert result.raw_output == answer_text(tang, values) and result.parse_status == "ok"
+        reference = brute_force(pae, item, tang, values)
+        for key in tang.keys:
+            assert dims[key]["distribution"] == pytest.approx(reference[key], abs=1e-5), key
+            expected = sum(p * a.score for a, p in zip(anchors(tang, key), reference[key].values())
+                           if a.score is not None) / sum(p for a, p in zip(anchors(tang, key), reference[key].values())
+                                                         if a.score is not None)
+            if result.scores[key] is not None:
+                assert result.scores[key] == pytest.approx(expected, abs=1e-5)
+            assert 0 <= dims[key]["confidence"] <= 1
+        assert 0 <= result.readout["quality_confidence"] <= 1
+    again = pae.score(items)  # deterministic
+    assert [(a.scores, a.readout, a.raw_output) for a in again] == [(b.scores, b.readout, b.raw_output) for b in results]
+    [alone] = pae.score(items[1:2])
+    assert alone.scores == pytest.approx(results[1].scores, abs=1e-5)  # a batch reads as its items alone
+
+
+@pytest.mark.slow
+def test_readout_argmax_is_the_constrained_greedy_answer(tiny_models, tiny_pae):
+    """On the trained tiny PAE: the readout's most likely answer is the constrained greedy answer, which is the
+    answer it was trained to give (a null included); every answer is ok; confidences lie in [0, 1]."""
+    tang = load_rubric("tang")
+    items = tiny_pae_items()
+    greedy = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), adapter=str(tiny_pae), device="cpu",
+                            constrained=True).score(items)
+    read = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), adapter=str(tiny_pae), device="cpu",
+                          readout="expected").score(items)
+    for g, r, target in zip(greedy, read, tiny_pae_targets(tang)):
+        assert g.raw_output == r.raw_output == format_answer(target, tang)
+        assert r.parse_status == "ok" and r.quality is not None
+        assert all(0 <= d["confidence"] <= 1 for d in r.readout["dimensions"].values())
+        assert r.readout["quality_confidence"] > 0.5  # it has learned its answers
+        assert [k for k, v in r.scores.items() if v is None] == [k for k, v in target.items() if v is None]

@@ -1,0 +1,91 @@
+"""The reward: Flow-GRPO's and TRL's signatures around PAE, called the way their training loops call it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from conftest import tiny_pae_items
+from test_api_judge import server  # noqa: F401  (the served tiny Qwen3-VL, a fixture)
+from tangpoetrybench.judging.evaluators.base import EvalResult
+from tangpoetrybench.poems import sample_poems
+from tangpoetrybench.reward import Scalar, as_images, load_reward
+
+
+def result(scores, quality, confidences=None) -> EvalResult:
+    readout = None if confidences is None else {"dimensions": {k: {"confidence": c} for k, c in confidences.items()}}
+    return EvalResult("x", "pae", scores, quality, None, "ok", None, 0.0, readout=readout)
+
+
+def test_the_scalar_choices():
+    r = result({"safety": 1.0, "text_integrity": 0.2, "scene_consistency": None, "overall_impression": 0.4}, 0.5333,
+               {"safety": 1.0, "text_integrity": 0.5, "scene_consistency": 0.9, "overall_impression": 0.25})
+    assert Scalar()(r) == 0.5333  # quality
+    assert Scalar(weights={"overall_impression": 3, "safety": 1, "scene_consistency": 5})(r) == pytest.approx(0.55)
+    assert Scalar(weights={"overall_impression": 1, "safety": 1}, confidence_weighted=True)(r) == pytest.approx(
+        (0.25 * 0.4 + 1.0) / 1.25)
+    assert Scalar(gates={"text_integrity": 0.5}, missing=-1.0)(r) == -1.0  # below the floor: no reward
+    assert Scalar(gates={"scene_consistency": 0.5})(r) == 0.5333  # a dimension that does not apply passes
+    assert Scalar(missing=-2.0)(result({}, None)) == -2.0
+    with pytest.raises(ValueError, match="confidences"):
+        Scalar(confidence_weighted=True)(result({"safety": 1.0}, 1.0))
+
+
+def test_images_as_trainers_hold_them():
+    tensor = torch.zeros(2, 3, 8, 6)
+    tensor[1, 0] = 1.0
+    images = as_images(tensor)  # Flow-GRPO: (N, C, H, W) floats in [0, 1]
+    assert [im.size for im in images] == [(6, 8)] * 2 and images[1].getpixel((0, 0)) == (255, 0, 0)
+    assert as_images(np.zeros((1, 4, 4, 3), dtype=np.uint8))[0].size == (4, 4)
+
+
+def flow_grpo_loop(reward, steps: int = 2, batch: int = 2):
+    """What Flow-GRPO's training loop does with a reward: each step, a batch of sampled images (a float tensor) with
+    their prompts and metadata; the scores go to the advantages, the info to the logs."""
+    poems = sample_poems()
+    logged = []
+    for step in range(steps):
+        chosen = [poems[(step * batch + i) % len(poems)] for i in range(batch)]
+        generator = torch.Generator().manual_seed(step)
+        images = torch.rand(batch, 3, 48, 64, generator=generator)  # what the sampler would decode
+        prompts = [p.poem_id for p in chosen]
+        metadata = [{"poem_id": p.poem_id} for p in chosen]
+        scores, info = reward(images, prompts, metadata)
+        advantages = (scores - scores.mean()) / (scores.std() + 1e-4)
+        logged.append((scores, info, advantages))
+    return logged
+
+
+@pytest.mark.slow
+def test_a_flow_grpo_loop_with_the_local_tiny_pae(tiny_models):
+    reward = load_reward(model=str(tiny_models["qwen3-vl"]), device="cpu", poems=sample_poems(), batch_size=2)
+    assert reward.evaluator.settings()["readout"] == "expected" and reward.evaluator.random_weights
+    for scores, info, advantages in flow_grpo_loop(reward):
+        assert scores.shape == (2,) and np.all((0 <= scores) & (scores <= 1)) and np.isfinite(advantages).all()
+        assert np.allclose(scores, info["quality"]) and info["status"] == ["ok", "ok"]
+        for key, vector in info["scores"].items():
+            confidence = info["confidence"][key]
+            assert vector.shape == (2,) and np.all((confidence >= 0) & (confidence <= 1)), key
+        assert np.all((info["quality_confidence"] >= 0) & (info["quality_confidence"] <= 1))
+    # TRL: (prompts, completions, **columns) -> list[float], the poems from a dataset column
+    items = tiny_pae_items()[:2]
+    trl = reward.trl(prompts=["ignored", "ignored"], completions=[it.image for it in items],
+                     poem_id=[it.poem.poem_id for it in items])
+    direct, _ = reward([it.image for it in items], [it.poem for it in items])
+    assert isinstance(trl, list) and trl == pytest.approx(direct.tolist())
+    with pytest.raises(ValueError, match="neither a poem nor the id"):
+        reward([items[0].image], ["a prompt that names no poem"])
+
+
+@pytest.mark.slow
+def test_a_flow_grpo_loop_through_a_served_judge(server):
+    """The same loop with the judge behind a real `transformers serve` (the api path)."""
+    reward = load_reward(model=server["model"], base_url=server["url"] + "/v1", poems=sample_poems(), batch_size=2,
+                         max_new_tokens=8, scalar=Scalar(missing=0.0))
+    for scores, info, advantages in flow_grpo_loop(reward, steps=1):
+        assert scores.shape == (2,) and np.isfinite(scores).all() and len(info["status"]) == 2
+        assert all(math.isnan(q) for q, s in zip(info["quality"], info["status"]) if s == "failed")
