@@ -1,7 +1,9 @@
 """A loopback HTTP proxy in front of a real server, for fault injection: it answers the first requests with the
 planned faults (429 with Retry-After, 503, a dropped connection, an answer held back past the client's timeout),
 checks an API key, refuses requests that carry a given field, and can delay every answer by a fixed time (the
-concurrency benchmark). Everything else goes to the real server and back unchanged."""
+concurrency benchmark). It can also strip fields the server refuses from requests and rewrite the server's answers
+(`respond`: a successful response's JSON → the JSON to send back), to give a client a response in a format the
+server cannot make (logprobs). Everything else goes to the real server and back unchanged."""
 
 from __future__ import annotations
 
@@ -21,11 +23,13 @@ class FaultProxy:
     `faults` are used one per request, in order of arrival; `requests` logs what each request got."""
 
     def __init__(self, upstream: str, faults: list[str] = (), delay: float = 0.0, slow: float = 0.0,
-                 key: str | None = None, refuse_field: str | None = None, retry_after: str = "1", port: int = 0):
+                 key: str | None = None, refuse_field: str | None = None, retry_after: str = "1", port: int = 0,
+                 strip_fields: tuple[str, ...] = (), respond=None):
         assert all(f in FAULTS for f in faults), faults
         self.upstream = urlparse(upstream)
         self.faults, self.delay, self.slow, self.key = list(faults), delay, slow, key
         self.refuse_field, self.retry_after, self.port = refuse_field, retry_after, port
+        self.strip_fields, self.respond = strip_fields, respond
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
@@ -82,12 +86,16 @@ class FaultProxy:
         if fault == "drop":
             h.close_connection = True  # no answer: the client sees the connection closed
             return None
+        if self.strip_fields and fields:
+            body = json.dumps({k: v for k, v in fields.items() if k not in self.strip_fields}).encode()
         upstream = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=600)
         upstream.request(h.command, h.path, body or None, {"Content-Type": "application/json"})
         response = upstream.getresponse()
         data = response.read()
         upstream.close()
         time.sleep(self.delay + (self.slow if fault == "slow" else 0.0))
+        if self.respond is not None and response.status == 200:
+            data = self.respond(json.loads(data))
         return self.answer(h, response.status, data)
 
     @staticmethod

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from conftest import tiny_pae_items, tiny_pae_targets
+from test_api_judge import server  # noqa: F401  (the served tiny Qwen3-VL, a fixture)
 from tangpoetrybench.judging.evaluators import load_evaluator
 from tangpoetrybench.judging.prompt import build_messages, format_answer
 from tangpoetrybench.judging.readout import Anchor, anchors, answer_text, prefix_text, summarize
@@ -122,3 +123,69 @@ def test_readout_argmax_is_the_constrained_greedy_answer(tiny_models, tiny_pae):
         assert all(0 <= d["confidence"] <= 1 for d in r.readout["dimensions"].values())
         assert r.readout["quality_confidence"] > 0.5  # it has learned its answers
         assert [k for k, v in r.scores.items() if v is None] == [k for k, v in target.items() if v is None]
+
+
+# ---- the api judge: the readout from a server's logprobs ----
+
+def served_logprobs(answer: str, alternatives: dict[int, list[tuple[str, float]]], chosen_logp: dict[int, float]):
+    """A chat completion choice's `logprobs` in OpenAI's format for `answer`, split as Qwen's tokenizer splits
+    (digits one by one, the space apart): token i gets logprob `chosen_logp[i]` (default 0) and the alternatives."""
+    import re
+
+    tokens = re.findall(r"\d|[a-z_]+|\s|[^\w\s]+", answer)
+    assert "".join(tokens) == answer
+    entry = lambda t, lp: {"token": t, "logprob": lp, "bytes": list(t.encode())}  # noqa: E731
+    return {"content": [dict(entry(t, chosen_logp.get(i, 0.0)),
+                             top_logprobs=[entry(t, chosen_logp.get(i, 0.0))] + [entry(a, lp) for a, lp in
+                                                                                 alternatives.get(i, [])])
+                        for i, t in enumerate(tokens)]}, tokens
+
+
+def test_readout_from_a_servers_logprobs():
+    from tangpoetrybench.judging.readout import logprob_tokens, read_logprobs
+
+    tang = load_rubric("tang")
+    target = {k: anchors(tang, k)[0].score for k in tang.keys}
+    answer = format_answer(target, tang)
+    _, tokens = served_logprobs(answer, {}, {})
+    first = tokens.index("1")  # safety's value: "1" of "1.0"
+    scene = [i for i, t in enumerate(tokens) if t == "1"][4]  # scene_consistency's
+    logprobs, _ = served_logprobs(answer, {first: [("0", math.log(0.4))], scene: [("n", math.log(0.5))]},
+                                  {first: math.log(0.6), scene: math.log(0.5), scene + 2: math.log(0.5)})
+    read = read_logprobs(logprob_tokens(logprobs), tang)
+    safety = read.dimensions["safety"]  # 0.5 and 0.0 share the unexplored "0" branch: 0.2 each
+    assert safety.distribution == pytest.approx({"1.0": 0.6, "0.5": 0.2, "0.0": 0.2})
+    assert safety.expected == pytest.approx(0.6 + 0.1)
+    # scene: "1" (0.5) "." "0" (0.5) spells 1.0 (0.25); the "n" branch (0.5) is null's alone, though unexplored
+    sc = read.dimensions["scene_consistency"]
+    assert sc.distribution["null"] == pytest.approx(0.5 / 0.75) and sc.expected is None and sc.best == "null"
+    assert read.dimensions["overall_impression"].distribution["1.0"] == 1.0 and read.scores["overall_impression"] == 1
+    assert read_logprobs(logprob_tokens({"content": []}), tang) is None
+
+
+def injected(answer: str, logprobs: dict):
+    """The proxy's rewrite: the server's answer replaced by `answer` with `logprobs`, in the server's own response."""
+    def respond(data: dict) -> dict:
+        data["choices"][0]["message"]["content"] = answer
+        data["choices"][0]["logprobs"] = logprobs
+        return data
+    return respond
+
+
+@pytest.mark.slow
+def test_the_api_judge_reads_a_servers_logprobs(server):
+    """`transformers serve` refuses logprobs, so the fault proxy strips them from the request and puts a response in
+    OpenAI's logprobs format in the real server's answer; the judge asked for them and reads them."""
+    from fault_proxy import FaultProxy
+
+    tang = load_rubric("tang")
+    answer = format_answer({k: anchors(tang, k)[0].score for k in tang.keys}, tang)
+    _, tokens = served_logprobs(answer, {}, {})
+    logprobs, _ = served_logprobs(answer, {tokens.index("1"): [("0", math.log(0.4))]}, {tokens.index("1"): math.log(0.6)})
+    with FaultProxy(server["url"], strip_fields=("logprobs", "top_logprobs"), respond=injected(answer, logprobs)) as proxy:
+        judge = load_evaluator("api", model=server["model"], base_url=proxy.url, max_new_tokens=8, readout="expected")
+        [result] = judge.score(tiny_pae_items()[:1])
+    assert "logprobs" in proxy.requests[0]["fields"] and "top_logprobs" in proxy.requests[0]["fields"]
+    assert result.parse_status == "ok" and result.settings["readout"] == "expected" and result.raw_output == answer
+    assert result.readout["dimensions"]["safety"]["distribution"] == pytest.approx({"1.0": 0.6, "0.5": 0.2, "0.0": 0.2})
+    assert result.scores["safety"] == pytest.approx(0.7) and result.scores["overall_impression"] == 1.0

@@ -12,7 +12,9 @@ from PIL import Image
 from conftest import tiny_pae_items
 from test_api_judge import server  # noqa: F401  (the served tiny Qwen3-VL, a fixture)
 from tangpoetrybench.judging.evaluators.base import EvalResult
+from tangpoetrybench.judging.prompt import format_answer
 from tangpoetrybench.poems import sample_poems
+from tangpoetrybench.rubric import load_rubric
 from tangpoetrybench.reward import Scalar, as_images, load_reward
 
 
@@ -83,9 +85,24 @@ def test_a_flow_grpo_loop_with_the_local_tiny_pae(tiny_models):
 
 @pytest.mark.slow
 def test_a_flow_grpo_loop_through_a_served_judge(server):
-    """The same loop with the judge behind a real `transformers serve` (the api path)."""
+    """The same loop with the judge behind a real `transformers serve` (the api path): decoded, where the tiny model's
+    answers fail to parse and get `missing`; and with the readout from logprobs, which `transformers serve` does not
+    return, so the fault proxy strips them from the request and injects them into the real server's answer."""
+    from fault_proxy import FaultProxy
+    from test_readout import injected, served_logprobs
+
     reward = load_reward(model=server["model"], base_url=server["url"] + "/v1", poems=sample_poems(), batch_size=2,
-                         max_new_tokens=8, scalar=Scalar(missing=0.0))
-    for scores, info, advantages in flow_grpo_loop(reward, steps=1):
-        assert scores.shape == (2,) and np.isfinite(scores).all() and len(info["status"]) == 2
-        assert all(math.isnan(q) for q, s in zip(info["quality"], info["status"]) if s == "failed")
+                         max_new_tokens=8, readout="decode", scalar=Scalar(missing=-1.0))
+    for scores, info, _ in flow_grpo_loop(reward, steps=1):
+        assert scores.shape == (2,) and len(info["status"]) == 2
+        assert all(s == -1.0 and math.isnan(q) for s, q, st in zip(scores, info["quality"], info["status"])
+                   if st == "failed")
+    rubric = load_rubric("tang")
+    answer = format_answer({k: rubric.dimension(k).scores[0] for k in rubric.keys}, rubric)
+    logprobs, _ = served_logprobs(answer, {}, {})
+    with FaultProxy(server["url"], strip_fields=("logprobs", "top_logprobs"), respond=injected(answer, logprobs)) as proxy:
+        reward = load_reward(model=server["model"], base_url=proxy.url, poems=sample_poems(), batch_size=2,
+                             max_new_tokens=8)
+        for scores, info, _ in flow_grpo_loop(reward, steps=2):
+            assert scores.tolist() == [1.0, 1.0] and info["status"] == ["ok", "ok"]
+            assert all(np.all(c == 1.0) for c in info["confidence"].values())
