@@ -235,25 +235,33 @@ def readout_settings(readout: str, quantize: str | None = None) -> dict[str, Any
     return {**({"readout": readout} if readout != "decode" else {}), **({"quantize": quantize} if quantize else {})}
 
 
-def readout_results(pae, inputs, items: Sequence) -> list:
-    """PAE's results for prepared items by the readout: each rubric's items read together (a batch that mixes two
-    rubrics is prepared again per rubric). The record's scores are the expected scores, its raw output the most
-    likely answer, its `readout` the distributions and confidences."""
-    rubrics = [pae.rubric_for(it) for it in items]
-    groups: dict[str, list[int]] = {}
-    for i, r in enumerate(rubrics):
-        groups.setdefault(r.fingerprint, []).append(i)
+def readout_result(evaluator, item, read: Readout):
+    """An item's result by the readout: the expected scores, the most likely answer as its raw output, the
+    distributions and confidences in `readout`."""
+    result = evaluator.result(item, read.scores, read.quality, read.answer, "ok", None)
+    result.readout = read.to_json()
+    return result
+
+
+def readout_results(evaluator, items: Sequence, read_group) -> list:
+    """Results for items by the readout, each rubric's items read together: `read_group(rows, rubric)` reads the
+    items at those positions."""
+    rubrics = [evaluator.rubric_for(it) for it in items]
     read: dict[int, Readout] = {}
-    for rows in groups.values():
-        group_inputs = inputs if len(groups) == 1 else pae._prepare([items[i] for i in rows])
-        for i, r in zip(rows, read_batch(pae.model, pae.processor.tokenizer, group_inputs, rubrics[rows[0]])):
-            read[i] = r
-    results = []
-    for i, item in enumerate(items):
-        result = pae.result(item, read[i].scores, read[i].quality, read[i].answer, "ok", None)
-        result.readout = read[i].to_json()
-        results.append(result)
-    return results
+    for fingerprint in dict.fromkeys(r.fingerprint for r in rubrics):
+        rows = [i for i, r in enumerate(rubrics) if r.fingerprint == fingerprint]
+        read.update(zip(rows, read_group(rows, rubrics[rows[0]])))
+    return [readout_result(evaluator, item, read[i]) for i, item in enumerate(items)]
+
+
+def read_prepared(pae, inputs, items: Sequence) -> list:
+    """PAE's (transformers) results by the readout for prepared items; a batch that mixes rubrics is prepared again
+    per rubric."""
+    def group(rows: list[int], rubric: Rubric) -> list[Readout]:
+        group_inputs = inputs if len(rows) == len(items) else pae._prepare([items[i] for i in rows])
+        return read_batch(pae.model, pae.processor.tokenizer, group_inputs, rubric)
+
+    return readout_results(pae, items, group)
 
 
 # --- a server's logprobs (the api judge) -----------------------------------------------------------------------
@@ -336,6 +344,42 @@ def logprobs_result(judge, item, decoded, choice_logprobs):
         why = "the server returned no logprobs" if not choice_logprobs else "the logprobs hold no anchor of a value"
         decoded.error = "; ".join(x for x in (decoded.error, f"readout: {why}, the decoded answer is used") if x)
         return decoded
-    result = judge.result(item, read.scores, read.quality, decoded.raw_output, "ok", None)
-    result.readout, result.usage = read.to_json(), decoded.usage
+    result = readout_result(judge, item, read)
+    result.raw_output, result.usage = decoded.raw_output, decoded.usage
     return result
+
+
+# --- vLLM (written for a GPU; not run in the tests) ------------------------------------------------------------
+
+
+def vllm_read(llm, tokenizer, prompts: Sequence[tuple[str, Any]], rubric: Rubric, lora=None) -> list[Readout]:
+    """The readout on vLLM for (chat prompt text, PIL image) pairs under one rubric: one `LLM.generate` per
+    dimension over every image × anchor, each request the prompt, the answer so far and the anchor, scored by
+    `prompt_logprobs` (the prompt's shared prefix comes from the prefix cache). vLLM is imported here only."""
+    from vllm import SamplingParams
+
+    params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
+    chosen: list[list[str]] = [[] for _ in prompts]
+    found: list[dict[str, DimensionReadout]] = [{} for _ in prompts]
+    for key in rubric.keys:
+        anchor_set = anchors(rubric, key)
+        requests, owns = [], []
+        for b, (text, image) in enumerate(prompts):
+            full = [tokenizer.encode(prefix_text(rubric, chosen[b]) + a.text, add_special_tokens=False)
+                    for a in anchor_set]
+            shared = _common_prefix(full)
+            for a, seq in zip(anchor_set, full):
+                requests.append({"prompt": text + prefix_text(rubric, chosen[b]) + a.text,
+                                 "multi_modal_data": {"image": image}})
+                owns.append(len(seq) - shared)
+        outputs = llm.generate(requests, sampling_params=params, lora_request=lora, use_tqdm=False)
+        for b in range(len(prompts)):
+            logps = []
+            for a in range(len(anchor_set)):
+                out, own = outputs[b * len(anchor_set) + a], owns[b * len(anchor_set) + a]
+                ids = out.prompt_token_ids[len(out.prompt_token_ids) - own:]
+                steps = out.prompt_logprobs[len(out.prompt_token_ids) - own:]
+                logps.append(sum(step[i].logprob for i, step in zip(ids, steps)))
+            found[b][key] = summarize(anchor_set, logps)
+            chosen[b].append(found[b][key].best)
+    return [Readout(f, rubric) for f in found]

@@ -65,6 +65,8 @@ def load_evaluator(name: str, model: str | None = None, adapter: str | None = No
 
             kwargs.pop("device", None)
             kwargs.pop("constrained", None)  # vLLM always decodes to the rubric's JSON schema
+            if kwargs.pop("quantize", None):
+                raise ValueError("--quantize applies to the transformers backend (vLLM quantises with its own options)")
             return PAEVLLM(adapter=adapter, **model_kw, **kwargs)
         from .pae import PAE
 

@@ -16,7 +16,7 @@ import torch
 from ..constrained import AnswerConstraint
 from ..parsing import PARSER_VERSION, parse_answer
 from ..prompt import build_messages
-from ..readout import check_readout, readout_results, readout_settings
+from ..readout import check_readout, read_prepared, readout_settings
 from ...rubric import Rubric
 from .base import EvalResult, Evaluator, ScoringItem
 from ...models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels, has_random_weights, load_qwen_vl, model_label
@@ -85,7 +85,7 @@ class PAE(Evaluator):
 
     def _run(self, inputs, items: Sequence[ScoringItem]) -> list[EvalResult]:
         if self.readout == "expected":
-            return readout_results(self, inputs, items)
+            return read_prepared(self, inputs, items)
         answers = self.generate(inputs, [self.rubric_for(it) for it in items])
         return [self.answer_result(it, answer) for it, answer in zip(items, answers)]
 
