@@ -189,3 +189,23 @@ def test_the_api_judge_reads_a_servers_logprobs(server):
     assert result.parse_status == "ok" and result.settings["readout"] == "expected" and result.raw_output == answer
     assert result.readout["dimensions"]["safety"]["distribution"] == pytest.approx({"1.0": 0.6, "0.5": 0.2, "0.0": 0.2})
     assert result.scores["safety"] == pytest.approx(0.7) and result.scores["overall_impression"] == 1.0
+
+
+@pytest.mark.slow
+def test_a_resume_refuses_to_mix_readout_and_decoded_results(tiny_models, tmp_path):
+    from tangpoetrybench.judging.scoring import score_to_jsonl, source_of
+    from tangpoetrybench.poems import write_poems
+
+    item = tiny_pae_items()[0]
+    (tmp_path / "images").mkdir()
+    item.image.save(tmp_path / "images" / f"{item.poem.poem_id}.png")
+    write_poems([item.poem], tmp_path / "poems.jsonl")
+    source = source_of(images=tmp_path / "images", poems=tmp_path / "poems.jsonl")
+    out = tmp_path / "scores.jsonl"
+    read = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", readout="expected")
+    score_to_jsonl(read, source, out, progress=False)
+    [record] = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert record["settings"]["readout"] == "expected" and set(record["readout"]["dimensions"]) == set(record["scores"])
+    decoded = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", constrained=True)
+    with pytest.raises(ValueError, match="readout"):
+        score_to_jsonl(decoded, source, out, progress=False)
