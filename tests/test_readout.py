@@ -202,10 +202,13 @@ def test_a_resume_refuses_to_mix_readout_and_decoded_results(tiny_models, tmp_pa
     write_poems([item.poem], tmp_path / "poems.jsonl")
     source = source_of(images=tmp_path / "images", poems=tmp_path / "poems.jsonl")
     out = tmp_path / "scores.jsonl"
-    read = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", readout="expected")
+    read = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", readout="expected", max_new_tokens=4)
     score_to_jsonl(read, source, out, progress=False)
     [record] = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert record["settings"]["readout"] == "expected" and set(record["readout"]["dimensions"]) == set(record["scores"])
-    decoded = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", constrained=True)
-    with pytest.raises(ValueError, match="readout"):
+    decoded = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", max_new_tokens=4)
+    with pytest.raises(ValueError, match="readout 'expected', which this run does not use"):
         score_to_jsonl(decoded, source, out, progress=False)
+    score_to_jsonl(decoded, source, tmp_path / "decoded.jsonl", progress=False)
+    with pytest.raises(ValueError, match="readout None, not 'expected'"):
+        score_to_jsonl(read, source, tmp_path / "decoded.jsonl", progress=False)

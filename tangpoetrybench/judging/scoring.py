@@ -195,6 +195,9 @@ def final_records(records: Iterable[dict]) -> dict[str, dict]:
     return out
 
 
+PER_RESULT_SETTINGS = {"rubric", "served_model", "response_format"}  # a result's own, not the run's
+
+
 def _check_same_run(records: list[dict], evaluator: Evaluator, out: Path) -> None:
     """Resuming appends to a file: it must hold results made the same way, setting by setting."""
     expected = {"evaluator": evaluator.name, "model": evaluator.model_name, **evaluator.settings()}
@@ -207,6 +210,8 @@ def _check_same_run(records: list[dict], evaluator: Evaluator, out: Path) -> Non
         for key, value in expected.items():
             if made.get(key) != value:
                 raise ValueError(f"{out} holds results made with {key} {made.get(key)!r}, not {value!r}: {advice}")
+        for key in sorted(set(made) - set(expected) - PER_RESULT_SETTINGS):  # e.g. a readout file, resumed decoding
+            raise ValueError(f"{out} holds results made with {key} {made[key]!r}, which this run does not use: {advice}")
         rubric = record["settings"].get("rubric")
         if rubrics and rubric not in rubrics:
             raise ValueError(f"{out} holds results made with rubric {rubric!r}, not {' or '.join(sorted(rubrics))} "
