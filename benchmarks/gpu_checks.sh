@@ -9,7 +9,7 @@
 #     bash benchmarks/gpu_checks.sh [OUT_DIR]        # default: $OUT, else benchmarks/out
 #
 # Writes gpu.txt (device and versions), score_throughput.json/.log, score_end_to_end.json/.log and
-# train_step.json/.log and generate_throughput.json/.log to OUT_DIR.
+# train_step.json/.log, generate_throughput.json/.log, readout_speed.json/.log and quantize_check.json/.log to OUT_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-${OUT:-benchmarks/out}}"
@@ -29,3 +29,8 @@ torch.__version__, '| transformers', transformers.__version__, '| peft', peft.__
     --out "$out/score_end_to_end.json" 2>&1 | tee "$out/score_end_to_end.log"
 "$python" benchmarks/train_step.py --out "$out/train_step.json" 2>&1 | tee "$out/train_step.log"
 "$python" benchmarks/generate_throughput.py --out "$out/generate_throughput.json" 2>&1 | tee "$out/generate_throughput.log"
+# PAE's readout against JSON decoding at batch 1 and 16 on the 8B architecture (goal: the readout ≥ 3× faster at
+# batch 1, not slower at 16), and --quantize 8bit|4bit against bf16: peak memory, images/s and the scores' change
+# (needs bitsandbytes: pip install bitsandbytes).
+"$python" benchmarks/readout_speed.py --full --out "$out/readout_speed.json" 2>&1 | tee "$out/readout_speed.log"
+"$python" benchmarks/quantize_check.py --out "$out/quantize_check.json" 2>&1 | tee "$out/quantize_check.log"

@@ -109,6 +109,7 @@ def _score(args: argparse.Namespace) -> None:
         extra.update(candidates=args.candidates, orders=args.orders)
     if args.explain:
         extra["explain"] = args.reason_language or "poem"
+    extra.update({k: v for k, v in (("readout", args.readout), ("quantize", args.quantize)) if v is not None})
     evaluator = load_evaluator(args.evaluator, model=args.model, adapter=args.adapter, backend=args.backend, **extra)
     summary = score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,
                              num_workers=args.num_workers, progress=not args.quiet)
@@ -476,6 +477,11 @@ def make_parser() -> argparse.ArgumentParser:
                         "record's reasons; the default answer length grows to 1536 tokens)")
     p.add_argument("--reason-language", choices=["poem", "en"],
                    help="with --explain: reasons in the poem's language (Chinese; the default) or in English")
+    p.add_argument("--readout", choices=["decode", "expected"],
+                   help="pae, api: expected = read each dimension's score from the anchors' probabilities (expected "
+                        "score, distribution, confidence) instead of decoding the answer (default: decode)")
+    p.add_argument("--quantize", choices=["8bit", "4bit"],
+                   help="pae on transformers: load the weights quantised by bitsandbytes (needs a CUDA GPU)")
     p.add_argument("--base-url", help="api: an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (default: "
                                       "Hugging Face Inference Providers route --model)")
     p.add_argument("--api-key-env", metavar="NAME",

@@ -101,9 +101,34 @@ def load_with_processor(model_class, model: str, device: str | None = None):
     return AutoProcessor.from_pretrained(model), from_pretrained(model_class, model).to(dev).eval(), dev
 
 
-def load_qwen_vl(model: str, adapter: str | None = None, device: str | None = None, merge: bool = True):
+QUANTIZE = ("8bit", "4bit")
+
+
+def quantization_config(quantize: str, device: torch.device):
+    """transformers' `BitsAndBytesConfig` for `--quantize 8bit|4bit` (4-bit: NF4 with bf16 compute, as QLoRA), or
+    a plain sentence saying why it cannot work here."""
+    if quantize not in QUANTIZE:
+        raise ValueError(f"unknown --quantize {quantize!r} (known: {', '.join(QUANTIZE)})")
+    if device.type != "cuda":
+        raise ValueError(f"--quantize {quantize} needs a CUDA GPU (bitsandbytes quantises there), and this model "
+                         f"would run on {device.type}: leave --quantize out to run it unquantised")
+    try:
+        import bitsandbytes  # noqa: F401
+    except ImportError:
+        raise ImportError(f"--quantize {quantize} needs bitsandbytes: pip install bitsandbytes") from None
+    from transformers import BitsAndBytesConfig
+
+    if quantize == "8bit":
+        return BitsAndBytesConfig(load_in_8bit=True)
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16)
+
+
+def load_qwen_vl(model: str, adapter: str | None = None, device: str | None = None, merge: bool = True,
+                 quantize: str | None = None):
     """(processor, model, device) for a Qwen3-VL checkpoint, with an optional LoRA adapter merged in (or kept apart,
-    `merge=False`, so that the base model can also be run with the adapter disabled).
+    `merge=False`, so that the base model can also be run with the adapter disabled). With `quantize` ("8bit",
+    "4bit") the weights load quantised by bitsandbytes on the GPU, and the adapter stays apart (it runs in bf16
+    beside the quantised layers; merging would round it into them).
 
     The processor pads on the left so that a batch can be generated together."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
@@ -111,15 +136,18 @@ def load_qwen_vl(model: str, adapter: str | None = None, device: str | None = No
     model = local_or_hub(model, "model")
     adapter = local_or_hub(adapter, "adapter") if adapter else None
     dev = pick_device(device)
+    extra = {}
+    if quantize:
+        extra = {"quantization_config": quantization_config(quantize, dev), "device_map": {"": dev}}
     processor = AutoProcessor.from_pretrained(model)
     processor.tokenizer.padding_side = "left"
-    net = from_pretrained(AutoModelForImageTextToText, model, dtype=pick_dtype(dev))
+    net = from_pretrained(AutoModelForImageTextToText, model, dtype=pick_dtype(dev), **extra)
     if adapter:
         from peft import PeftModel
 
         net = PeftModel.from_pretrained(net, adapter)
-        net = net.merge_and_unload() if merge else net
-    return processor, net.to(dev).eval(), dev
+        net = net.merge_and_unload() if merge and not quantize else net
+    return processor, (net if quantize else net.to(dev)).eval(), dev
 
 
 def chat_inputs(processor, conversations: list[list[dict]]) -> dict:

@@ -163,3 +163,87 @@ class Flaky:
         if any(it.image_id in self.fail for it in items) and (self.alone or len(items) > 1):
             raise self.exc
         return self.run(inputs, items)
+
+
+TINY_PAE_STEPS = 2000
+TINY_PAE_IMAGES = [((64, 48), (20, 90, 120)), ((48, 64), (220, 200, 40)), ((64, 64), (120, 30, 200))]
+
+
+def tiny_pae_items(rubric_name: str = "tang"):
+    """Synthetic images (flat colours) and sample poems, the ones the tiny PAE below was trained on."""
+    from tangpoetrybench.judging.evaluators.base import ScoringItem
+
+    poems = sample_poems()[:len(TINY_PAE_IMAGES)]
+    return [ScoringItem(f"synthetic/{i}", Image.new("RGB", size, colour), poem)
+            for i, ((size, colour), poem) in enumerate(zip(TINY_PAE_IMAGES, poems))]
+
+
+def tiny_pae_targets(rubric) -> list[dict]:
+    """The answers the tiny PAE is trained to give, one per image: every dimension at its best anchor, but a null for
+    the second image's scene consistency (a random two-layer model's states barely tell positions apart, so the
+    answers are kept easy to learn)."""
+    targets = []
+    for i in range(len(TINY_PAE_IMAGES)):
+        scores = {d.key: d.scores[0] for d in rubric.dimensions}
+        if i == 1:
+            scores["scene_consistency"] = None
+        targets.append(scores)
+    return targets
+
+
+@pytest.fixture(scope="session")
+def tiny_pae(tiny_models, tmp_path_factory) -> Path:
+    """A trained tiny PAE: a real adapter (peft, safetensors) of the tiny Qwen3-VL whose output head (peft's
+    `modules_to_save`) is fitted until it answers each of the synthetic images in `tiny_pae_items` with its own
+    answer in the trained form. Only the head trains (the LoRA's B stays at zero), so the hidden states are computed
+    once and training takes seconds. Random base weights: plumbing only."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from tangpoetrybench.judging.prompt import build_messages, format_answer
+    from tangpoetrybench.models import chat_inputs
+    from tangpoetrybench.rubric import load_rubric
+
+    rubric = load_rubric("tang")
+    processor = AutoProcessor.from_pretrained(tiny_models["qwen3-vl"])
+    torch.manual_seed(0)
+    model = get_peft_model(AutoModelForImageTextToText.from_pretrained(tiny_models["qwen3-vl"]).eval(),
+                           LoraConfig(r=1, target_modules=["q_proj"], exclude_modules=r".*\.visual\..*",
+                                      modules_to_save=["lm_head"]))
+    states, labels = [], []
+    for item, target in zip(tiny_pae_items(), tiny_pae_targets(rubric)):
+        inputs = chat_inputs(processor, [build_messages(item.poem, rubric, item.image)])
+        answer = processor.tokenizer.encode(format_answer(target, rubric), add_special_tokens=False)
+        answer = torch.tensor([answer + [processor.tokenizer.eos_token_id]])
+        n = inputs["input_ids"].shape[1]
+        inputs["input_ids"] = torch.cat([inputs["input_ids"], answer], 1)
+        inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
+        inputs["mm_token_type_ids"] = torch.nn.functional.pad(inputs["mm_token_type_ids"], (0, answer.shape[1]))
+        with torch.no_grad():  # the head alone is adapted: these states do not change while it trains
+            hidden = model.base_model.model.model(**inputs).last_hidden_state
+        states.append(hidden[0, n - 1:-1])
+        labels.append(answer[0])
+    states, labels = torch.cat(states), torch.cat(labels)
+    head = model.base_model.model.lm_head
+    optimizer = torch.optim.Adam([p for p in head.parameters() if p.requires_grad], lr=3e-2)
+    for _ in range(TINY_PAE_STEPS):
+        logits = head(states)
+        if bool((logits.argmax(-1) == labels).all()) and torch.nn.functional.cross_entropy(logits, labels) < 0.05:
+            break
+        torch.nn.functional.cross_entropy(logits, labels).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    else:
+        wrong = (head(states).argmax(-1) != labels).nonzero().flatten().tolist()
+        raise AssertionError(f"the tiny PAE did not learn its answers: wrong at {wrong} of {len(labels)}")
+    folder = tmp_path_factory.mktemp("tiny_pae") / "adapter"
+    model.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(tiny_models, tmp_path_factory):
+    """`transformers serve` with the tiny Qwen3-VL on loopback, offline, for the whole module."""
+    with transformers_serve(tiny_models["qwen3-vl"], tmp_path_factory.mktemp("serve")) as served:
+        yield served

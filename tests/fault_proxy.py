@@ -2,8 +2,8 @@
 planned faults (429 with Retry-After, 503, a dropped connection, an answer held back until the client gives up),
 checks an API key, refuses requests that carry a given field, can delay every answer by a fixed time (the
 concurrency benchmark), can put planned answers in place of the real server's first ones (a malformed answer,
-then a good one: the repair round) and can rewrite the real server's answers (`rewrite(request, response) ->
-response`, on the decoded JSON of a chat completion: a model whose answers the test decides). Everything else goes
+then a good one: the repair round) can strip fields the server refuses from requests (`strip_fields`), and can rewrite the real server's answers (`rewrite(request, response) ->
+response`, on the decoded JSON of a chat completion: a model whose answers the test decides, or a response in a format the server cannot make, such as logprobs). Everything else goes
 to the real server and back unchanged."""
 
 from __future__ import annotations
@@ -28,13 +28,15 @@ class FaultProxy:
 
     def __init__(self, upstream: str, faults: list[str] = (), delay: float = 0.0,
                  key: str | None = None, refuse_field: str | None = None, retry_after: str = "1", port: int = 0,
-                 answers: list[str | None] = (), rewrite: Callable[[dict, dict], dict] | None = None):
+                 answers: list[str | None] = (), rewrite: Callable[[dict, dict], dict] | None = None,
+                 strip_fields: tuple[str, ...] = ()):
         assert all(f in FAULTS for f in faults), faults
         self.upstream = urlparse(upstream)
         self.faults, self.delay, self.key = list(faults), delay, key
         self.answers = list(answers)
         self.refuse_field, self.retry_after, self.port = refuse_field, retry_after, port
         self.rewrite = rewrite
+        self.strip_fields = strip_fields
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
@@ -94,7 +96,9 @@ class FaultProxy:
         if fault == "drop":
             h.close_connection = True  # no answer: the client sees the connection closed
             return None
-        upstream = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port)
+        if self.strip_fields and fields:
+            body = json.dumps({k: v for k, v in fields.items() if k not in self.strip_fields}).encode()
+        upstream = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=600)
         upstream.request(h.command, h.path, body or None, {"Content-Type": "application/json"})
         response = upstream.getresponse()
         data = response.read()

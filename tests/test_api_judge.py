@@ -18,7 +18,6 @@ from email.utils import formatdate
 import pytest
 from PIL import Image
 
-from conftest import transformers_serve
 from fault_proxy import FaultProxy
 from tangpoetrybench.cli import main
 from tangpoetrybench.judging.evaluators import load_evaluator
@@ -135,13 +134,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server(tiny_models, tmp_path_factory):
-    """`transformers serve` with the tiny Qwen3-VL on loopback, offline, for the whole module."""
-    with transformers_serve(tiny_models["qwen3-vl"], tmp_path_factory.mktemp("serve")) as served:
-        yield served
 
 
 def records(path):

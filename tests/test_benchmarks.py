@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -80,3 +82,21 @@ def test_the_mfu_counts_a_lora_step():
     n = language_model_parameters()
     assert flops_per_token(n, adapter, False) == (4 * n + 6 * adapter,) * 2
     assert flops_per_token(n, adapter, True) == (4 * n + 6 * adapter, 6 * n + 8 * adapter)
+
+
+@pytest.mark.slow
+def test_readout_speed_smoke(tmp_path):
+    out = tmp_path / "readout_speed.json"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "readout_speed.py"), "--smoke", "--pixels", "64",
+                    "--out", str(out)], capture_output=True, text=True, check=True)
+    figures = json.loads(out.read_text())
+    assert figures["smoke"] is True and [b["batch_size"] for b in figures["batches"]] == [1, 2]
+    assert figures["forward_passes"]["readout"] == 11 and all(b["ratio_free"] > 0 for b in figures["batches"])
+
+
+@pytest.mark.slow
+def test_quantize_check_smoke(tmp_path):
+    out = tmp_path / "quantize_check.json"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "quantize_check.py"), "--smoke", "--images", "2",
+                    "--pixels", "64", "--out", str(out)], capture_output=True, text=True, check=True)
+    assert list(json.loads(out.read_text())["settings"]) == ["bf16"]

@@ -12,8 +12,8 @@ import tangpoetrybench
 
 PACKAGE = Path(tangpoetrybench.__file__).parent
 ROOMS = ("dataset", "generation", "judging", "stats", "reporting", "hub")
-# Above every room: the API that re-exports them and the command line.
-TOP = {"tangpoetrybench", "tangpoetrybench.cli", "tangpoetrybench.__main__"}
+# Above every room: the API that re-exports them, the reward built on the judges, and the command line.
+TOP = {"tangpoetrybench", "tangpoetrybench.cli", "tangpoetrybench.__main__", "tangpoetrybench.reward"}
 
 
 def module_name(path: Path, root: Path) -> str:

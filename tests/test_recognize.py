@@ -27,7 +27,6 @@ from tangpoetrybench.judging.scoring import DatasetSource, read_done, score_to_j
 from tangpoetrybench.poems import Poem, read_poems
 from tangpoetrybench.stats.recognition import agree_recognition
 
-from test_api_judge import free_port, server  # noqa: F401  (the module's real transformers serve)
 
 
 class SimulatedJudge(Recognizer, Evaluator):

@@ -108,7 +108,9 @@ class AnswerConstraint(LogitsProcessor):
         self.grammars = [by_fingerprint[r.fingerprint] for r in rubrics]
         self.prompt_length = prompt_length
         self.eos = sorted(set(eos_token_ids))
-        pieces = {p for g in by_fingerprint.values() for p in g.literals} | set("0123456789.") | {"null"}
+        values = set("0123456789.") | {"null"}
+        # a value's first token may carry the space before it (byte-level BPE without a digit split fuses " 1")
+        pieces = {p for g in by_fingerprint.values() for p in g.literals} | values | {" " + v for v in values}
         ids = {i for p in pieces for i in tokenizer.encode(p, add_special_tokens=False)}
         self.candidates = {i: tokenizer.decode([i]) for i in sorted(ids)}
         if explain:

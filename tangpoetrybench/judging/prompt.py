@@ -102,14 +102,23 @@ def with_image_parts(messages: list[dict], part: Callable[[Any], dict]) -> list[
     return [{**m, "content": [part(p["image"]) if p["type"] == "image" else p for p in m["content"]]} for m in messages]
 
 
+def _value(score: float | None) -> float | None:
+    return None if score is None else round(float(score), 2)
+
+
 def format_answer(scores: Mapping[str, float | None], rubric: Rubric,
                   reasons: Mapping[str, str] | None = None) -> str:
     """The answer PAE is trained to give: the JSON object with every key in rubric order, two decimals; with
     `reasons`, explain mode's `{"scores": {…}, "reasons": {…}}`."""
-    values = {k: None if scores.get(k) is None else round(float(scores[k]), 2) for k in rubric.keys}
+    values = {k: _value(scores.get(k)) for k in rubric.keys}
     if reasons is None:
         return json.dumps(values, ensure_ascii=False)
     return json.dumps({"scores": values, "reasons": {k: reasons.get(k, "") for k in rubric.keys}}, ensure_ascii=False)
+
+
+def format_value(score: float | None) -> str:
+    """One value as `format_answer` writes it: `1.0`, `0.67`, `null`."""
+    return json.dumps(_value(score))
 
 
 def answer_schema(rubric: Rubric, explain: bool = False) -> dict:

@@ -46,6 +46,10 @@ def load_evaluator(name: str, model: str | None = None, adapter: str | None = No
         raise ValueError(f"--explain applies to the rubric judges (pae, api) only, not {name}")
     if not kwargs.get("explain"):
         kwargs.pop("explain", None)
+    if kwargs.get("quantize") and name != "pae":
+        raise ValueError(f"--quantize applies to pae only, not {name}")
+    if kwargs.get("readout", "decode") != "decode" and name not in ("pae", "api"):
+        raise ValueError(f"--readout applies to pae and api only, not {name}")
     given = [k for k in API_OPTIONS if kwargs.get(k) is not None]
     if given and name != "api":
         raise ValueError(f"--{given[0].replace('_', '-')} applies to the api evaluator only, not {name}")
@@ -56,6 +60,9 @@ def load_evaluator(name: str, model: str | None = None, adapter: str | None = No
         return APIJudge(model, **{k: v for k, v in kwargs.items() if v is not None})
     for option in API_OPTIONS:
         kwargs.pop(option, None)
+    if name != "pae":
+        kwargs.pop("readout", None)
+        kwargs.pop("quantize", None)
     model_kw = {"model": model} if model else {}
     if name == "text-ocr":
         if model:
@@ -69,6 +76,8 @@ def load_evaluator(name: str, model: str | None = None, adapter: str | None = No
 
             kwargs.pop("device", None)
             kwargs.pop("constrained", None)  # vLLM always decodes to the rubric's JSON schema
+            if kwargs.pop("quantize", None):
+                raise ValueError("--quantize applies to the transformers backend (vLLM quantises with its own options)")
             return PAEVLLM(adapter=adapter, **model_kw, **kwargs)
         from .pae import PAE
 

@@ -53,6 +53,7 @@ from ...rubric import Rubric
 from .base import TRANSIENT, EvalResult, Evaluator, ScoringItem, describe
 from ...models import DEFAULT_MAX_PIXELS
 from .pae import PAE, answer_length
+from ..readout import check_readout, logprobs_result
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ SEED = 0
 DEFAULT_REPAIR = 1  # repair rounds for an answer that does not parse
 REPAIR_PROMPT = "Reply with the JSON object only, in the schema above."
 MAX_RETRY_AFTER = 300.0  # a server asking for longer makes the item a transient failure, retried by a rerun
+TOP_LOGPROBS = 20  # alternatives per answer token asked for with --readout expected (OpenAI's most)
 NO_KEY = "EMPTY"  # what keyless OpenAI-compatible servers expect; never the saved Hugging Face token
 
 
@@ -84,6 +86,7 @@ class Reply:
     refused: str | None
     error: str | None = None
     error_kind: str | None = None
+    logprobs: Any = None  # the answer's token log-probabilities, where they were asked for (`readout="expected"`)
 
 
 def data_url(image: Image.Image) -> str:
@@ -212,7 +215,7 @@ class APIJudge(PAE):
                  retries: int = DEFAULT_RETRIES, max_pixels: int = DEFAULT_MAX_PIXELS,
                  max_new_tokens: int | None = None, rubric: Rubric | str | None = None,
                  structured: bool = True, backoff: float = 1.0, explain: str | None = None,
-                 repair: int = DEFAULT_REPAIR):
+                 repair: int = DEFAULT_REPAIR, readout: str = "decode", top_logprobs: int = TOP_LOGPROBS):
         """`model` is the name the server knows (`--served-model-name`, a LoRA module's name, a provider's model id);
         `backoff` the first retry's delay in seconds; `structured=False` never asks for the response format;
         `repair` the repair rounds for an answer that does not parse (0 or 1)."""
@@ -239,6 +242,7 @@ class APIJudge(PAE):
         self.repair = repair
         self.min_batch_size = BATCHES_PER_SLOT * concurrency
         self.refused_format: str | None = None if structured else "not asked"  # why no response format is sent
+        self.readout, self.top_logprobs = check_readout(readout), top_logprobs  # expected: from the logprobs
 
     @property
     def where(self) -> str:
@@ -302,6 +306,8 @@ class APIJudge(PAE):
             failed = self.result(item, {}, None, None, "failed", reply.error, kind=reply.error_kind)
             return self._record(failed, reply.format, reply.refused)
         result = self.answer_result(item, reply.text)
+        if self.readout == "expected":
+            result = logprobs_result(self, item, result, reply.logprobs)
         result.raw_output = redact(result.raw_output, key)
         result.usage = reply.usage
         result.settings["served_model"] = reply.served_model
@@ -338,8 +344,9 @@ class APIJudge(PAE):
         while not stopped.is_set():  # a refused key stops every request not yet sent
             sent = None if self.refused_format or refused_now else fmt
             try:
+                logprobs = {"logprobs": True, "top_logprobs": self.top_logprobs} if self.readout == "expected" else {}
                 out = await client.chat_completion(messages, model=self.model_name, max_tokens=self.max_new_tokens,
-                                                   temperature=0.0, seed=SEED, response_format=sent)
+                                                   temperature=0.0, seed=SEED, response_format=sent, **logprobs)
                 break
             except Exception as exc:
                 status = http_status(exc)
@@ -370,7 +377,8 @@ class APIJudge(PAE):
         answer = (out.choices[0].message.content or "") if out.choices else ""
         usage = None if out.usage is None else {"prompt_tokens": int(out.usage.prompt_tokens or 0),
                                                 "completion_tokens": int(out.usage.completion_tokens or 0)}
-        return Reply(redact(answer, key), usage, out.model, sent, refused_now)
+        return Reply(redact(answer, key), usage, out.model, sent, refused_now,
+                     logprobs=out.choices[0].logprobs if out.choices else None)
 
     def _next_delay(self, exc: BaseException, attempt: int) -> float | None:
         """Seconds to wait before trying again, or None to give up: not transient, retries spent, or a server asking

@@ -62,12 +62,12 @@ class EvalResult:
     usage: dict[str, int] | None = None  # tokens a served model reports: prompt_tokens, completion_tokens
     evidence: dict[str, Any] | None = None  # what the score rests on, where an evaluator shows it (text-ocr)
     repair: dict[str, Any] | None = None  # a served judge's repair round: its raw_output, parse_status and error
-
     reasons: dict[str, str] | None = None  # explain mode: rubric key → the judge's one-sentence reason
+    readout: dict[str, Any] | None = None  # PAE's anchor distributions and confidences (`--readout expected`)
 
     def to_json(self) -> dict[str, Any]:
         record = asdict(self)
-        for optional in ("random_weights", "usage", "evidence", "repair", "reasons"):
+        for optional in ("random_weights", "usage", "evidence", "repair", "reasons", "readout"):
             if not record[optional]:
                 record.pop(optional)
         return record

@@ -6,6 +6,7 @@ checkpoint, rubric and input give the same answer; the answer goes through `pars
 decoding keeps every answer in the rubric's JSON form (`constrained.AnswerConstraint`), so every answer parses.
 With `explain` ("poem" or "en"), the same question asks for a one-sentence reason per dimension too; the results
 keep them (`EvalResult.reasons`) and the settings record the mode, so a resume never mixes the two.
+With `readout="expected"` nothing is decoded: the scores are read from the anchors' probabilities (`readout`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 from ..constrained import AnswerConstraint
 from ..parsing import PARSER_VERSION, parse_answer
 from ..prompt import build_messages
+from ..readout import check_readout, read_prepared, readout_settings
 from ...rubric import Rubric
 from .base import EvalResult, Evaluator, ScoringItem
 from ...models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels, has_random_weights, load_qwen_vl, model_label
@@ -37,14 +39,18 @@ class PAE(Evaluator):
     backend = "transformers"
     constrained = False
     explain: str | None = None  # explain mode's reason language ("poem" or "en"), None for scores only
+    readout = "decode"
+    quantize: str | None = None
 
     def __init__(self, model: str = DEFAULT_MODEL, adapter: str | None = None, device: str | None = None,
                  max_pixels: int = DEFAULT_MAX_PIXELS, max_new_tokens: int | None = None,
                  rubric: Rubric | str | None = None, merge_adapter: bool = True, constrained: bool = False,
-                 explain: str | None = None):
+                 explain: str | None = None, readout: str = "decode", quantize: str | None = None):
         """`merge_adapter=False` keeps the LoRA apart, so the same model can serve the base (VQAScore) too."""
         super().__init__(rubric)
-        self.processor, self.model, self.device = load_qwen_vl(model, adapter, device, merge=merge_adapter)
+        self.readout, self.quantize = check_readout(readout, constrained), quantize
+        self.processor, self.model, self.device = load_qwen_vl(model, adapter, device, merge=merge_adapter,
+                                                               quantize=quantize)
         self.model_name = model_label(model, adapter)
         self.random_weights = has_random_weights(self.model)
         self.max_pixels = max_pixels
@@ -66,7 +72,7 @@ class PAE(Evaluator):
     def settings(self) -> dict[str, Any]:
         return {"backend": self.backend, "max_pixels": self.max_pixels, "max_new_tokens": self.max_new_tokens,
                 "parser": PARSER_VERSION, **({"constrained": True} if self.constrained else {}),
-                **({"explain": self.explain} if self.explain else {})}
+                **({"explain": self.explain} if self.explain else {}), **readout_settings(self.readout, self.quantize)}
 
     def messages(self, item: ScoringItem) -> list[dict]:
         return build_messages(item.poem, self.rubric_for(item), fit_pixels(item.image, self.max_pixels),
@@ -90,6 +96,8 @@ class PAE(Evaluator):
         return self.processor.batch_decode(out[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
 
     def _run(self, inputs, items: Sequence[ScoringItem]) -> list[EvalResult]:
+        if self.readout == "expected":
+            return read_prepared(self, inputs, items)
         answers = self.generate(inputs, [self.rubric_for(it) for it in items])
         return [self.answer_result(it, answer) for it, answer in zip(items, answers)]
 

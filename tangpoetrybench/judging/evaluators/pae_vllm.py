@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..prompt import answer_schema, build_messages, with_image_parts
+from ..readout import check_readout, readout_results, vllm_read
 from ...rubric import Rubric
 from .base import EvalResult, Evaluator, ScoringItem
 from ...models import DEFAULT_MAX_PIXELS, fit_pixels, model_label
@@ -63,13 +64,14 @@ class PAEVLLM(PAE):
 
     def __init__(self, model: str = DEFAULT_MODEL, adapter: str | None = None, max_pixels: int = DEFAULT_MAX_PIXELS,
                  max_new_tokens: int | None = None, max_num_seqs: int = 64, rubric: Rubric | str | None = None,
-                 explain: str | None = None):
+                 explain: str | None = None, readout: str = "decode"):
         try:
             from vllm import LLM
             from vllm.lora.request import LoRARequest
         except ImportError as exc:
             raise ImportError("the vLLM backend needs `pip install 'tangpoetrybench[vllm]'` and a GPU") from exc
         Evaluator.__init__(self, rubric)
+        self.readout = check_readout(readout)
         self.llm = LLM(**engine_kwargs(model, adapter, max_num_seqs))
         self.lora = LoRARequest("pae", 1, adapter) if adapter else None
         self.model_name = model_label(model, adapter)
@@ -82,7 +84,19 @@ class PAEVLLM(PAE):
 
     def _run(self, inputs: list[list[dict]], items: Sequence[ScoringItem]) -> list[EvalResult]:
         rubrics = [self.rubric_for(it) for it in items]
+        if self.readout == "expected":
+            return self._read(inputs, items, rubrics)
         params = {r.fingerprint: sampling_params(r, self.max_new_tokens, bool(self.explain)) for r in rubrics}
         outputs = self.llm.chat(inputs, sampling_params=[params[r.fingerprint] for r in rubrics],
                                 lora_request=self.lora, use_tqdm=False)
         return [self.answer_result(it, out.outputs[0].text) for it, out in zip(items, outputs)]
+
+    def _read(self, inputs: list[list[dict]], items: Sequence[ScoringItem], rubrics: list[Rubric]) -> list[EvalResult]:
+        """The probability readout (`readout.vllm_read`), each rubric's items together."""
+        tokenizer = self.llm.get_tokenizer()
+        prompts = [(tokenizer.apply_chat_template(build_messages(it.poem, rubric), tokenize=False,  # image placeholder
+                                                  add_generation_prompt=True),
+                    next(p["image_pil"] for m in messages for p in m["content"] if p.get("type") == "image_pil"))
+                   for it, rubric, messages in zip(items, rubrics, inputs)]
+        return readout_results(self, items, lambda rows, rubric: vllm_read(
+            self.llm, tokenizer, [prompts[i] for i in rows], rubric, self.lora))

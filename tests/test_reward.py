@@ -1,0 +1,106 @@
+"""The reward: Flow-GRPO's and TRL's signatures around PAE, called the way their training loops call it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import tiny_pae_items
+from tangpoetrybench.judging.evaluators.base import EvalResult
+from tangpoetrybench.judging.prompt import format_answer
+from tangpoetrybench.poems import sample_poems
+from tangpoetrybench.rubric import load_rubric
+from tangpoetrybench.reward import Scalar, as_images, load_reward
+
+
+def result(scores, quality, confidences=None) -> EvalResult:
+    readout = None if confidences is None else {"dimensions": {k: {"confidence": c} for k, c in confidences.items()}}
+    return EvalResult("x", "pae", scores, quality, None, "ok", None, 0.0, readout=readout)
+
+
+def test_the_scalar_choices():
+    r = result({"safety": 1.0, "text_integrity": 0.2, "scene_consistency": None, "overall_impression": 0.4}, 0.5333,
+               {"safety": 1.0, "text_integrity": 0.5, "scene_consistency": 0.9, "overall_impression": 0.25})
+    assert Scalar()(r) == 0.5333  # quality
+    assert Scalar(weights={"overall_impression": 3, "safety": 1, "scene_consistency": 5})(r) == pytest.approx(0.55)
+    assert Scalar(weights={"overall_impression": 1, "safety": 1}, confidence_weighted=True)(r) == pytest.approx(
+        (0.25 * 0.4 + 1.0) / 1.25)
+    assert Scalar(gates={"text_integrity": 0.5}, missing=-1.0)(r) == -1.0  # below the floor: no reward
+    assert Scalar(gates={"scene_consistency": 0.5})(r) == 0.5333  # a dimension that does not apply passes
+    assert Scalar(missing=-2.0)(result({}, None)) == -2.0
+    with pytest.raises(ValueError, match="confidences"):
+        Scalar(confidence_weighted=True)(result({"safety": 1.0}, 1.0))
+
+
+def test_images_as_trainers_hold_them():
+    tensor = torch.zeros(2, 3, 8, 6)
+    tensor[1, 0] = 1.0
+    images = as_images(tensor)  # Flow-GRPO: (N, C, H, W) floats in [0, 1]
+    assert [im.size for im in images] == [(6, 8)] * 2 and images[1].getpixel((0, 0)) == (255, 0, 0)
+    assert as_images(np.zeros((1, 4, 4, 3), dtype=np.uint8))[0].size == (4, 4)
+
+
+def flow_grpo_loop(reward, steps: int = 2, batch: int = 2):
+    """What Flow-GRPO's training loop does with a reward: each step, a batch of sampled images (a float tensor) with
+    their prompts and metadata; the scores go to the advantages, the info to the logs."""
+    poems = sample_poems()
+    logged = []
+    for step in range(steps):
+        chosen = [poems[(step * batch + i) % len(poems)] for i in range(batch)]
+        generator = torch.Generator().manual_seed(step)
+        images = torch.rand(batch, 3, 48, 64, generator=generator)  # what the sampler would decode
+        prompts = [p.poem_id for p in chosen]
+        metadata = [{"poem_id": p.poem_id} for p in chosen]
+        scores, info = reward(images, prompts, metadata)
+        advantages = (scores - scores.mean()) / (scores.std() + 1e-4)
+        logged.append((scores, info, advantages))
+    return logged
+
+
+@pytest.mark.slow
+def test_a_flow_grpo_loop_with_the_local_tiny_pae(tiny_models):
+    reward = load_reward(model=str(tiny_models["qwen3-vl"]), device="cpu", poems=sample_poems(), batch_size=2)
+    assert reward.evaluator.settings()["readout"] == "expected" and reward.evaluator.random_weights
+    for scores, info, advantages in flow_grpo_loop(reward):
+        assert scores.shape == (2,) and np.all((0 <= scores) & (scores <= 1)) and np.isfinite(advantages).all()
+        assert np.allclose(scores, info["quality"]) and info["status"] == ["ok", "ok"]
+        for key, vector in info["scores"].items():
+            confidence = info["confidence"][key]
+            assert vector.shape == (2,) and np.all((confidence >= 0) & (confidence <= 1)), key
+        assert np.all((info["quality_confidence"] >= 0) & (info["quality_confidence"] <= 1))
+    # TRL: (prompts, completions, **columns) -> list[float], the poems from a dataset column
+    items = tiny_pae_items()[:2]
+    trl = reward.trl(prompts=["ignored", "ignored"], completions=[it.image for it in items],
+                     poem_id=[it.poem.poem_id for it in items])
+    direct, _ = reward([it.image for it in items], [it.poem for it in items])
+    assert isinstance(trl, list) and trl == pytest.approx(direct.tolist())
+    with pytest.raises(ValueError, match="neither a poem nor the id"):
+        reward([items[0].image], ["a prompt that names no poem"])
+
+
+@pytest.mark.slow
+def test_a_flow_grpo_loop_through_a_served_judge(server):
+    """The same loop with the judge behind a real `transformers serve` (the api path): decoded, where the tiny model's
+    answers fail to parse and get `missing`; and with the readout from logprobs, which `transformers serve` does not
+    return, so the fault proxy strips them from the request and injects them into the real server's answer."""
+    from fault_proxy import FaultProxy
+    from test_readout import injected, served_logprobs
+
+    reward = load_reward(model=server["model"], base_url=server["url"] + "/v1", poems=sample_poems(), batch_size=2,
+                         max_new_tokens=8, readout="decode", scalar=Scalar(missing=-1.0))
+    for scores, info, _ in flow_grpo_loop(reward, steps=1):
+        assert scores.shape == (2,) and len(info["status"]) == 2
+        assert all(s == -1.0 and math.isnan(q) for s, q, st in zip(scores, info["quality"], info["status"])
+                   if st == "failed")
+    rubric = load_rubric("tang")
+    answer = format_answer({k: rubric.dimension(k).scores[0] for k in rubric.keys}, rubric)
+    logprobs, _ = served_logprobs(answer, {}, {})
+    with FaultProxy(server["url"], strip_fields=("logprobs", "top_logprobs"), rewrite=injected(answer, logprobs)) as proxy:
+        reward = load_reward(model=server["model"], base_url=proxy.url, poems=sample_poems(), batch_size=2,
+                             max_new_tokens=8)
+        for scores, info, _ in flow_grpo_loop(reward, steps=2):
+            assert scores.tolist() == [1.0, 1.0] and info["status"] == ["ok", "ok"]
+            assert all(np.all(c == 1.0) for c in info["confidence"].values())
