@@ -123,10 +123,14 @@ def _agree(args: argparse.Namespace) -> None:
     import json
 
     from .stats.agree import agree, format_table
+    from .stats.pairs import format_pairs, is_pair_file, pair_agreement
 
-    result = agree(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap, seed=args.seed,
-                   config=args.config)
-    print(format_table(result))
+    pairwise = is_pair_file(args.scores)  # tpb compare's pair records: only the pairwise statistics apply
+    result = {} if pairwise else agree(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap,
+                                       seed=args.seed, config=args.config, margin=args.margin)
+    result["pairs"] = pair_agreement(args.dataset, args.scores, args.split, args.config, args.margin, args.bootstrap,
+                                     args.seed, with_literal_bias=args.literal_bias)
+    print(("" if pairwise else format_table(result) + "\n\n") + format_pairs(result["pairs"]))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
@@ -328,6 +332,11 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", type=int, default=10_000, help="resamples of poems for the 95%% intervals (0: none)")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
     p.add_argument("--out", type=Path, help="also write every figure as JSON here")
+    p.add_argument("--margin", type=float, default=0.05,
+                   help="human pairs: two images of a poem whose human quality differs by at least this")
+    p.add_argument("--literal-bias", action="store_true",
+                   help="also the literal-bias test: accuracy when the more recognizable image wins minus when the "
+                        "less recognizable one does, with a bootstrap bound, Cohen's d and a permutation p")
 
     p = command("report", "the paper's human-data analysis of a built dataset, as Markdown, HTML and JSON",
                 "tpb report --dataset sample/dataset --out report/ --scores scores.jsonl --ocr ocr.jsonl", _report)
