@@ -141,7 +141,7 @@ def _report(args: argparse.Namespace) -> None:
     from .reporting.report import build_report, write_report
 
     out = write_report(build_report(args.dataset, args.scores or [], split=args.split, n_bootstrap=args.bootstrap,
-                                    seed=args.seed, ocr=args.ocr), args.out)
+                                    seed=args.seed, ocr=args.ocr, pairs=args.pairs or []), args.out)
     print(f"Wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'numbers.json'} and {out / 'figures'}/")
 
 
@@ -343,6 +343,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", required=True, help="a built dataset folder or Hub id")
     p.add_argument("--out", type=Path, required=True, help="the report folder (report.md, report.html, numbers.json)")
     p.add_argument("--scores", type=Path, nargs="*", help="evaluators' results (tpb score), one file each: Table 4")
+    p.add_argument("--pairs", type=Path, nargs="*", help="pairwise judges' results (tpb compare), one file each: "
+                   "Tables 4P, 4L and 6 beside the --scores evaluators")
     p.add_argument("--ocr", type=Path, metavar="OCR.jsonl",
                    help="text-ocr results (tpb score --evaluator text-ocr): Table 3 from the OCR beside the "
                         "adjudicated one, with precision and recall per issue type")

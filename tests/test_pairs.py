@@ -15,7 +15,7 @@ import pytest
 from conftest import SHARED
 from tangpoetrybench.rubric import load_rubric
 from tangpoetrybench.stats.agreement import AgreementData, agreement
-from tangpoetrybench.stats.pairs import (bradley_terry, cohens_d, evaluator_choices, human_ceiling, literal_bias,
+from tangpoetrybench.stats.pairs import (cohens_d, generator_strengths, evaluator_choices, human_ceiling, literal_bias,
                                          pair_table, pairwise_accuracy, permutation_p)
 
 RUBRIC = load_rubric("tang")
@@ -156,7 +156,7 @@ def test_human_pairs_of_a_built_dataset(demo_built, tmp_path):
     assert pairwise_accuracy(table, 1 - choices, n_bootstrap=0)["accuracy"] == 0.0
     ceiling = human_ceiling(demo_built, table, "train", n_bootstrap=100)
     assert ceiling["judged"] > 0 and 0 <= ceiling["accuracy"] <= 1
-    bt = bradley_terry(table, choices, n_bootstrap=50)
+    bt = generator_strengths(table, choices, n_bootstrap=50)
     rates = np.array([[np.nan if v is None else v for v in row] for row in bt["win_rate"]])
     met = np.isfinite(rates)
     assert met.sum() > 0 and np.allclose((rates + rates.T)[met], 1.0)  # every pair is won by one side (ties: half)
@@ -211,7 +211,7 @@ def test_literal_bias_has_power_and_keeps_its_size(full_release, kind, significa
 @pytest.mark.slow
 def test_bradley_terry_recovers_the_planted_order(full_release):
     table = pair_table(full_release, "test")
-    bt = bradley_terry(table, table.pairs.x_wins.astype(float), n_bootstrap=200)
+    bt = generator_strengths(table, table.pairs.x_wins.astype(float), n_bootstrap=200)
     strength = dict(zip(bt["generators"], bt["strength"]))
     # planted: A ≥ B ≈ C > D, D far behind
     assert strength["painter_d"] < min(strength[g] for g in ("painter_a", "painter_b", "painter_c"))

@@ -26,6 +26,7 @@ from ..stats.agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement, resam
 from ..dataset.reading import dataset_rows
 from ..judging.scoring import read_scores
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_ci, fmt_interval
+from .pairwise import leaderboard_pairwise
 from .plots import radar, ring_floor
 from .report import Report, is_synthetic, write_report
 from ..rubric import rubric_for_tradition
@@ -251,6 +252,7 @@ def build_leaderboard(dataset: str | Path, scores: list[Path], split: str = "tes
                    "The human-rated generators' profiles from the human ratings of the same images.")
     _agreement(rep, s, rows, keep, rated, pae_values, human_values, poems, n_bootstrap, seed,
                weights if n_bootstrap > 0 else None, rubric)
+    leaderboard_pairwise(rep, s.records, compared, s.evaluator, n_bootstrap, seed)  # Bradley–Terry, win rates
     return rep
 
 

@@ -30,6 +30,7 @@ from ..judging.scoring import read_scores
 from ..stats.agree import agreement_data, matched, rating_table
 from ..stats.noise_floor import MIN_MULTI_RATED, floor_summary, noise_floor
 from ..numeric import ZERO_WIDTH_NOTE, fmt, fmt_interval, mean_or_none
+from .pairwise import report_pairwise
 from .plots import radar, ring_floor, scatter
 from ..rubric import rubric_for_tradition
 from ..judging.ocr.labels import issue_counts, report_ocr_table3
@@ -84,7 +85,8 @@ def is_synthetic(dataset: str | Path) -> bool:
 
 
 def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "test",
-                 n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, ocr: Path | None = None) -> Report:
+                 n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, ocr: Path | None = None,
+                 pairs: list[Path] = ()) -> Report:
     rubric = rubric_for_tradition("tang")
     keys = list(rubric.keys)
     rows = load_rows(dataset, "images", ["image_id", "poem_id", "generator", "poem", *keys, "quality",
@@ -171,6 +173,7 @@ def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "tes
     split_floor = noise_floor(rating_table(dataset, split)) if scores else None  # the same for every scores file
     for path in scores:
         _table4(rep, dataset, Path(path), split, split_floor, n_bootstrap, seed)
+    report_pairwise(rep, dataset, [*scores, *pairs], split, n_bootstrap, seed)  # Tables 4P, 4L and 6
 
     # Table 5 and the noise floor
     nf = noise_floor(rating_table_all(dataset))

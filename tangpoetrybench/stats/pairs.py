@@ -15,7 +15,7 @@ people and generators fare on those choices.
   (poems resampled), Cohen's d of the per-pair credit, and a one-sided permutation p-value (the labels permuted
   within poems; exact enumeration when there are no more arrangements than permutations asked for). A positive,
   significant Δ: the evaluator rewards literal depiction;
-- `bradley_terry`: generator strengths from pair outcomes (ties as half a win each way), with bootstrap
+- `bradley_terry` (`generator_strengths` on human pairs): generator strengths from pair outcomes (ties as half a win each way), with bootstrap
   intervals over poems, and the win-rate matrix.
 """
 
@@ -26,6 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from itertools import combinations, product
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -281,17 +282,19 @@ def _bt_fit(wins: np.ndarray) -> np.ndarray:
     return out - np.nanmean(out) if played.any() else out
 
 
-def bradley_terry(table: PairTable, choices: np.ndarray, n_bootstrap: int = BT_BOOTSTRAP, seed: int = 0) -> dict:
+def bradley_terry(generator_x: Sequence[str], generator_y: Sequence[str], choices: np.ndarray, poem: np.ndarray,
+                  n_poems: int, n_bootstrap: int = BT_BOOTSTRAP, seed: int = 0) -> dict:
     """Per generator, a Bradley–Terry strength (log scale, mean 0; a half win added to each generator's wins keeps
     every strength finite) with a 95 % interval (poems resampled, refitted each time), and the win-rate matrix:
-    the share of their pairs that the row's generator won (ties one half)."""
-    generators = sorted(set(table.generators))
+    the share of their pairs that the row's generator won (ties one half). One pair per entry: its two images'
+    generators, the choice (1: x, 0: y, 0.5: tie, NaN: none) and its poem's index."""
+    generators = sorted(set(generator_x) | set(generator_y))
     g_index = {g: i for i, g in enumerate(generators)}
-    gx = np.array([g_index[table.generators[a]] for a in table.pairs.x], dtype=int)
-    gy = np.array([g_index[table.generators[b]] for b in table.pairs.y], dtype=int)
+    gx = np.array([g_index[g] for g in generator_x], dtype=int)
+    gy = np.array([g_index[g] for g in generator_y], dtype=int)
     ok = np.isfinite(choices)
-    gx, gy, c, poem = gx[ok], gy[ok], choices[ok], table.pairs.poem[ok]
-    n_poems, n = len(table.poems), len(generators)
+    gx, gy, c, poem = gx[ok], gy[ok], choices[ok], np.asarray(poem)[ok]
+    n = len(generators)
 
     def wins_of(weights: np.ndarray) -> np.ndarray:  # weights per pair
         wins = np.zeros((n, n))
@@ -318,6 +321,12 @@ def bradley_terry(table: PairTable, choices: np.ndarray, n_bootstrap: int = BT_B
         "pairs": [[int(v) for v in row] for row in games.round()],
         "judged_pairs": int(ok.sum()), "bootstrap": n_bootstrap, "seed": seed,
     }
+
+
+def generator_strengths(table: PairTable, choices: np.ndarray, n_bootstrap: int = BT_BOOTSTRAP, seed: int = 0) -> dict:
+    """`bradley_terry` over a table's human pairs, from any choices on them (the human winners, an evaluator's)."""
+    return bradley_terry([table.generators[a] for a in table.pairs.x], [table.generators[b] for b in table.pairs.y],
+                         choices, table.pairs.poem, len(table.poems), n_bootstrap, seed)
 
 
 # --- tpb agree ------------------------------------------------------------------------------------------------------
@@ -375,5 +384,5 @@ def format_pairs(result: dict) -> str:
 
 
 __all__ = ["PairTable", "pair_table", "evaluator_choices", "pairwise_accuracy", "human_ceiling", "literal_labels",
-           "literal_bias", "permutation_p", "cohens_d", "bradley_terry", "is_pair_file", "pair_agreement",
+           "literal_bias", "permutation_p", "cohens_d", "bradley_terry", "generator_strengths", "is_pair_file", "pair_agreement",
            "format_pairs"]
