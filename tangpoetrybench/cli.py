@@ -137,6 +137,32 @@ def _agree(args: argparse.Namespace) -> None:
         print(f"\nWrote {args.out}")
 
 
+def _compare(args: argparse.Namespace) -> None:
+    from .judging.pairwise import compare_to_jsonl, dataset_pairs, load_pairwise_judge
+    from .stats.pairs import pair_table
+
+    selected = None if args.all_pairs else pair_table(args.dataset, args.split, args.config, args.margin).id_pairs()
+    pairs, load = dataset_pairs(args.dataset, args.config, args.split, selected)
+    options = {k: getattr(args, k) for k in ("model", "adapter", "device", "max_pixels", "max_new_tokens", "base_url",
+                                             "api_key_env", "concurrency", "timeout", "retries")}
+    if args.evaluator == "pae":
+        options.update(backend=args.backend, constrained=args.constrained or None)
+    elif args.adapter or args.constrained:
+        raise ValueError("--adapter and --constrained apply to --evaluator pae only")
+    judge = load_pairwise_judge(args.evaluator, **options)
+    summary = compare_to_jsonl(judge, pairs[:args.limit], load, args.out, batch_size=args.batch_size)
+    bias = summary.bias
+    print(f"{summary.out}: {summary.judged} pairs judged now in both orders ({summary.failed} without a verdict), "
+          f"{summary.skipped} already there, {summary.total} asked for")
+    print(f"position bias: {bias['first_position']} of {bias['answers']} answers chose the first image "
+          f"(share {bias['first_position_share'] if bias['answers'] else '—'}; 0.5 is none); "
+          f"{bias['consistent_share'] if bias['pairs'] else '—'} of {bias['pairs']} pairs answered alike in both orders")
+    if judge.random_weights:
+        from .stats.agree import RANDOM_WEIGHTS_NOTE
+
+        print(RANDOM_WEIGHTS_NOTE)
+
+
 def _report(args: argparse.Namespace) -> None:
     from .reporting.report import build_report, write_report
 
@@ -337,6 +363,32 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--literal-bias", action="store_true",
                    help="also the literal-bias test: accuracy when the more recognizable image wins minus when the "
                         "less recognizable one does, with a bootstrap bound, Cohen's d and a permutation p")
+
+    p = command("compare", "which of two illustrations of a poem is better: a pairwise judge asked every pair in both "
+                "orders, records resumable", "tpb compare --dataset sample/dataset --evaluator pae --model MODEL "
+                "--out pairs.jsonl", _compare)
+    p.add_argument("--dataset", required=True, help="a built dataset folder or Hub id")
+    p.add_argument("--evaluator", required=True, help="a registered pairwise judge: pae, api (or one a plugin adds)")
+    p.add_argument("--out", type=Path, required=True, help="the pair records (JSON Lines), resumed if they exist")
+    p.add_argument("--task", default="pairwise", choices=["pairwise"], help="the judging task (compare: pairwise)")
+    p.add_argument("--config", default="images", choices=["images", "unseen_generator", "song_ci"])
+    p.add_argument("--split", default="test")
+    p.add_argument("--margin", type=float, default=0.05, help="the human pairs: human quality apart by at least this")
+    p.add_argument("--all-pairs", action="store_true", help="every pair of images of one poem, not only human pairs")
+    p.add_argument("--model", help="the base model (pae: Hub id or folder) or the name the server knows (api)")
+    p.add_argument("--adapter", help="pae: a LoRA adapter (Hub id or folder)")
+    p.add_argument("--backend", default="transformers", choices=["transformers", "vllm"])
+    p.add_argument("--device")
+    p.add_argument("--constrained", action="store_true", help="pae: decode every answer in the pairwise JSON form")
+    p.add_argument("--max-pixels", type=int)
+    p.add_argument("--max-new-tokens", type=int)
+    p.add_argument("--base-url", help="api: the OpenAI-compatible server's URL")
+    p.add_argument("--api-key-env", help="api: the environment variable holding the key")
+    p.add_argument("--concurrency", type=int)
+    p.add_argument("--timeout", type=float)
+    p.add_argument("--retries", type=int)
+    p.add_argument("--batch-size", type=int, default=8, help="pairs per batch (two questions each)")
+    p.add_argument("--limit", type=int, help="only the first N pairs")
 
     p = command("report", "the paper's human-data analysis of a built dataset, as Markdown, HTML and JSON",
                 "tpb report --dataset sample/dataset --out report/ --scores scores.jsonl --ocr ocr.jsonl", _report)

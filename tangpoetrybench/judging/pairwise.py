@@ -24,6 +24,7 @@ pair already done except those that failed in the model, and refuses a file made
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -32,6 +33,7 @@ from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from PIL import Image
 
+from ..dataset.reading import dataset_rows
 from ..poems import Poem
 from .evaluators.base import TRANSIENT
 
@@ -88,7 +90,7 @@ class PairwiseJudge(Protocol):
 
 # name → "module:attribute" of a factory (a class or function taking the judge's options), imported on first use
 BUILTIN_JUDGES: dict[str, str] = {
-    "pae": "tangpoetrybench.judging.evaluators.pae_pairwise:PAEPairwise",
+    "pae": "tangpoetrybench.judging.evaluators.pae_pairwise:pae_pairwise_judge",
     "api": "tangpoetrybench.judging.evaluators.api_pairwise:APIPairwise",
 }
 _REGISTRY: dict[str, Callable[..., PairwiseJudge]] = {}
@@ -266,6 +268,39 @@ def compare_to_jsonl(judge: PairwiseJudge, pairs: Sequence[Pair], load: Callable
     final = final_pair_records(read_pair_records(out))
     return CompareSummary(out, len(pairs), len(pairs) - len(todo), judged, failed,
                           position_bias(final[i] for i in ids if i in final))
+
+
+def dataset_pairs(dataset: str | Path, config: str = "images", split: str = "test",
+                  selected: Sequence[tuple[str, str]] | None = None) -> tuple[list[Pair], Callable[[str], Image.Image]]:
+    """The pairs to compare from a built dataset's config and split — `selected` (image id pairs, e.g. the human
+    pairs), or every pair of images of one poem — and a loader of their images by id (the encoded images of those
+    images only are held in memory, decoded when a batch needs them)."""
+    rows = {r["image_id"]: r for r in dataset_rows(dataset, config, split, decode=False)}
+    if selected is None:
+        by_poem: dict[str, list[str]] = {}
+        for image_id, row in rows.items():
+            by_poem.setdefault(row["poem_id"], []).append(image_id)
+        selected = [(a, b) for ids in by_poem.values() for i, a in enumerate(sorted(ids)) for b in sorted(ids)[i + 1:]]
+    unknown = sorted({i for pair in selected for i in pair} - set(rows))
+    if unknown:
+        raise ValueError(f"{dataset} ({config}, {split}) has no image {unknown[0]!r}")
+    pairs = []
+    for a, b in selected:
+        x, y = sorted((a, b))
+        r = rows[x]
+        if rows[y]["poem_id"] != r["poem_id"]:
+            raise ValueError(f"{x} and {y} illustrate different poems: a pair is two images of one poem")
+        pairs.append(Pair(Poem(r["poem_id"], r["title"], r["author"], r["poem"], r["tradition"]), x, y))
+    wanted = {i for p in pairs for i in (p.x, p.y)}
+    images = {i: rows[i]["image"] for i in wanted}
+
+    def load(image_id: str) -> Image.Image:
+        image = images[image_id]
+        source = io.BytesIO(image["bytes"]) if image.get("bytes") is not None else image["path"]
+        with Image.open(source) as opened:
+            return opened.convert("RGB")
+
+    return pairs, load
 
 
 def pair_choices(records: dict[str, dict]) -> dict[str, float | None]:

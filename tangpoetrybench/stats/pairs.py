@@ -61,8 +61,9 @@ class PairTable:
     def pair_ids(self) -> list[str]:
         return [pair_id(self.image_ids[a], self.image_ids[b]) for a, b in zip(self.pairs.x, self.pairs.y)]
 
-    def winners(self) -> list[str]:
-        return [self.image_ids[a if w else b] for a, b, w in zip(self.pairs.x, self.pairs.y, self.pairs.x_wins)]
+    def id_pairs(self) -> list[tuple[str, str]]:
+        """The pairs as (x, y) image ids, for `tpb compare`."""
+        return [(self.image_ids[a], self.image_ids[b]) for a, b in zip(self.pairs.x, self.pairs.y)]
 
 
 def pair_table(dataset: str | Path, split: str = "test", config: str = "images",
@@ -87,8 +88,10 @@ def evaluator_choices(table: PairTable, scores: str | Path) -> tuple[str, str, n
     if records and "pair_id" in records[0]:
         final = final_pair_records(records)
         by_id = pair_choices(final)
-        # a verdict of x means the record's x; the table's x is the smaller id, as is the record's
-        choices = np.array([np.nan if by_id.get(i) is None else by_id[i] for i in table.pair_ids])
+        choices = np.full(len(table.pairs), np.nan)
+        for k, (i, (x, _)) in enumerate(zip(table.pair_ids, table.id_pairs())):
+            if by_id.get(i) is not None:  # a verdict is about the record's x, which need not be the table's
+                choices[k] = by_id[i] if final[i]["x"] == x else 1.0 - by_id[i]
         return final[next(iter(final))]["judge"], records[0].get("model", ""), choices
     evaluator, by_image = read_scores(scores)
     quality = np.array([np.nan if by_image.get(i, {}).get("quality") is None else by_image[i]["quality"]

@@ -249,12 +249,11 @@ class APIJudge(PAE):
 
     async def _ask(self, client, slots: asyncio.Semaphore, stopped: asyncio.Event, messages: list[dict],
                    item: ScoringItem, key: str | None) -> EvalResult | None:
-        rubric = self.rubric_for(item)
         refused_now = None
         attempt = 0
         async with slots:
             while not stopped.is_set():  # a refused key stops every request not yet sent
-                fmt = None if self.refused_format or refused_now else response_format(rubric)
+                fmt = None if self.refused_format or refused_now else self.response_format(item)
                 try:
                     out = await client.chat_completion(messages, model=self.model_name, max_tokens=self.max_new_tokens,
                                                        temperature=0.0, seed=SEED, response_format=fmt)
@@ -295,6 +294,10 @@ class APIJudge(PAE):
                             "completion_tokens": int(out.usage.completion_tokens or 0)}
         result.settings["served_model"] = out.model
         return self._record(result, fmt, refused_now)
+
+    def response_format(self, item: ScoringItem) -> dict:
+        """What the server is asked to constrain the answer to (a judging mode's own schema where it has one)."""
+        return response_format(self.rubric_for(item))
 
     def _next_delay(self, exc: BaseException, attempt: int) -> float | None:
         """Seconds to wait before trying again, or None to give up: not transient, retries spent, or a server asking
