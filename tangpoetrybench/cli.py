@@ -139,6 +139,7 @@ def _agree(args: argparse.Namespace) -> None:
 
 def _compare(args: argparse.Namespace) -> None:
     from .judging.pairwise import compare_to_jsonl, dataset_pairs, load_pairwise_judge
+    from .numeric import fmt
     from .stats.pairs import pair_table
 
     selected = None if args.all_pairs else pair_table(args.dataset, args.split, args.config, args.margin).id_pairs()
@@ -154,9 +155,9 @@ def _compare(args: argparse.Namespace) -> None:
     bias = summary.bias
     print(f"{summary.out}: {summary.judged} pairs judged now in both orders ({summary.failed} without a verdict), "
           f"{summary.skipped} already there, {summary.total} asked for")
-    print(f"position bias: {bias['first_position']} of {bias['answers']} answers chose the first image "
-          f"(share {bias['first_position_share'] if bias['answers'] else '—'}; 0.5 is none); "
-          f"{bias['consistent_share'] if bias['pairs'] else '—'} of {bias['pairs']} pairs answered alike in both orders")
+    print(f"position bias: {bias['first_position']} of {bias['answers']} answers chose the first image (share "
+          f"{fmt(bias['first_position_share'])}; 0.5 is none); {fmt(bias['consistent_share'])} of {bias['pairs']} "
+          "pairs answered alike in both orders")
     if judge.random_weights:
         from .stats.agree import RANDOM_WEIGHTS_NOTE
 

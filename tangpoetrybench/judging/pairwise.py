@@ -214,7 +214,8 @@ def check_same_run(records: Sequence[dict], judge: PairwiseJudge, out: Path) -> 
     expected = {"judge": judge.name, "model": judge.model_name, **judge.settings()}
     for lineno, record in enumerate(records, start=1):
         made = {"judge": record.get("judge"), "model": record.get("model"), **record.get("settings", {})}
-        for key, value in expected.items():
+        for key in sorted(expected.keys() | made.keys()):  # a setting added or dropped is a change too
+            value = expected.get(key)
             if made.get(key) != value:
                 raise ValueError(f"{out}: record {lineno} was judged with {key} {made.get(key)!r}, not {value!r}: "
                                  "choose another --out, or delete it to start over")

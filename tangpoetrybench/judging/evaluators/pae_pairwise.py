@@ -60,10 +60,13 @@ def pair_answer(result: EvalResult) -> PairAnswer:
     """A scored pairwise item as the compare machinery's answer."""
     parsed = parse_pair_answer(result.raw_output) if result.raw_output is not None else None
     usage = result.usage
+    # what a served judge's answer was constrained to, where it says (see `APIJudge._record`)
+    extra = {k: result.settings[k] for k in ("response_format", "served_model") if k in result.settings}
     if parsed is None or parsed.winner is None:
         error = result.error or (parsed.error if parsed else None)
-        return PairAnswer(None, result.raw_output, "failed", error, usage=usage, error_kind=result.error_kind or "parse")
-    return PairAnswer(parsed.winner, result.raw_output, parsed.status, parsed.error, parsed.reason, usage)
+        return PairAnswer(None, result.raw_output, "failed", error, usage=usage, extra=extra,
+                          error_kind=result.error_kind or "parse")
+    return PairAnswer(parsed.winner, result.raw_output, parsed.status, parsed.error, parsed.reason, usage, extra)
 
 
 class PAEPairwise(PairwiseMode, PAE):
