@@ -160,7 +160,7 @@ def test_pair_state():
 def test_pae_pairwise_on_the_tiny_model_both_orders_resumes(tiny_models, demo_built, tmp_path):
     out = tmp_path / "pairs.jsonl"
     cmd = [sys.executable, "-m", "tangpoetrybench.cli", "compare", "--dataset", str(demo_built), "--evaluator", "pae",
-           "--model", str(tiny_models["qwen3-vl"]), "--device", "cpu", "--constrained", "--max-new-tokens", "16",
+           "--model", str(tiny_models["qwen3-vl"]), "--device", "cpu", "--constrained", "--max-new-tokens", "48",
            "--out", str(out)]
     first = subprocess.run(cmd + ["--limit", "2"], capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -173,7 +173,7 @@ def test_pae_pairwise_on_the_tiny_model_both_orders_resumes(tiny_models, demo_bu
         assert [o["order"] for o in row["orders"]] == ["xy", "yx"]
         assert all(o["status"] == "ok" and json.loads(o["raw"])["winner"] == o["winner"] for o in row["orders"])
         assert row["verdict"] in ("x", "y", "tie") and row["settings"]["task"] == "pairwise"
-    refused = subprocess.run(cmd[:-5] + ["--max-new-tokens", "16", "--out", str(out)], capture_output=True, text=True)
+    refused = subprocess.run(cmd[:-5] + ["--max-new-tokens", "48", "--out", str(out)], capture_output=True, text=True)
     assert refused.returncode != 0 and "constrained True, not None" in refused.stderr
     agree = subprocess.run([sys.executable, "-m", "tangpoetrybench.cli", "agree", "--dataset", str(demo_built),
                             "--scores", str(out), "--bootstrap", "100", "--literal-bias"], capture_output=True, text=True)

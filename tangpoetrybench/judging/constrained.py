@@ -172,6 +172,10 @@ class PairAnswerConstraint(LogitsProcessor):
         ids = {i for p in (PAIR_PREFIX, PAIR_MIDDLE, PAIR_END, "A", "B") for i in tokenizer.encode(p, add_special_tokens=False)}
         self.fixed = {i: tokenizer.decode([i]) for i in sorted(ids)}
         self.free, self.closing = _reason_tokens(tokenizer)
+        shortest = len(tokenizer.encode(PAIR_PREFIX + "A" + PAIR_MIDDLE + PAIR_END, add_special_tokens=False))
+        if budget < shortest + CLOSE_RESERVE:
+            raise ValueError(f"--max-new-tokens {budget} is too few for the pairwise answer: its fixed text alone takes "
+                             f"{shortest} tokens; give at least {shortest + CLOSE_RESERVE}")
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         mask = torch.full_like(scores, float("-inf"))

@@ -72,6 +72,11 @@ def pair_answer(result: EvalResult) -> PairAnswer:
 class PAEPairwise(PairwiseMode, PAE):
     """PAE (transformers) as a pairwise judge. With `constrained`, every answer is in the pairwise form."""
 
+    def __init__(self, **options):
+        super().__init__(**options)
+        if self.constrained:  # an answer budget too small for the form is an error now, not a failure per pair
+            self.constraint([], 0, [])
+
     def constraint(self, rubrics: Sequence[Rubric], prompt_length: int, eos: list[int]):
         return PairAnswerConstraint(self.processor.tokenizer, prompt_length, eos, self.max_new_tokens)
 
