@@ -109,10 +109,10 @@ class AnswerConstraint(LogitsProcessor):
         return allowed
 
 
-# --- the pairwise answer: {"winner": "A" | "B", "reason": "<text without quotes, backslashes or newlines>"} ----------
+# --- the pairwise answer: {"winner": "A" | "B", "reason": "<text without quotes, backslashes or control characters>"}
 
 PAIR_PREFIX, PAIR_MIDDLE, PAIR_END = '{"winner": "', '", "reason": "', '"}'
-REASON_FORBIDDEN = set('"\\\n')
+REASON_FORBIDDEN = set('"\\') | {chr(i) for i in range(0x20)}  # what JSON would need escaped
 CLOSE_RESERVE = 4  # tokens kept back at the end of the budget to close the reason
 
 
@@ -155,7 +155,7 @@ def _reason_tokens(tokenizer) -> tuple[torch.Tensor, tuple[tuple[int, str], ...]
         if not piece:
             continue
         if '"' in piece:
-            if "\\" not in piece and "\n" not in piece:
+            if not (REASON_FORBIDDEN - {'"'}) & set(piece):
                 closing.append((i, piece))
         elif not REASON_FORBIDDEN & set(piece):
             free.append(i)
