@@ -36,6 +36,7 @@ from PIL import Image
 from ..dataset.reading import dataset_rows
 from ..poems import Poem
 from .evaluators.base import TRANSIENT
+from .scoring import read_done
 
 WINNERS = ("A", "B")
 STATUSES = ("ok", "repaired", "failed")
@@ -179,24 +180,9 @@ def pair_record(pair: Pair, judge: PairwiseJudge, answers: Sequence[PairAnswer])
 
 
 def read_pair_records(path: Path | str, repair: bool = False) -> list[dict]:
-    """The complete records of a pairs file, in order (a trailing partial line, from a kill, is left out; with
-    `repair` it is cut off the file). A bad line is an error naming the file and line."""
-    path = Path(path)
-    if not path.is_file():
-        return []
-    data = path.read_bytes()
-    end = data.rfind(b"\n") + 1
-    if repair and end < len(data):
-        with open(path, "r+b") as f:
-            f.truncate(end)
-    records = []
-    for lineno, line in enumerate(data[:end].decode("utf-8").splitlines(), start=1):
-        if line.strip():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-    return records
+    """The complete records of a pairs file, in order (`scoring.read_done`: a trailing partial line, from a kill, is
+    left out, and with `repair` cut off the file; a bad line is an error naming the file and line)."""
+    return read_done(Path(path), repair)
 
 
 def final_pair_records(records: Iterable[dict]) -> dict[str, dict]:
