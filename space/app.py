@@ -60,6 +60,22 @@ def find_text(image, poem_text, title="", author=""):
         raise gr.Error(str(exc)) from None
 
 
+def compare(image_a, image_b, poem_text, title="", author=""):
+    """Which of two illustrations of one poem is better: PAE asked in both orders."""
+    try:
+        sentence, rows = SCORER.compare(image_a, image_b, poem_text, title, author)
+    except UserError as exc:
+        raise gr.Error(str(exc)) from None
+    except Exception as exc:  # no stack trace for visitors
+        raise gr.Error(f"Comparing failed: {type(exc).__name__}: {str(exc)[:300]}") from None
+    note = " — random-weight test model: this choice means nothing" if SCORER.random_weights else ""
+    return sentence + note, rows
+
+
+if spaces is not None:
+    compare = spaces.GPU(compare)
+
+
 def show(path):
     try:
         return read_image(path, CONFIG.max_image_bytes, CONFIG.max_image_pixels) if path else None
@@ -115,6 +131,20 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
                     text_summary = gr.Markdown()
                     text_image = gr.Image(label="Text regions: red poem, orange garbled, blue other, purple seal",
                                           interactive=False)
+    with gr.Tab("Compare two illustrations"):
+        gr.Markdown("Which of two illustrations of one poem is better? PAE is asked in both orders (A first, then B "
+                    "first): the same illustration chosen both times is the verdict; a choice that follows the "
+                    "position is a tie.")
+        with gr.Row():
+            pair_a = gr.File(label="Illustration A", file_types=["image"], type="filepath")
+            pair_b = gr.File(label="Illustration B", file_types=["image"], type="filepath")
+        pair_text = gr.Textbox(label="Poem text", lines=4, placeholder="床前明月光，疑是地上霜。…")
+        with gr.Row():
+            pair_title = gr.Textbox(label="Title", value="")
+            pair_author = gr.Textbox(label="Author", value="")
+        pair_button = gr.Button("Compare", variant="primary")
+        pair_summary = gr.Markdown()
+        pair_table = gr.Dataframe(headers=["order", "chose", "reason", "parse"], label="Both orders", wrap=True)
     with gr.Tab("Leaderboard"):
         board_summary = gr.Markdown()
         board_table = gr.Dataframe(headers=LEADERBOARD_HEADERS, label="Generators, by PAE-estimated quality", wrap=True)
@@ -126,6 +156,8 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
     button.click(score, [image, text, title, author, rubric, rubric_file, baselines],
                  [table, summary, plot, reasons, raw, baseline_table], api_name="score")
     demo.load(leaderboard, None, [board_summary, board_table, board_plot], api_name="leaderboard")
+    pair_button.click(compare, [pair_a, pair_b, pair_text, pair_title, pair_author], [pair_summary, pair_table],
+                      api_name="compare")
     text_button.click(find_text, [image, text, title, author], [text_image, text_summary], api_name="text")
 
 demo.queue(default_concurrency_limit=CONFIG.concurrency)

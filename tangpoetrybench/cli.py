@@ -153,6 +153,7 @@ def _agree(args: argparse.Namespace) -> None:
     import json
 
     from .stats.agree import RANDOM_WEIGHTS_NOTE, agree, format_table
+    from .stats.pairs import format_pairs, is_pair_file, pair_agreement
     from .stats.recognition import agree_recognition, format_recognition, is_recognize_file
 
     if is_recognize_file(args.scores):  # the recognizability judge against the human Phase-1 track
@@ -160,9 +161,12 @@ def _agree(args: argparse.Namespace) -> None:
                                    seed=args.seed, config=args.config)
         print(format_recognition(result, [RANDOM_WEIGHTS_NOTE] if result["random_weights"] else []))
     else:
-        result = agree(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap, seed=args.seed,
-                       config=args.config)
-        print(format_table(result))
+        pairwise = is_pair_file(args.scores)  # tpb compare's pair records: only the pairwise statistics apply
+        result = {} if pairwise else agree(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap,
+                                           seed=args.seed, config=args.config, margin=args.margin)
+        result["pairs"] = pair_agreement(args.dataset, args.scores, args.split, args.config, args.margin,
+                                         args.bootstrap, args.seed, with_literal_bias=args.literal_bias)
+        print(("" if pairwise else format_table(result) + "\n\n") + format_pairs(result["pairs"]))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
@@ -187,11 +191,38 @@ def _distractors(args: argparse.Namespace) -> None:
         print(f"Wrote {args.report}")
 
 
+def _compare(args: argparse.Namespace) -> None:
+    from .judging.pairwise import compare_to_jsonl, dataset_pairs, load_pairwise_judge
+    from .numeric import fmt
+    from .stats.pairs import pair_table
+
+    selected = None if args.all_pairs else pair_table(args.dataset, args.split, args.config, args.margin).id_pairs()
+    pairs, load = dataset_pairs(args.dataset, args.config, args.split, selected)
+    options = {k: getattr(args, k) for k in ("model", "adapter", "device", "max_pixels", "max_new_tokens", "base_url",
+                                             "api_key_env", "concurrency", "timeout", "retries")}
+    if args.evaluator == "pae":
+        options.update(backend=args.backend, constrained=args.constrained or None)
+    elif args.adapter or args.constrained:
+        raise ValueError("--adapter and --constrained apply to --evaluator pae only")
+    judge = load_pairwise_judge(args.evaluator, **options)
+    summary = compare_to_jsonl(judge, pairs[:args.limit], load, args.out, batch_size=args.batch_size)
+    bias = summary.bias
+    print(f"{summary.out}: {summary.judged} pairs judged now in both orders ({summary.failed} without a verdict), "
+          f"{summary.skipped} already there, {summary.total} asked for")
+    print(f"position bias: {bias['first_position']} of {bias['answers']} answers chose the first image (share "
+          f"{fmt(bias['first_position_share'])}; 0.5 is none); {fmt(bias['consistent_share'])} of {bias['pairs']} "
+          "pairs answered alike in both orders")
+    if judge.random_weights:
+        from .stats.agree import RANDOM_WEIGHTS_NOTE
+
+        print(RANDOM_WEIGHTS_NOTE)
+
+
 def _report(args: argparse.Namespace) -> None:
     from .reporting.report import build_report, write_report
 
     out = write_report(build_report(args.dataset, args.scores or [], split=args.split, n_bootstrap=args.bootstrap,
-                                    seed=args.seed, ocr=args.ocr, graphs=args.graphs), args.out)
+                                    seed=args.seed, ocr=args.ocr, graphs=args.graphs, pairs=args.pairs or []), args.out)
     print(f"Wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'numbers.json'} and {out / 'figures'}/")
 
 
@@ -515,6 +546,37 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", type=int, default=10_000, help="resamples of poems for the 95%% intervals (0: none)")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
     p.add_argument("--out", type=Path, help="also write every figure as JSON here")
+    p.add_argument("--margin", type=float, default=0.05,
+                   help="human pairs: two images of a poem whose human quality differs by at least this")
+    p.add_argument("--literal-bias", action="store_true",
+                   help="also the literal-bias test: accuracy when the more recognizable image wins minus when the "
+                        "less recognizable one does, with a bootstrap bound, Cohen's d and a permutation p")
+
+    p = command("compare", "which of two illustrations of a poem is better: a pairwise judge asked every pair in both "
+                "orders, records resumable", "tpb compare --dataset sample/dataset --evaluator pae --model MODEL "
+                "--out pairs.jsonl", _compare)
+    p.add_argument("--dataset", required=True, help="a built dataset folder or Hub id")
+    p.add_argument("--evaluator", required=True, help="a registered pairwise judge: pae, api, semjudge (or one a plugin adds)")
+    p.add_argument("--out", type=Path, required=True, help="the pair records (JSON Lines), resumed if they exist")
+    p.add_argument("--task", default="pairwise", choices=["pairwise"], help="the judging task (compare: pairwise)")
+    p.add_argument("--config", default="images", choices=["images", "unseen_generator", "song_ci"])
+    p.add_argument("--split", default="test")
+    p.add_argument("--margin", type=float, default=0.05, help="the human pairs: human quality apart by at least this")
+    p.add_argument("--all-pairs", action="store_true", help="every pair of images of one poem, not only human pairs")
+    p.add_argument("--model", help="the base model (pae: Hub id or folder) or the name the server knows (api)")
+    p.add_argument("--adapter", help="pae: a LoRA adapter (Hub id or folder)")
+    p.add_argument("--backend", default="transformers", choices=["transformers", "vllm"])
+    p.add_argument("--device")
+    p.add_argument("--constrained", action="store_true", help="pae: decode every answer in the pairwise JSON form")
+    p.add_argument("--max-pixels", type=int)
+    p.add_argument("--max-new-tokens", type=int)
+    p.add_argument("--base-url", help="api: the OpenAI-compatible server's URL")
+    p.add_argument("--api-key-env", help="api: the environment variable holding the key")
+    p.add_argument("--concurrency", type=int)
+    p.add_argument("--timeout", type=float)
+    p.add_argument("--retries", type=int)
+    p.add_argument("--batch-size", type=int, default=8, help="pairs per batch (two questions each)")
+    p.add_argument("--limit", type=int, help="only the first N pairs")
 
     p = command("distractors", "choose each poem's three Phase-1 distractors from the same corpus by text similarity, "
                 "and check that the texts alone do not give the answer away",
@@ -537,6 +599,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="the report folder (report.md, report.html, numbers.json)")
     p.add_argument("--scores", type=Path, nargs="*", action="extend",
                    help="evaluators' results (tpb score), one file each: Table 4 (repeat the option, or list the files)")
+    p.add_argument("--pairs", type=Path, nargs="*", action="extend", help="pairwise judges' results (tpb compare), one "
+                   "file each: Tables 4P, 4L and 6 beside the --scores evaluators")
     p.add_argument("--ocr", type=Path, metavar="OCR.jsonl",
                    help="text-ocr results (tpb score --evaluator text-ocr): Table 3 from the OCR beside the "
                         "adjudicated one, with precision and recall per issue type")

@@ -98,8 +98,9 @@ def test_outputs_say_which_numbers_are_human(board):
     assert "| 1 | painter_a |" in md or "| 1 | newgen |" in md
     assert "not rated" in md and "Synthetic data" in md and "Kendall τ-b" in md
     html = (board / "leaderboard.html").read_text(encoding="utf-8")
-    assert "<title>TangPoetryBench leaderboard</title>" in html and html.count("data:image/png;base64") == 2
-    assert sorted(p.name for p in (board / "figures").iterdir()) == ["radar_human.png", "radar_pae.png"]
+    assert "<title>TangPoetryBench leaderboard</title>" in html and html.count("data:image/png;base64") == 3
+    assert sorted(p.name for p in (board / "figures").iterdir()) == ["radar_human.png", "radar_pae.png", "win_rate_pae.png"]
+    assert "Generator strengths from pairs" in md and "Bradley–Terry" in md
 
 
 def test_refusals(demo_built, files, tmp_path, capsys):

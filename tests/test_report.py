@@ -112,7 +112,10 @@ def test_outputs_and_cli(planted, tmp_path, demo_built):
     numbers = json.loads((tmp_path / "rep" / "numbers.json").read_text())
     assert numbers["synthetic"] is True and "synthetic-metric" in numbers["table4"]
     rep = build_report(demo_built, scores=[scores, scores], n_bootstrap=50)  # one evaluator twice: both kept
-    assert set(rep.numbers["table4"]) == {"synthetic-metric", "synthetic-metric (s)"} and len(rep.figures) == 4
+    assert set(rep.numbers["table4"]) == {"synthetic-metric", "synthetic-metric (s)"}
+    assert set(rep.numbers["pairwise"]["evaluators"]) == {"synthetic-metric", "synthetic-metric (s)"}
+    assert len([f for f in rep.figures if not f.startswith("win_rate_")]) == 4  # radars and scatters
+    assert {"win_rate_human.png", "win_rate_synthetic-metric.png", "win_rate_synthetic-metric_s_.png"} <= set(rep.figures)
     assert "**Synthetic data.**" in (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
 
 

@@ -167,6 +167,19 @@ def app(env):
         yield launched
 
 
+def test_compare_two_illustrations(scorer, png, tmp_path):
+    other = tmp_path / "dark.png"
+    Image.new("RGB", (64, 96), (30, 40, 60)).save(other)
+    sentence, rows = scorer.compare(str(png), str(other), POEM, "枫桥夜泊", "张继")
+    assert [r[0] for r in rows] == ["A shown first", "B shown first"]
+    assert all(r[3] == "ok" and r[1] in ("A", "B") for r in rows)  # constrained: always in form
+    verdict = {"A": "Illustration A is better", "B": "Illustration B is better"}.get(rows[0][1]) \
+        if rows[0][1] == rows[1][1] else "No preference (a tie)"
+    assert verdict in sentence
+    with pytest.raises(UserError, match="poem's text"):
+        scorer.compare(str(png), str(other), " ")
+
+
 def test_api_over_gradio_client(app, png):
     from gradio_client import Client, handle_file
 
@@ -179,6 +192,8 @@ def test_api_over_gradio_client(app, png):
     assert baselines["headers"] == ["metric", "score", "scale", "note"]
     with pytest.raises(Exception, match="Enter the poem's text"):
         client.predict(handle_file(str(png)), " ", api_name="/score")
+    sentence, rows = client.predict(handle_file(str(png)), handle_file(str(png)), POEM, api_name="/compare")
+    assert "random-weight test model" in sentence and len(rows["data"]) == 2
 
 
 @pytest.mark.slow

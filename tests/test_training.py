@@ -114,13 +114,13 @@ def test_every_recipe_parses_into_trl_configs():
     from trl import TrlParser
 
     recipes = sorted((TRAINING / "recipes").glob("*.yaml"))
-    assert len(recipes) == 7
+    assert len(recipes) == 10
     demo = TRAINING / "recipes" / "demo_tiny_sft.yaml"  # the README's main job, not the paper's
     script, args, model = TrlParser((sft.ScriptArguments, sft.PAESFTConfig, sft.ModelConfig)).parse_args_and_config(
         ["--config", str(demo)])
     assert (script.dataset_name, args.output_dir, args.max_steps, model.lora_r) == ("sample/dataset", "sample/pae-tiny",
                                                                                    200, 64)
-    for recipe in [r for r in recipes if r != demo]:
+    for recipe in [r for r in recipes if not r.name.startswith("demo_tiny")]:  # the paper-scale recipes
         module = grpo if "grpo" in recipe.name else sft
         config = module.PAEGRPOConfig if module is grpo else module.PAESFTConfig
         script_args = module.GRPOScriptArguments if module is grpo else module.ScriptArguments
@@ -281,3 +281,53 @@ def test_model_card_indexes_real_results():
     card = render_model_card(agree, base_model="Qwen/Qwen3-VL-8B-Instruct", adapter_ref="org/pae")
     assert "model-index:" in card and "value: 0.13" in card and "type: mae" in card
     assert "| mae | 0.130 | [0.120, 0.140] | 0.100 |" in card
+
+
+def test_pairwise_rewards_hand_cases():
+    right, wrong = plain('{"winner": "A", "reason": ""}'), plain('{"winner": "B", "reason": ""}')
+    fenced = plain('```json\n{"winner": "A", "reason": ""}\n```')
+    got = rewards.winner_reward([right, wrong, fenced, plain("A"), plain('{"winner": "tie"}')], winner=["A"] * 5)
+    assert got == [1.0, 0.0, 1.0, 0.0, 0.0]  # a readable winner counts, whatever its form
+    assert rewards.pair_format_reward([right, wrong, fenced, plain("A")]) == [1.0, 1.0, 0.0, 0.0]
+
+
+def test_pairwise_rows_are_the_human_pairs_in_both_orders(demo_built):
+    from data import pair_rows, to_pairwise_sft
+
+    from tangpoetrybench.judging.parsing import parse_pair_answer
+    from tangpoetrybench.judging.prompt import build_pair_messages
+
+    train = load_images(str(demo_built))["train"]
+    rows = pair_rows(train)
+    quality = dict(zip(train["image_id"], train["quality"]))
+    poem = dict(zip(train["image_id"], train["poem_id"]))
+    assert rows and len(rows) % 2 == 0
+    for first, second in zip(rows[::2], rows[1::2]):
+        x, y = first["pair"].split("|")
+        assert poem[x] == poem[y] and abs(quality[x] - quality[y]) >= 0.05 - 1e-9
+        human = "A" if quality[x] > quality[y] else "B"
+        assert first["winner"] == human and second["winner"] == {"A": "B", "B": "A"}[human]
+        assert first["images"][0].tobytes() == second["images"][1].tobytes()
+        assert first["prompt"] == build_pair_messages(_poem(next(r for r in train if r["image_id"] == x)), RUBRIC)
+    sft = to_pairwise_sft(train)
+    assert len(sft) == len(rows) and set(sft.column_names) == {"prompt", "completion", "images"}
+    assert parse_pair_answer(sft[0]["completion"][0]["content"][0]["text"]).status == "ok"
+    assert len(sft[0]["images"]) == 2
+
+
+@pytest.mark.slow
+def test_pairwise_sft_then_grpo_on_the_tiny_model(tiny_models, demo_built, tmp_path):
+    base = str(tiny_models["qwen3-vl"])
+    common = ["--model_name_or_path", base, "--dataset_name", str(demo_built), "--max_steps", "2", "--task", "pairwise"]
+    sft_out, grpo_out = tmp_path / "sft", tmp_path / "grpo"
+    subprocess.run(LAUNCH + [str(TRAINING / "sft.py"), *common, "--output_dir", str(sft_out), "--eval_strategy", "no",
+                             "--save_strategy", "no", "--load_best_model_at_end", "false"], check=True, capture_output=True)
+    subprocess.run(LAUNCH + [str(TRAINING / "grpo.py"), *common, "--adapter_path", str(sft_out), "--output_dir",
+                             str(grpo_out), "--num_generations", "2", "--per_device_train_batch_size", "2",
+                             "--max_completion_length", "24"], check=True, capture_output=True)
+    adapter = load_file(grpo_out / "adapter_model.safetensors")
+    assert adapter and all("lora_" in k and ".visual." not in k for k in adapter)
+    from tangpoetrybench.judging.pairwise import load_pairwise_judge
+
+    judge = load_pairwise_judge("pae", model=base, adapter=str(grpo_out), constrained=True, max_new_tokens=32)
+    assert judge.settings()["task"] == "pairwise"

@@ -1,5 +1,9 @@
 """Rows of a built `images` config -> SFT and GRPO rows, with the package's one prompt builder.
 
+`--task pairwise` makes pairwise rows instead: every pair of images of one poem whose human quality differs by at
+least `--pair_margin` (the human pairs, `stats.agreement.human_pairs`), in both orders, the human winner as the
+answer (`prompt.format_pair_answer`) or, for GRPO, as `winner` for the rewards.
+
 SFT: a conversational `prompt` (system rubric, user image + poem) and `completion` (the assistant's answer:
 the human scores as PAE's JSON, null where not applicable), with `images`; the loss is on the answer only.
 Images are shrunk to the same pixel budget as at inference (`fit_pixels`), so training sees what scoring sees. GRPO: a conversational `prompt`, the `image`, and `targets`
@@ -12,11 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 import datasets
+import numpy as np
 
 from tangpoetrybench.files import local_or_hub
 from tangpoetrybench.models import DEFAULT_MAX_PIXELS, fit_pixels
 from tangpoetrybench.poems import Poem
-from tangpoetrybench.judging.prompt import build_messages, format_answer
+from tangpoetrybench.judging.prompt import build_messages, build_pair_messages, format_answer, format_pair_answer
+from tangpoetrybench.stats.agreement import DEFAULT_MARGIN, human_pairs
 from tangpoetrybench.rubric import Rubric, rubric_for_tradition
 
 
@@ -58,3 +64,42 @@ def to_sft(ds: datasets.Dataset, rubric: Rubric | None = None) -> datasets.Datas
 
 def to_grpo(ds: datasets.Dataset, rubric: Rubric | None = None) -> datasets.Dataset:
     return ds.map(lambda row: grpo_row(row, rubric), remove_columns=ds.column_names)
+
+
+def pair_rows(ds: datasets.Dataset, margin: float = DEFAULT_MARGIN, rubric: Rubric | None = None) -> list[dict]:
+    """Both orders of every human pair of `ds`: the pairwise prompt (two image placeholders), the two images (A
+    first) and the human winner."""
+    poems = sorted(set(ds["poem_id"]))
+    index = {p: i for i, p in enumerate(poems)}
+    pairs = human_pairs(np.array([np.nan if q is None else q for q in ds["quality"]], dtype=float),
+                        np.array([index[p] for p in ds["poem_id"]]), margin)
+    rows = []
+    for x, y, x_wins in zip(pairs.x.tolist(), pairs.y.tolist(), pairs.x_wins.tolist()):
+        first, second = ds[x], ds[y]
+        a, b = (fit_pixels(r["image"], DEFAULT_MAX_PIXELS) for r in (first, second))
+        prompt = build_pair_messages(poem_of(first), rubric_of(first, rubric))
+        for images, winner in (([a, b], "A" if x_wins else "B"), ([b, a], "B" if x_wins else "A")):
+            rows.append({"prompt": prompt, "images": images, "winner": winner, "pair": f"{first['image_id']}|"
+                         f"{second['image_id']}"})
+    return rows
+
+
+def to_pairwise_sft(ds: datasets.Dataset, margin: float = DEFAULT_MARGIN) -> datasets.Dataset:
+    return datasets.Dataset.from_list([
+        {"prompt": r["prompt"], "images": r["images"],
+         "completion": [{"role": "assistant", "content": [{"type": "text", "text": format_pair_answer(r["winner"])}]}]}
+        for r in pair_rows(ds, margin)])
+
+
+def to_pairwise_grpo(ds: datasets.Dataset, margin: float = DEFAULT_MARGIN) -> datasets.Dataset:
+    return datasets.Dataset.from_list(pair_rows(ds, margin))
+
+
+def training_rows(ds: datasets.Dataset, trainer: str, task: str = "pointwise",
+                  margin: float = DEFAULT_MARGIN) -> datasets.Dataset:
+    """The rows `trainer` ("sft" or "grpo") trains on for `task` ("pointwise" or "pairwise")."""
+    if task not in ("pointwise", "pairwise"):
+        raise SystemExit(f"--task {task!r}: pointwise or pairwise")
+    if task == "pairwise":
+        return (to_pairwise_sft if trainer == "sft" else to_pairwise_grpo)(ds, margin)
+    return (to_sft if trainer == "sft" else to_grpo)(ds)

@@ -18,6 +18,8 @@ accelerate launch --cpu --num_processes 1 training/grpo.py --model_name_or_path 
 Defaults: 1 epoch at 1e-6, 4 generations per prompt at temperature 0.7, 4 per device (32 on 8 GPUs), answers
 up to 256 tokens, rewards weighted 1.0 and 0.2, bf16 and gradient checkpointing on a GPU, fp32 without one.
 Without `--adapter_path` GRPO starts from the base model with a fresh LoRA (the "GRPO only" ablation).
+`--task pairwise` trains a pairwise adapter (continue a `--task pairwise` SFT adapter): rewarded for naming the human
+winner (1.0) and for the answer's form (0.2); the last step is kept.
 """
 
 import sys
@@ -29,8 +31,8 @@ from trl import GRPOConfig, GRPOTrainer, TrlParser
 
 from tangpoetrybench.files import local_or_hub
 from lora_setup import GPUDefaults, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config
-from data import load_images, to_grpo
-from rewards import REWARD_WEIGHTS, accuracy_reward, format_reward
+from data import load_images, training_rows
+from rewards import REWARD_WEIGHTS, accuracy_reward, format_reward, pair_format_reward, winner_reward
 from selection import TauSelection
 
 
@@ -80,14 +82,16 @@ def main(script_args: GRPOScriptArguments, training_args: PAEGRPOConfig, model_a
                                           is_trainable=True)
     else:
         peft_config = lora_config(model_args)
+    pairwise = script_args.task == "pairwise"  # the validation τ selects pointwise adapters only
     selection = (TauSelection(dataset[script_args.dataset_test_split], processor, script_args.select_every,
                               max_new_tokens=training_args.max_completion_length)
-                 if script_args.dataset_test_split in dataset else None)
+                 if script_args.dataset_test_split in dataset and not pairwise else None)
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=[accuracy_reward, format_reward],
+        reward_funcs=[winner_reward, pair_format_reward] if pairwise else [accuracy_reward, format_reward],
         args=training_args,
-        train_dataset=to_grpo(dataset[script_args.dataset_train_split]),
+        train_dataset=training_rows(dataset[script_args.dataset_train_split], "grpo", script_args.task,
+                                    script_args.pair_margin),
         processing_class=processor,
         peft_config=peft_config,
         callbacks=[TiedRewards(), *([selection] if selection else [])],

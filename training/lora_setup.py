@@ -26,6 +26,11 @@ class ScriptArguments(trl.ScriptArguments):
     dataset_config: str = "images"
     dataset_train_split: str = "train"
     dataset_test_split: str = "validation"
+    task: str = field(default="pointwise", metadata={
+        "help": "pointwise: the ten scores of one image; pairwise: which of two images of a poem is better",
+        "choices": ["pointwise", "pairwise"]})
+    pair_margin: float = field(default=0.05, metadata={
+        "help": "pairwise: train on pairs whose human quality differs by at least this"})
 
     def __post_init__(self):
         if not self.dataset_name:

@@ -6,7 +6,7 @@ not applicable) and `tradition` (which rubric)."""
 
 from __future__ import annotations
 
-from tangpoetrybench.judging.parsing import parse_answer
+from tangpoetrybench.judging.parsing import parse_answer, parse_pair_answer
 from tangpoetrybench.rubric import rubric_for_tradition
 
 REWARD_WEIGHTS = (1.0, 0.2)  # accuracy, format
@@ -40,3 +40,14 @@ def format_reward(completions, tradition=None, **kwargs) -> list[float]:
     [0, 1] or null where the dimension can be excluded, and nothing around it — else 0."""
     return [1.0 if parse_answer(completion_text(c), rubric_for_tradition(tradition[i] if tradition else "tang")).status
             == "ok" else 0.0 for i, c in enumerate(completions)]
+
+
+def winner_reward(completions, winner, **kwargs) -> list[float]:
+    """Pairwise: 1 when the answer names the human winner ("A" or "B"), else 0 (also for an answer that does not
+    parse)."""
+    return [1.0 if parse_pair_answer(completion_text(c)).winner == w else 0.0 for c, w in zip(completions, winner)]
+
+
+def pair_format_reward(completions, **kwargs) -> list[float]:
+    """Pairwise: 1 when the parser reads the answer as `ok` — exactly {"winner": "A" or "B", "reason": text}."""
+    return [1.0 if parse_pair_answer(completion_text(c)).status == "ok" else 0.0 for c in completions]

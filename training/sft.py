@@ -6,6 +6,10 @@ per-dimension scores as the answer, the best validation loss kept.
 accelerate launch --config_file training/configs/zero2.yaml training/sft.py \
     --config training/recipes/sft.yaml --dataset_name ORG/TangPoetryBench --output_dir pae-sft
 
+# a pairwise adapter (which of two illustrations is better), from the same ratings
+accelerate launch --config_file training/configs/zero2.yaml training/sft.py \
+    --config training/recipes/pairwise_sft.yaml --dataset_name ORG/TangPoetryBench --output_dir pae-pairwise-sft
+
 # CPU smoke run on the tiny model and the demo dataset
 accelerate launch --cpu --num_processes 1 training/sft.py \
     --model_name_or_path sample/models/qwen3-vl --dataset_name sample/dataset --output_dir /tmp/sft --max_steps 2
@@ -22,7 +26,7 @@ from dataclasses import dataclass
 from trl import SFTConfig, SFTTrainer, TrlParser
 
 from lora_setup import GPUDefaults, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config
-from data import load_images, to_sft
+from data import load_images, training_rows
 
 
 @dataclass
@@ -52,8 +56,10 @@ def main(script_args: ScriptArguments, training_args: PAESFTConfig, model_args: 
     trainer = SFTTrainer(
         model=model,
         args=training_args,
-        train_dataset=to_sft(dataset[script_args.dataset_train_split]),
-        eval_dataset=to_sft(dataset[script_args.dataset_test_split]) if evaluate else None,
+        train_dataset=training_rows(dataset[script_args.dataset_train_split], "sft", script_args.task,
+                                    script_args.pair_margin),
+        eval_dataset=training_rows(dataset[script_args.dataset_test_split], "sft", script_args.task,
+                                   script_args.pair_margin) if evaluate else None,
         processing_class=processor,
         peft_config=lora_config(model_args),
     )

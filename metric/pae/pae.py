@@ -40,8 +40,10 @@ Agreement (default configuration):
 Scoring ("pae", "clipscore", "blipscore", "vqascore"):
     images: PIL images; poems: {"title": str, "author": str, "text": str} each (lines joined by "\\n").
 Returns:
-    agreement: coverage, mae, within_0.05, within_one_anchor, kendall_tau, spearman, each with `<stat>_ci`
-        ([2.5th, 97.5th] percentiles), per_dimension, and the counts (kendall_tau_poems: poems where τ is defined).
+    agreement: coverage, mae, within_0.05, within_one_anchor, kendall_tau, spearman, ccc (Lin's concordance) and
+        pairwise_accuracy (on the human pairs: two images of one poem whose human quality differs by at least 0.05),
+        each with `<stat>_ci` ([2.5th, 97.5th] percentiles), per_dimension (with spearman, ccc, pairwise_accuracy),
+        and the counts (kendall_tau_poems: poems where τ is defined; n_human_pairs, n_judged_pairs).
     scoring: scores, quality, parse_status, raw_output and error per image.
 Examples:
     >>> import evaluate

@@ -27,6 +27,8 @@ from ..errors import DataError
 from ..numeric import counted
 from ..judging.evaluators import Evaluator, ScoringItem, load_evaluator
 from ..judging.evaluators.pae import DEFAULT_MODEL
+from ..judging.evaluators.pae_pairwise import PAEPairwise
+from ..judging.pairwise import PairItem, verdict
 from ..judging.evaluators.vqascore import VQAScore
 from ..fonts import cjk_font
 from ..reporting.plots import label, radar
@@ -39,6 +41,7 @@ UPLOADED = "Uploaded rubric file"
 BASELINES = ("clipscore", "blipscore", "vqascore")
 BASELINE_SCALES = {"clipscore": "0 – 2.5", "blipscore": "0 – 1", "vqascore": "0 – 1"}
 OCR = "text-ocr"
+PAIR_MAX_NEW_TOKENS = 96  # the pairwise answer with a one-sentence reason
 REGION_COLOURS = {"poem": (214, 39, 40), "garbled": (255, 127, 14), "other": (31, 119, 180), "seal": (148, 103, 189),
                   "noise": (150, 150, 150)}
 SIGN_COLOURS = [(214, 39, 40), (31, 119, 180), (44, 160, 44), (148, 103, 189), (255, 127, 14)]  # one per sub-sign
@@ -307,6 +310,38 @@ class Scorer:
                            quality=None if result.quality is None else round(result.quality, 3), figure=figure,
                            raw_output=result.raw_output or "", parse_status=result.parse_status, error=result.error,
                            baselines=baselines, reasons=reasons_markdown(result.reasons, rubric))
+
+    def pairwise_judge(self):
+        """PAE's model asked the pairwise question (constrained to its form), sharing the loaded model."""
+        if "pairwise" not in self._loaded:
+            pae = self.evaluator("pae")
+            if getattr(pae, "backend", "") != "transformers":
+                raise UserError("Comparing two illustrations needs PAE on the transformers backend.")
+            judge = PAEPairwise.from_loaded(pae.model, pae.processor, model_name=pae.model_name,
+                                            max_pixels=pae.max_pixels, max_new_tokens=PAIR_MAX_NEW_TOKENS)
+            judge.constrained = True
+            self._loaded["pairwise"] = judge
+        return self._loaded["pairwise"]
+
+    def compare(self, image_a, image_b, poem_text: str, title: str = "", author: str = "") -> tuple[str, list[list]]:
+        """Which of two illustrations is better, asked in both orders: the verdict in a sentence, and each order's
+        answer as [order, chosen image, reason, parse status]."""
+        if not poem_text or not poem_text.strip():
+            raise UserError("Enter the poem's text (or choose a poem from the list).")
+        a, b = (read_image(p, self.config.max_image_bytes, self.config.max_image_pixels) for p in (image_a, image_b))
+        poem = Poem(poem_id="uploaded", title=title.strip() or "无题", author=author.strip() or "佚名",
+                    text=poem_text.strip(), tradition="tang")
+        first, second = self.pairwise_judge().judge([PairItem("uploaded", poem, a, b), PairItem("uploaded", poem, b, a)])
+        outcome = verdict(first, second)
+        shown = {("A", 0): "A", ("B", 0): "B", ("A", 1): "B", ("B", 1): "A"}  # (answer, order) → uploaded image
+        rows = [[order, shown.get((answer.winner, k), "—"), answer.reason or answer.error or "", answer.status]
+                for k, (order, answer) in enumerate((("A shown first", first), ("B shown first", second)))]
+        sentence = {"x": "**Illustration A is better**: chosen in both orders.",
+                    "y": "**Illustration B is better**: chosen in both orders.",
+                    "tie": "**No preference (a tie)**: each order chose the image in the same position, so the choice "
+                           "followed the position, not the image.",
+                    None: "**No verdict**: an answer could not be read."}[outcome]
+        return sentence, rows
 
     def text_regions(self, image_path, poem_text: str, title: str = "", author: str = "") -> tuple[Image.Image, str]:
         """The image with the text regions the OCR found drawn on it, and the verdict in a sentence."""

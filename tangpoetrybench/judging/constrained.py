@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from transformers import LogitsProcessor
@@ -153,3 +153,92 @@ def text_tokens(tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
             ids.append(i)
             lengths.append(len(piece))
     return torch.tensor(ids, dtype=torch.long), torch.tensor(lengths, dtype=torch.long)
+# --- the pairwise answer: {"winner": "A" | "B", "reason": "<text without quotes, backslashes or control characters>"}
+
+PAIR_PREFIX, PAIR_MIDDLE, PAIR_END = '{"winner": "', '", "reason": "', '"}'
+REASON_FORBIDDEN = set('"\\') | {chr(i) for i in range(0x20)}  # what JSON would need escaped
+CLOSE_RESERVE = 4  # tokens kept back at the end of the budget to close the reason
+
+
+def pair_state(text: str) -> tuple[str, str]:
+    """Where `text` stands in the pairwise answer: ("bad", ""), ("done", ""), ("literal", the rest of the fixed piece
+    being written), ("winner", "") or ("reason", "")."""
+    def literal(piece: str, rest: str, then: Callable[[str], tuple[str, str]]) -> tuple[str, str]:
+        if len(rest) < len(piece):
+            return ("literal", piece[len(rest):]) if piece.startswith(rest) else ("bad", "")
+        return then(rest[len(piece):]) if rest.startswith(piece) else ("bad", "")
+
+    def winner(rest: str) -> tuple[str, str]:
+        if not rest:
+            return "winner", ""
+        return literal(PAIR_MIDDLE, rest[1:], reason) if rest[0] in "AB" else ("bad", "")
+
+    def reason(body: str) -> tuple[str, str]:
+        quote = body.find('"')
+        if any(c in REASON_FORBIDDEN for c in (body if quote < 0 else body[:quote])):
+            return "bad", ""
+        if quote < 0:
+            return "reason", ""
+        tail = body[quote:]
+        return ("done", "") if tail == PAIR_END else ("literal", PAIR_END[len(tail):]) if PAIR_END.startswith(tail) \
+            else ("bad", "")
+
+    return literal(PAIR_PREFIX, text, winner)
+
+
+@lru_cache(maxsize=4)
+def _reason_tokens(tokenizer) -> tuple[torch.Tensor, tuple[tuple[int, str], ...]]:
+    """(ids of the tokens that may stand inside the reason, (id, text) of the tokens holding a quote that may close
+    it), from one pass over the vocabulary."""
+    free, closing = [], []
+    special = set(getattr(tokenizer, "all_special_ids", []))
+    for i in range(len(tokenizer)):
+        if i in special:
+            continue
+        piece = tokenizer.decode([i])
+        if not piece:
+            continue
+        if '"' in piece:
+            if not (REASON_FORBIDDEN - {'"'}) & set(piece):
+                closing.append((i, piece))
+        elif not REASON_FORBIDDEN & set(piece):
+            free.append(i)
+    return torch.tensor(free, dtype=torch.long), tuple(closing)
+
+
+class PairAnswerConstraint(LogitsProcessor):
+    """Keeps every row's answer in the pairwise form: the fixed text, then A or B, then a one-line reason closed in
+    time (`budget`: the answer's token budget), then end of sequence."""
+
+    def __init__(self, tokenizer, prompt_length: int, eos_token_ids: Sequence[int], budget: int):
+        self.tokenizer, self.prompt_length, self.budget = tokenizer, prompt_length, budget
+        self.eos = sorted(set(eos_token_ids))
+        ids = {i for p in (PAIR_PREFIX, PAIR_MIDDLE, PAIR_END, "A", "B") for i in tokenizer.encode(p, add_special_tokens=False)}
+        self.fixed = {i: tokenizer.decode([i]) for i in sorted(ids)}
+        self.free, self.closing = _reason_tokens(tokenizer)
+        shortest = len(tokenizer.encode(PAIR_PREFIX + "A" + PAIR_MIDDLE + PAIR_END, add_special_tokens=False))
+        if budget < shortest + CLOSE_RESERVE:
+            raise ValueError(f"--max-new-tokens {budget} is too few for the pairwise answer: its fixed text alone takes "
+                             f"{shortest} tokens; give at least {shortest + CLOSE_RESERVE}")
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        mask = torch.full_like(scores, float("-inf"))
+        for row, ids in enumerate(input_ids[:, self.prompt_length:].tolist()):
+            if any(i in self.eos for i in ids):
+                mask[row] = 0
+                continue
+            text = self.tokenizer.decode(ids)
+            where, rest = pair_state(text)
+            if where == "done":
+                mask[row, self.eos] = 0
+            elif where == "reason":
+                closing = [i for i, piece in self.closing if pair_state(text + piece)[0] != "bad"]
+                mask[row, closing or [self.tokenizer.encode('"', add_special_tokens=False)[0]]] = 0
+                if len(ids) < self.budget - CLOSE_RESERVE:
+                    mask[row, self.free.to(scores.device)] = 0
+            else:
+                allowed = [i for i, piece in self.fixed.items() if pair_state(text + piece)[0] != "bad"]
+                if where == "literal":
+                    allowed.append(self.tokenizer.encode(rest, add_special_tokens=False)[0])
+                mask[row, allowed] = 0
+        return scores + mask

@@ -860,3 +860,66 @@ def parse_letter(text: str | None, n_options: int = 4) -> ParsedLetter:
     if not found:
         return ParsedLetter(None, "failed", "no option letter in the answer" if body else "empty answer")
     return ParsedLetter(None, "failed", f"several option letters ({', '.join(found)}): not guessed")
+
+
+# --- the pairwise answer: {"winner": "A" | "B", "reason": "…"} -------------------------------------------------------
+
+PAIR_PARSER_VERSION = 1
+WINNER_FIELDS = ("winner", "better", "choice", "preferred", "answer")
+WINNER_VALUE = re.compile(r"^\s*(?:image\s*|图\s*)?([ab])\s*$", re.I)
+
+
+@dataclass
+class ParsedPair:
+    winner: str | None  # "A", "B", or None when the answer could not be read
+    reason: str | None
+    status: str  # ok | repaired | failed
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def error(self) -> str | None:
+        return "; ".join(self.notes) if self.notes else None
+
+
+def parse_pair_answer(text: str | None) -> ParsedPair:
+    """Read a pairwise answer; never raises, never guesses. `ok`: exactly {"winner": "A"|"B", "reason": str};
+    `repaired`: the last JSON object with a winner field was read from around other text, a fence or a thinking
+    block, or with a lower-case or "Image A" winner; `failed`: no such object, a tie or another value."""
+    notes: list[str] = []
+    body = (text or "").strip()
+    if "<think>" in body or "</think>" in body:
+        before, closed, after = body.partition("</think>")
+        body = (after if closed and "<think>" not in before else THINK.sub("", body)).strip()
+        notes.append("dropped the thinking")
+    try:
+        exact = json.loads(body)
+    except ValueError:
+        exact = None
+    if (isinstance(exact, dict) and set(exact) == {"winner", "reason"} and exact["winner"] in ("A", "B")
+            and isinstance(exact["reason"], str) and not notes):
+        return ParsedPair(exact["winner"], exact["reason"], "ok")
+    if fenced := FENCE.search(body):
+        body = fenced.group(1).strip()
+        notes.append("removed a code fence")
+    objects = [(seg, v) for seg, complete in _segments(body) if complete
+               and isinstance(v := _loads_lenient(seg, notes), dict)
+               and any(str(k).lower() in WINNER_FIELDS for k in v)]
+    if not objects:
+        return ParsedPair(None, None, "failed", notes + ["no JSON object with a winner"])
+    if len(objects) > 1:
+        notes.append(f"read the last of {len(objects)} answer objects")
+    segment, found = objects[-1]
+    if segment != body:
+        notes.append("removed text around the JSON object")
+    answer = {str(k).lower(): v for k, v in found.items()}
+    value = next(answer[k] for k in WINNER_FIELDS if k in answer)
+    match = WINNER_VALUE.match(value) if isinstance(value, str) else None
+    if match is None:
+        return ParsedPair(None, None, "failed", notes + [f"winner {value!r} is neither A nor B"])
+    winner = match.group(1).upper()
+    if value != winner or "winner" not in answer:
+        notes.append(f"read {next(k for k in WINNER_FIELDS if k in answer)} {value!r} as winner {winner}")
+    reason = answer.get("reason")
+    if reason is None:
+        notes.append("no reason given")
+    return ParsedPair(winner, None if reason is None else str(reason), "repaired" if notes else "ok", notes)

@@ -161,3 +161,55 @@ def build_recognize_messages(candidates: Sequence[PoemLike], image: Any = None) 
         {"role": "system", "content": [{"type": "text", "text": RECOGNIZE_SYSTEM}]},
         {"role": "user", "content": [image_part, {"type": "text", "text": recognize_user_prompt(candidates)}]},
     ]
+
+
+# --- the pairwise variant: two images of one poem, which is the better illustration ---------------------------------
+
+PAIR_WINNERS = ("A", "B")
+
+
+def pair_system_prompt(rubric: Rubric) -> str:
+    """The same rubric as `system_prompt`, asked as a forced choice between two images."""
+    blocks = "\n".join(_dimension_block(i, d) for i, d in enumerate(rubric.dimensions, start=1))
+    return (
+        f"You are an expert judge of illustrations of classical Chinese poetry ({rubric.display['en']}, "
+        f"{rubric.display['zh']}). You will see two images, A (first) and B (second), and the poem they illustrate. "
+        "Judge both on every dimension of the rubric below, as a careful, well-read human rater would, and say which "
+        "is the better illustration of the poem overall. You must choose one.\n\n"
+        f"Rubric\n{blocks}\n\n"
+        "Answer format\n"
+        'Reply with one JSON object and nothing else: {"winner": "A" or "B", "reason": "<one sentence>"}.\n'
+        '{"winner": "A", "reason": "..."}'
+    )
+
+
+def pair_user_prompt(poem: PoemLike) -> str:
+    return (
+        f"Poem: 《{poem.title}》 {poem.author}\n{poem.text}\n\n"
+        "Image A is the first image, image B the second. Which is the better illustration of the poem? "
+        "Answer with the JSON object only."
+    )
+
+
+def build_pair_messages(poem: PoemLike, rubric: Rubric, image_a: Any = None, image_b: Any = None) -> list[dict]:
+    """Chat messages for two images of one poem, A first (None: placeholders filled from an `images` column)."""
+    parts = [{"type": "image"} if image is None else {"type": "image", "image": image} for image in (image_a, image_b)]
+    return [
+        {"role": "system", "content": [{"type": "text", "text": pair_system_prompt(rubric)}]},
+        {"role": "user", "content": [{"type": "text", "text": "Image A:"}, parts[0], {"type": "text", "text": "Image B:"},
+                                     parts[1], {"type": "text", "text": pair_user_prompt(poem)}]},
+    ]
+
+
+def format_pair_answer(winner: str, reason: str = "") -> str:
+    """The pairwise answer PAE is trained to give."""
+    if winner not in PAIR_WINNERS:
+        raise ValueError(f"a pairwise answer's winner is 'A' or 'B', not {winner!r}")
+    return json.dumps({"winner": winner, "reason": reason}, ensure_ascii=False)
+
+
+def pair_answer_schema() -> dict:
+    """The JSON schema of a pairwise answer (for structured decoding)."""
+    return {"type": "object",
+            "properties": {"winner": {"type": "string", "enum": list(PAIR_WINNERS)}, "reason": {"type": "string"}},
+            "required": ["winner", "reason"], "additionalProperties": False}

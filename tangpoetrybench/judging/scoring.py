@@ -200,7 +200,8 @@ def scored_on(records: dict[str, dict], path: Path | str, dataset: str | Path, s
 
 def read_done(path: Path, repair: bool = True) -> list[dict]:
     """The complete records of a results file. With `repair`, a trailing partial line (from a kill) is cut off
-    the file; only the process about to append to a file repairs it."""
+    the file; only the process about to append to a file repairs it. A bad line is an error naming the file and
+    line."""
     if not path.is_file():
         return []
     data = path.read_bytes()
@@ -208,7 +209,14 @@ def read_done(path: Path, repair: bool = True) -> list[dict]:
     if repair and end < len(data):
         with open(path, "r+b") as f:
             f.truncate(end)
-    return [json.loads(line) for line in data[:end].decode("utf-8").splitlines() if line.strip()]
+    records = []
+    for lineno, line in enumerate(data[:end].decode("utf-8").splitlines(), start=1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+    return records
 
 
 def final_records(records: Iterable[dict]) -> dict[str, dict]:

@@ -44,33 +44,13 @@ from PIL import Image
 
 from ..models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels
 from ..poems import Poem
+from .pairwise import PairAnswer, PairItem
 
 GROUNDS = ("iconic", "indexical", "symbolic")
 DEFAULT_MAX_NEW_TOKENS = 1536  # a graph of five sub-signs with boxes is about 800 Qwen tokens
 RANDOM_WEIGHTS_NOTE = "random weights: a plumbing check, not an interpretation"
 FENCE = re.compile(r"^```[a-zA-Z]*\s*(.*?)\s*```$", re.S)
 THINK = re.compile(r"^\s*<think>.*?</think>", re.S)
-
-
-# ---- the contract's records (tangpoetrybench.judging.pairwise holds the shared ones; these have its fields) ----
-
-@dataclass
-class PairItem:
-    pair_id: str
-    poem: Poem
-    image_a: Image.Image
-    image_b: Image.Image
-
-
-@dataclass
-class PairAnswer:
-    winner: str | None  # "A", "B", or None when the item failed
-    raw: str | list[str]
-    status: str  # ok | repaired | failed
-    error: str | None = None
-    reason: str | None = None
-    usage: dict | None = None
-    extra: dict = field(default_factory=dict)
 
 
 # ---- prompts and schemas ----

@@ -26,6 +26,7 @@ from ..stats.agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement, resam
 from ..dataset.reading import dataset_rows
 from ..judging.scoring import read_scores, scored_on, two_settings
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_ci, fmt_interval
+from .pairwise import lay_out_strengths, leaderboard_strengths
 from .plots import colours_for, radar, ring_floor
 from .recognition import board_recognizability, lay_out_recognizability
 from .variants import lay_out_variants, variant_comparison
@@ -180,6 +181,7 @@ class LeaderboardData:
     synthetic: bool
     agreement_with_humans: dict
     warnings: list[str]  # score files that cannot show they scored this dataset's images
+    generator_strengths: dict  # Bradley–Terry strengths and win rates from the evaluator's choices on pairs
     recognizability_judge: dict | None = None  # with recognize results: what the recognizability table says of them
     prompt_variants: dict | None = None  # with generation.json files: one pipeline's prompt variants side by side
 
@@ -196,6 +198,7 @@ class LeaderboardData:
         if self.prompt_variants is not None:
             out["prompt_variants"] = self.prompt_variants
         out["agreement_with_humans"] = self.agreement_with_humans
+        out["generator_strengths"] = self.generator_strengths
         return out
 
 
@@ -238,7 +241,8 @@ def compute_leaderboard(dataset: str | Path, scores: list[Path], split: str = "t
         str(dataset), split, poems, s, n_bootstrap, seed, board, rated, is_synthetic(dataset),
         agreement_with_humans(s, rows, keep, rated, pae_values, human_values, poems, n_bootstrap, seed, weights,
                               rubric),
-        unproven_files(s.files, dataset, split, {r["image_id"] for r in rows}), judge, variant_comparison(board, generation) if generation else None)
+        unproven_files(s.files, dataset, split, {r["image_id"] for r in rows}),
+        leaderboard_strengths(s.records, compared, n_bootstrap, seed), judge, variant_comparison(board, generation) if generation else None)
 
 
 def ranked_board(generators: list[str], poems: list[str], columns: list[str], pae_values: dict, human_values: dict,
@@ -332,6 +336,7 @@ def lay_out(data: LeaderboardData) -> Report:
                                             colours=colours),
                    "The human-rated generators' profiles from the human ratings of the same images.")
     _agreement(rep, data.agreement_with_humans)
+    lay_out_strengths(rep, data.generator_strengths, s.evaluator)  # Bradley–Terry, win rates
     return rep
 
 

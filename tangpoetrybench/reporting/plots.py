@@ -81,3 +81,26 @@ def scatter(x: list[float], y: list[float], xlabel: str, ylabel: str, title: str
     if title:
         ax.set_title(title, fontsize=10)
     return fig
+
+
+def heatmap(matrix: list[list[float | None]], labels: list[str], title: str = "") -> Figure:
+    """A win-rate matrix: the share of their pairs that the row's generator won against the column's, in each cell
+    (blank where two generators never met)."""
+    n = len(labels)
+    fig = Figure(figsize=(1.2 + 0.9 * n, 0.9 + 0.8 * n), layout="constrained")
+    ax = fig.add_subplot()
+    values = [[math.nan if v is None else float(v) for v in row] for row in matrix]
+    image = ax.imshow(values, cmap="RdBu", vmin=0.0, vmax=1.0)
+    for i, row in enumerate(values):
+        for j, v in enumerate(row):
+            if not math.isnan(v):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if abs(v - 0.5) > 0.3 else "black")
+    ax.set_xticks(range(n), labels, rotation=30, ha="right", fontsize=8)
+    ax.set_yticks(range(n), labels, fontsize=8)
+    ax.set_xlabel("against")
+    ax.set_ylabel("winner")
+    fig.colorbar(image, ax=ax, shrink=0.8, label="win rate")
+    if title:
+        ax.set_title(title, fontsize=10)
+    return fig

@@ -28,11 +28,13 @@ from ..dataset.reading import config_rows
 from ..judging.ocr.labels import ISSUES, issue_counts, ocr_table3
 from ..judging.scoring import read_scores, scored_on
 from ..numeric import ZERO_WIDTH_NOTE, fmt, fmt_interval, mean_or_none
+from .pairwise import compute_pairwise, lay_out_pairwise
 from ..rubric import rubric_for_tradition
 from ..stats.agree import RATING_COLUMNS as AGREE_RATING_COLUMNS
 from ..stats.agree import agreement_data_of, matched, rating_table_of, tradition_rubric
 from ..stats.agreement import DEFAULT_BOOTSTRAP, STAT_LABELS, agreement
 from ..stats.noise_floor import MIN_MULTI_RATED, floor_summary, noise_floor
+from ..stats.pairs import pair_table_of
 from .plots import radar, ring_floor, scatter
 from .explanations import explanations, lay_out_explanations
 from .recognition import lay_out_recognition, recognition_results
@@ -146,6 +148,7 @@ class ReportData:
     table3_ocr: dict | None
     recognition: dict[str, dict]  # recognize results files against the human Phase-1 track, by file stem
     explanations: dict | None  # explain mode's reasons and SemJudge graphs, where there are any
+    pairwise: dict | None  # Tables 4P, 4L and 6: pairwise accuracy, literal bias, generator strengths
     table4: list[Table4]
     split_floor: dict | None
     noise_floor: dict
@@ -164,6 +167,8 @@ class ReportData:
             out["recognizability_judge"] = self.recognition
         if self.table4:
             out["table4"] = {t.evaluator: t.result for t in self.table4}
+        if self.pairwise is not None:
+            out["pairwise"] = self.pairwise
         if self.explanations is not None:
             out["explanations"] = self.explanations
         out.update(noise_floor=self.noise_floor, findings=self.findings.numbers)
@@ -172,15 +177,16 @@ class ReportData:
 
 def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "test",
                  n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, ocr: Path | None = None,
-                 graphs: Path | None = None) -> Report:
+                 graphs: Path | None = None, pairs: list[Path] = ()) -> Report:
     """`tpb report`: read the dataset once, compute every number, then lay the report out. `ocr`: text-ocr results
-    (the OCR's Table 3); `graphs`: SemJudge graphs (`tpb explain --out`), one shown per generator."""
-    return lay_out(compute_report(read_inputs(dataset), scores, split, n_bootstrap, seed, ocr, graphs))
+    (the OCR's Table 3); `graphs`: SemJudge graphs (`tpb explain --out`), one shown per generator; `pairs`: pairwise judges' results
+    (`tpb compare`), beside the --scores evaluators in Tables 4P, 4L and 6."""
+    return lay_out(compute_report(read_inputs(dataset), scores, split, n_bootstrap, seed, ocr, graphs, pairs))
 
 
 def compute_report(inputs: ReportInputs, scores: list[Path] = (), split: str = "test",
                    n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, ocr: Path | None = None,
-                   graphs: Path | None = None) -> ReportData:
+                   graphs: Path | None = None, pairs: list[Path] = ()) -> ReportData:
     rubric = rubric_for_tradition("tang")
     keys = list(rubric.keys)
     rows = inputs.images
@@ -201,6 +207,8 @@ def compute_report(inputs: ReportInputs, scores: list[Path] = (), split: str = "
                             generators),
         table3_ocr=ocr_table3(rows, ocr) if ocr is not None else None, recognition=recognition,
         explanations=explanations(rows, scores, graphs, rubric),
+        pairwise=compute_pairwise(pair_table_of(inputs.split_images(split)), rating_table_of(inputs.split_ratings(split),
+                                  rubric), [*scores, *pairs], split, n_bootstrap, seed) if [*scores, *pairs] else None,
         table4=table4, split_floor=split_floor, noise_floor=noise_floor(rating_table_of(inputs.ratings, rubric)),
         findings=compute_findings(rows, inputs.ratings, keys, generators, rubric, table2, n_bootstrap, rng),
     )
@@ -286,6 +294,7 @@ def lay_out(data: ReportData) -> Report:
     lay_out_recognition(rep, data.recognition, data.split)
     for t in data.table4:
         _table4(rep, t, data.split, data.split_floor)
+    lay_out_pairwise(rep, data.pairwise, {t.evaluator: t.result for t in data.table4})
     lay_out_explanations(rep, data.explanations, rubric)
     _table5(rep, data.noise_floor, rubric)
     _findings(rep, data, rubric)
@@ -365,6 +374,7 @@ def _table3_ocr(rep: Report, t: dict, human: dict, generators: list[str], n_rows
     rep.table(["Issue type", "Adjudicated", "OCR", "Both", "Precision", "Recall"],
               [[k, str(a["human"]), str(a["ocr"]), str(a["both"]), fmt(a["precision"]), fmt(a["recall"])]
                for k, a in t["agreement"].items()])
+
 
 
 def _table4(rep: Report, t: Table4, split: str, nf: dict) -> None:

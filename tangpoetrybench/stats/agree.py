@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement
+from .agreement import DEFAULT_BOOTSTRAP, DEFAULT_MARGIN, AgreementData, agreement
 from ..dataset.reading import dataset_rows
 from .noise_floor import MIN_MULTI_RATED, RatingTable, floor_summary, noise_floor
 from ..judging.scoring import read_scores, scored_on
@@ -88,7 +88,7 @@ def rating_table_of(rows: list[dict], rubric: Rubric, image_config: str = "image
 
 
 def agree(dataset: str | Path, scores: Path | str, split: str = "test", n_bootstrap: int = DEFAULT_BOOTSTRAP,
-          seed: int = 0, config: str = "images") -> dict:
+          seed: int = 0, config: str = "images", margin: float = DEFAULT_MARGIN) -> dict:
     """SPEC §7 for one evaluator's results on one config and split (`images`: the held-out test poems;
     `unseen_generator` and `song_ci`: the paper's two generalization tests), beside the same images' noise floor."""
     evaluator, records = read_scores(scores)
@@ -103,7 +103,7 @@ def agree(dataset: str | Path, scores: Path | str, split: str = "test", n_bootst
         "parse_status": {s: sum(records.get(i, {}).get("parse_status") == s for i in data.image_ids)
                          for s in ("ok", "repaired", "failed")},
         "missing": sum(i not in records for i in data.image_ids), "warning": warning,
-        "agreement": agreement(data, n_bootstrap=n_bootstrap, seed=seed),
+        "agreement": agreement(data, n_bootstrap=n_bootstrap, seed=seed, margin=margin),
     }
     result["noise_floor"] = noise_floor(rating_table(dataset, split, config))
     return result
@@ -135,9 +135,11 @@ def format_table(result: dict) -> str:
         f"{'statistic':<24}{'value   [95% CI]':<30}human noise floor",
     ]
     floor = floor_summary(nf)
-    for stat in ("coverage", "mae", "within_0.05", "within_one_anchor", "kendall_tau", "spearman"):
+    for stat in ("coverage", "mae", "within_0.05", "within_one_anchor", "kendall_tau", "spearman", "ccc",
+                 "pairwise_accuracy"):
         if stat in a:
-            label = f"kendall_tau ({counted(a['kendall_tau_poems'], 'poem')})" if stat == "kendall_tau" else stat
+            label = {"kendall_tau": f"kendall_tau ({counted(a['kendall_tau_poems'], 'poem')})",
+                     "pairwise_accuracy": f"pairwise ({a['n_judged_pairs']}/{a['n_human_pairs']})"}.get(stat, stat)
             lines.append(f"{label:<24}{_fmt(a[stat], a.get(f'{stat}_ci')):<30}"
                          f"{_fmt(floor[stat]) if stat in floor else ''}")
     if "per_dimension" in a:
@@ -149,6 +151,12 @@ def format_table(result: dict) -> str:
             lines.append(f"{key:<22}{scored:>13}  {_fmt(d['mae'], d.get('mae_ci')):<27}"
                          f"{_fmt(d['within_0.05'], d.get('within_0.05_ci')):<27}{_fmt(h.get('loo_deviation')):>9}"
                          f"{_fmt(h.get('within_one_level')):>10}{_fmt(h.get('krippendorff_alpha')):>8}")
+        lines += ["", f"{'dimension':<22}{'judged/pairs':>13}  {'pairwise acc.   [95% CI]':<27}"
+                      f"{'SRCC   [95% CI]':<27}{'CCC   [95% CI]':<27}"]
+        for key, d in a["per_dimension"].items():
+            judged = f"{d['n_judged_pairs']}/{d['n_human_pairs']}"
+            lines.append(f"{key:<22}{judged:>13}  {_fmt(d['pairwise_accuracy'], d.get('pairwise_accuracy_ci')):<27}"
+                         f"{_fmt(d['spearman'], d.get('spearman_ci')):<27}{_fmt(d['ccc'], d.get('ccc_ci')):<27}")
     if nf["enough"]:
         lines += ["", textwrap.fill(LEGEND + ".", width=110),
                   f"noise floor: {multi_rated(nf)}; rater-vs-rest τ over "

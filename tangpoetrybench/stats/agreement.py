@@ -6,7 +6,13 @@ Over the (image, dimension) pairs whose human score is non-null:
   dimension, text integrity, exact agreement, ≤ 0.01): over pairs where both are non-null, pooled over every
   (image, dimension) pair overall, and per dimension;
 - kendall_tau: per poem, τ-b between predicted and human quality of the poem's images, averaged over the
-  poems where it is defined (`kendall_tau_poems` says how many); spearman: over all images.
+  poems where it is defined (`kendall_tau_poems` says how many); spearman: over all images;
+- ccc: Lin's concordance correlation of predicted and human quality over images, 2·cov / (var_p + var_h + (μp − μh)²)
+  (agreement in value, not only in order; for the rubric's scores only, not a scalar metric's);
+- pairwise_accuracy: over the human pairs (two images of one poem whose human quality differs by at least `margin`,
+  one twentieth by default), the share where the evaluator's higher score is the human winner (equal scores count
+  one half), over the pairs where it scored both images; per dimension the same with the dimension's scores, and
+  per dimension spearman and ccc too.
 
 Intervals resample poems with replacement (10,000 times, seed 0 by default) and report the 2.5th and 97.5th
 percentiles as `<stat>_ci`; without poem ids, images are resampled and τ is undefined. Every statistic is a
@@ -21,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from scipy import stats
@@ -33,10 +39,12 @@ CLOSE = 0.05
 EPS = 1e-9  # float slack for the threshold comparisons
 DEFAULT_BOOTSTRAP = 10_000
 CHUNK = 500  # resamples per block of the vectorised bootstrap (bounds memory)
+DEFAULT_MARGIN = 0.05  # a human pair's two images differ in human quality by at least this (one twentieth)
 # The overall statistics in the order tables print them, with their names for people.
 STAT_LABELS = {"coverage": "Coverage", "mae": "Mean absolute error", "within_0.05": "Within 0.05",
                "within_one_anchor": "Within one anchor step", "kendall_tau": "Kendall τ per poem, mean",
-               "spearman": "Spearman ρ over images"}
+               "spearman": "Spearman ρ over images", "ccc": "Lin's concordance (CCC) over images",
+               "pairwise_accuracy": "Pairwise accuracy on human pairs"}
 
 
 def anchor_tolerance(step: float) -> float:
@@ -153,7 +161,87 @@ def per_poem_tau(data: AgreementData) -> tuple[np.ndarray, list[str]]:
     return taus, poems
 
 
-def agreement(data: AgreementData, n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0) -> dict:
+@dataclass(frozen=True)
+class HumanPairs:
+    """Pairs of images of one poem whose human values differ by at least a margin: row indices `x` < `y` (into the
+    image arrays), the poem's index, and whether x is the human winner."""
+
+    x: np.ndarray
+    y: np.ndarray
+    poem: np.ndarray
+    x_wins: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+
+def human_pairs(values: np.ndarray, poem_of: np.ndarray, margin: float = DEFAULT_MARGIN) -> HumanPairs:
+    """Every pair of images of one poem (both with a value) whose values differ by at least `margin`."""
+    xs, ys = [], []
+    for p in np.unique(poem_of):
+        rows = np.flatnonzero((poem_of == p) & np.isfinite(values))
+        i, j = np.triu_indices(len(rows), k=1)
+        keep = np.abs(values[rows[i]] - values[rows[j]]) >= margin - EPS
+        xs.append(rows[i][keep])
+        ys.append(rows[j][keep])
+    x = np.concatenate(xs).astype(int) if xs else np.zeros(0, int)
+    y = np.concatenate(ys).astype(int) if ys else np.zeros(0, int)
+    return HumanPairs(x, y, poem_of[x], values[x] > values[y])
+
+
+def pointwise_choices(pred: np.ndarray, pairs: HumanPairs) -> np.ndarray:
+    """A pointwise evaluator's choice per pair: 1 where it scores x higher, 0 where y, 0.5 for equal scores, NaN
+    where it has no score for either image."""
+    px, py = pred[pairs.x], pred[pairs.y]
+    with np.errstate(invalid="ignore"):
+        choice = np.where(px > py, 1.0, np.where(px < py, 0.0, 0.5))
+    return np.where(np.isfinite(px) & np.isfinite(py), choice, np.nan)
+
+
+def pair_credit(choices: np.ndarray, pairs: HumanPairs) -> np.ndarray:
+    """1 where a choice is the human winner, 0 where it is the loser, 0.5 for a tie, NaN where there is no choice."""
+    return np.where(pairs.x_wins, choices, 1.0 - choices)
+
+
+def per_unit_sums(values: np.ndarray, unit_of: np.ndarray, n_units: int) -> np.ndarray:
+    """(n_units,) sums of `values` by unit, NaN counted as 0."""
+    out = np.zeros(n_units)
+    np.add.at(out, unit_of, np.nan_to_num(values))
+    return out
+
+
+def bootstrap_draws(ratios: Callable[[np.ndarray], dict[str, np.ndarray]], n_units: int, n_bootstrap: int,
+                    seed: int) -> dict[str, np.ndarray]:
+    """Each statistic of `ratios(weights)` over `n_bootstrap` resamples of units (poems) with replacement, in blocks
+    of CHUNK; non-finite values (a resample with nothing to measure) are left out."""
+    rng = np.random.default_rng(seed)
+    blocks: dict[str, list[np.ndarray]] = {}
+    for start in range(0, n_bootstrap, CHUNK):
+        b = min(CHUNK, n_bootstrap - start)
+        for k, v in ratios(resample_weights(rng, n_units, b)).items():
+            blocks.setdefault(k, []).append(v)
+    return {k: (lambda v: v[np.isfinite(v)])(np.concatenate(parts)) for k, parts in blocks.items()}
+
+
+def percentile_interval(values: np.ndarray, low: float = 2.5, high: float = 97.5) -> list[float] | None:
+    return [float(np.percentile(values, low)), float(np.percentile(values, high))] if len(values) else None
+
+
+def _weighted_ccc(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Lin's concordance correlation of x and y for each row of weights w (B, N), with population moments."""
+    if len(x) < 2:
+        return np.full(w.shape[0], np.nan)
+    total = w.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mx, my = (w * x).sum(1, keepdims=True) / total, (w * y).sum(1, keepdims=True) / total
+        vx, vy = (w * (x - mx) ** 2).sum(1) / total[:, 0], (w * (y - my) ** 2).sum(1) / total[:, 0]
+        cov = (w * (x - mx) * (y - my)).sum(1) / total[:, 0]
+        denominator = vx + vy + (mx[:, 0] - my[:, 0]) ** 2
+        return np.where(denominator > 0, 2 * cov / denominator, np.nan)
+
+
+def agreement(data: AgreementData, n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0,
+              margin: float = DEFAULT_MARGIN) -> dict:
     """Every §7 statistic with its interval, overall and per dimension. n_bootstrap=0: no intervals."""
     poems = sorted(set(data.poem_ids))
     index = {p: i for i, p in enumerate(poems)}
@@ -176,6 +264,18 @@ def agreement(data: AgreementData, n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: i
     taus, _ = per_poem_tau(data)
     tau_ok = np.isfinite(taus)
     q_ok = np.isfinite(data.human_quality) & np.isfinite(data.pred_quality)
+    # Pairwise accuracy: per target (quality, then each dimension), the per-poem sums of credit and of judged pairs.
+    targets = [("quality", data.human_quality, data.pred_quality)]
+    if not data.scalar:
+        targets += [(key, data.human[:, j], data.pred[:, j]) for j, key in enumerate(data.keys)]
+    pair_sums, pair_counts = {}, {}
+    for name, human_values, pred_values in targets:
+        pairs = human_pairs(human_values, poem_of, margin)
+        credit = pair_credit(pointwise_choices(pred_values, pairs), pairs)
+        pair_sums[name] = (per_unit_sums(credit, pairs.poem, n_poems),
+                           per_unit_sums(np.isfinite(credit).astype(float), pairs.poem, n_poems))
+        pair_counts[name] = (len(pairs), int(np.isfinite(credit).sum()))
+    dim_ok = np.isfinite(data.human) & np.isfinite(data.pred)
 
     def ratios(weights: np.ndarray) -> dict[str, np.ndarray]:
         """Statistics for poem weights (B, P): how often each poem is drawn (all ones: the estimate)."""
@@ -190,8 +290,16 @@ def agreement(data: AgreementData, n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: i
                 "kendall_tau": (weights @ np.where(tau_ok, taus, 0.0)) / (weights @ tau_ok.astype(float)),
                 "spearman": _weighted_spearman(data.pred_quality[q_ok], data.human_quality[q_ok],
                                                weights[:, poem_of[q_ok]]),
+                "ccc": _weighted_ccc(data.pred_quality[q_ok], data.human_quality[q_ok], weights[:, poem_of[q_ok]]),
+                "pairwise_accuracy": (weights @ pair_sums["quality"][0]) / (weights @ pair_sums["quality"][1]),
             }
             for j, key in enumerate(data.keys):
+                if data.scalar:
+                    break
+                ok = dim_ok[:, j]
+                out[f"{key}/spearman"] = _weighted_spearman(data.pred[ok, j], data.human[ok, j], weights[:, poem_of[ok]])
+                out[f"{key}/ccc"] = _weighted_ccc(data.pred[ok, j], data.human[ok, j], weights[:, poem_of[ok]])
+                out[f"{key}/pairwise_accuracy"] = (weights @ pair_sums[key][0]) / (weights @ pair_sums[key][1])
                 out[f"{key}/coverage"] = s["both"][:, j] / s["human"][:, j]
                 out[f"{key}/mae"] = s["err"][:, j] / s["both"][:, j]
                 out[f"{key}/within_0.05"] = s["close"][:, j] / s["both"][:, j]
@@ -201,28 +309,21 @@ def agreement(data: AgreementData, n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: i
     estimate = {k: _float(v[0]) for k, v in ratios(np.ones((1, n_poems))).items()}
     intervals: dict[str, list] = {}
     if n_bootstrap > 0 and n_poems > 0:
-        rng = np.random.default_rng(seed)
-        blocks: dict[str, list[np.ndarray]] = {}
-        for start in range(0, n_bootstrap, CHUNK):
-            b = min(CHUNK, n_bootstrap - start)
-            for k, v in ratios(resample_weights(rng, n_poems, b)).items():
-                blocks.setdefault(k, []).append(v)
-        for k, parts in blocks.items():
-            values = np.concatenate(parts)
-            values = values[np.isfinite(values)]
-            intervals[k] = [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))] if len(values) else None
+        intervals = {k: percentile_interval(v) for k, v in bootstrap_draws(ratios, n_poems, n_bootstrap, seed).items()}
 
     scalar = data.scalar
     result: dict = {
         "n_images": len(data.image_ids), "n_poems": n_poems,
         "n_pairs": int(has_h.sum()), "n_scored_pairs": int(both.sum()),
         "kendall_tau_poems": int(tau_ok.sum()), "spearman_images": int(q_ok.sum()),
+        "margin": margin, "n_human_pairs": pair_counts["quality"][0], "n_judged_pairs": pair_counts["quality"][1],
         "bootstrap": {"resamples": n_bootstrap, "seed": seed, "unit": "poem" if data.by_poem else "image",
                       "percentiles": [2.5, 97.5]},
     }
-    overall = ("coverage", "mae", "within_0.05", "within_one_anchor", "kendall_tau", "spearman")
+    overall = ("coverage", "mae", "within_0.05", "within_one_anchor", "kendall_tau", "spearman", "ccc",
+               "pairwise_accuracy")
     for stat in overall:
-        if scalar and stat not in ("kendall_tau", "spearman"):
+        if scalar and stat not in ("kendall_tau", "spearman", "pairwise_accuracy"):
             continue  # a scalar metric has no per-dimension scores
         result[stat] = estimate[stat]
         if n_bootstrap > 0:
@@ -233,6 +334,10 @@ def agreement(data: AgreementData, n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: i
                 "n_pairs": int(has_h[:, j].sum()), "n_scored_pairs": int(both[:, j].sum()),
                 **{stat: estimate[f"{key}/{stat}"] for stat in ("coverage", "mae", "within_0.05", "within_one_anchor")},
                 **({f"{stat}_ci": intervals.get(f"{key}/{stat}") for stat in ("mae", "within_0.05")}
+                   if n_bootstrap > 0 else {}),
+                "n_human_pairs": pair_counts[key][0], "n_judged_pairs": pair_counts[key][1],
+                **{stat: estimate[f"{key}/{stat}"] for stat in ("spearman", "ccc", "pairwise_accuracy")},
+                **({f"{stat}_ci": intervals.get(f"{key}/{stat}") for stat in ("spearman", "ccc", "pairwise_accuracy")}
                    if n_bootstrap > 0 else {}),
             }
             for j, key in enumerate(data.keys)

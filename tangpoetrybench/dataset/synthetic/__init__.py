@@ -1,5 +1,7 @@
-"""A synthetic raw release for trying the tools offline (`tpb demo-release`)."""
+"""A synthetic raw release for trying the tools offline (`tpb demo-release`), and simulated evaluators with a
+known bias for a built one."""
 
 from .demo_release import PAINTERS, write_demo_release
+from .evaluators import simulated_scores, write_simulated_scores
 
-__all__ = ["PAINTERS", "write_demo_release"]
+__all__ = ["PAINTERS", "simulated_scores", "write_demo_release", "write_simulated_scores"]

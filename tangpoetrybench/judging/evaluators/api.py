@@ -290,7 +290,7 @@ class APIJudge(PAE):
 
     async def _ask(self, client, slots: asyncio.Semaphore, stopped: asyncio.Event, messages: list[dict],
                    item: ScoringItem, key: str | None) -> EvalResult | None:
-        fmt = response_format(self.rubric_for(item), bool(self.explain))
+        fmt = self.response_format(item)
         async with slots:
             reply = await self.request(client, stopped, messages, fmt, key, item.image_id)
             if reply is None:
@@ -300,6 +300,11 @@ class APIJudge(PAE):
                 return result
             again = await self.request(client, stopped, repair_messages(messages, reply.text), fmt, key, item.image_id)
         return None if again is None else self._repaired(item, result, again, key)
+
+    def response_format(self, item: ScoringItem) -> dict:
+        """The response format asked for with an item's question: its rubric's answer schema (explain mode's with
+        --explain). The pairwise judge asks for its own."""
+        return response_format(self.rubric_for(item), bool(self.explain))
 
     def _reply_result(self, item: ScoringItem, reply: Reply, key: str | None) -> EvalResult:
         if reply.error is not None:

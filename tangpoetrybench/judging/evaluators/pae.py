@@ -88,12 +88,15 @@ class PAE(Evaluator):
         if self.constrained:
             eos = self.model.generation_config.eos_token_id
             eos = [eos] if isinstance(eos, int) else list(eos or [self.processor.tokenizer.eos_token_id])
-            processors = [AnswerConstraint(self.processor.tokenizer, rubrics, inputs["input_ids"].shape[1], eos,
-                                           explain=bool(self.explain))]
+            processors = [self.constraint(rubrics, inputs["input_ids"].shape[1], eos)]
         with torch.inference_mode():
             out = self.model.generate(**inputs, max_new_tokens=self.max_new_tokens, do_sample=False,
                                       pad_token_id=self.processor.tokenizer.pad_token_id, logits_processor=processors)
         return self.processor.batch_decode(out[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+
+    def constraint(self, rubrics: Sequence[Rubric], prompt_length: int, eos: list[int]):
+        """The logits processor that keeps answers in form (a judging mode's own form where it has one)."""
+        return AnswerConstraint(self.processor.tokenizer, rubrics, prompt_length, eos, explain=bool(self.explain))
 
     def _run(self, inputs, items: Sequence[ScoringItem]) -> list[EvalResult]:
         if self.readout == "expected":

@@ -1,0 +1,298 @@
+"""Pairwise judging: which of two illustrations of one poem is better (two-alternative forced choice).
+
+The contract every pairwise judge follows (PAE's and the api judge's here, SemJudge's in `semjudge.py`):
+
+- a judge is an object with `name: str`, `model_name: str`, `random_weights: bool`, `settings() -> dict` (what,
+  besides the model, shapes an answer: a resumed run must match it) and `judge(items) -> list[PairAnswer]`;
+- a `PairItem` is one *ordered* question: `image_a` is shown first, `image_b` second; the judge answers it as asked
+  and never swaps them;
+- a `PairAnswer` says which it prefers (`winner` "A" or "B", None when it gave no readable answer), with the raw
+  output(s), a parse `status` ("ok" | "repaired" | "failed"), an `error`, a `reason`, token `usage` and `extra`
+  (per-dimension winners, a judge's own evidence). `error_kind` (optional) is `base.error_kind`'s word for a
+  failure in the model ("model", "transient"), which a rerun asks again; a failed parse is final.
+
+Judges are registered by name (`register_pairwise_judge`, or a "module:attribute" entry in `BUILTIN_JUDGES`, imported
+when first asked for) and built with `load_pairwise_judge(name, **options)`.
+
+The compare machinery asks every pair in **both orders** (x then y, y then x), so a judge that always picks the
+first image cannot look right: consistent answers give the pair's verdict, opposite answers a tie ("tie"). The share
+of answers that chose the first position is the judge's position bias (0.5: none). `compare_to_jsonl` appends one
+JSON record per pair as it goes (both orders' answers, the verdict), flushed after every batch; a rerun skips every
+pair already done except those that failed in the model, and refuses a file made with other settings.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
+
+from PIL import Image
+
+from ..dataset.reading import dataset_rows
+from ..poems import Poem
+from .evaluators.base import TRANSIENT
+from .scoring import read_done
+
+WINNERS = ("A", "B")
+STATUSES = ("ok", "repaired", "failed")
+ORDERS = ("xy", "yx")  # x (the pair's first image id) shown first, then second
+RETRIED = ("model", TRANSIENT)  # failures a rerun asks again
+DEFAULT_BATCH_SIZE = 8
+
+
+@dataclass
+class PairItem:
+    """One ordered question: is `image_a` (shown first) or `image_b` the better illustration of `poem`?"""
+
+    pair_id: str
+    poem: Poem
+    image_a: Image.Image
+    image_b: Image.Image
+
+
+@dataclass
+class PairAnswer:
+    """A judge's answer to one ordered question."""
+
+    winner: str | None  # "A", "B", or None (no readable answer)
+    raw: str | list[str] | None
+    status: str  # ok | repaired | failed
+    error: str | None = None
+    reason: str | None = None
+    usage: dict[str, int] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    error_kind: str | None = None  # for a failure: "parse" (final), "model" or "transient" (asked again by a rerun)
+
+    def __post_init__(self) -> None:
+        if self.winner not in (*WINNERS, None):
+            raise ValueError(f"a pair answer's winner is 'A', 'B' or None, not {self.winner!r}")
+        if self.status not in STATUSES:
+            raise ValueError(f"a pair answer's status is one of {', '.join(STATUSES)}, not {self.status!r}")
+        if (self.winner is None) != (self.status == "failed"):
+            raise ValueError("a failed answer has no winner, and an answer with no winner is failed")
+
+
+class PairwiseJudge(Protocol):
+    """What the compare machinery needs of a pairwise judge."""
+
+    name: str
+    model_name: str
+    random_weights: bool
+
+    def settings(self) -> dict[str, Any]: ...
+
+    def judge(self, items: list[PairItem]) -> list[PairAnswer]: ...
+
+
+# name → "module:attribute" of a factory (a class or function taking the judge's options), imported on first use
+BUILTIN_JUDGES: dict[str, str] = {
+    "pae": "tangpoetrybench.judging.evaluators.pae_pairwise:pae_pairwise_judge",
+    "api": "tangpoetrybench.judging.evaluators.api_pairwise:APIPairwise",
+    "semjudge": "tangpoetrybench.judging.semjudge:load_semjudge",
+}
+_REGISTRY: dict[str, Callable[..., PairwiseJudge]] = {}
+
+
+def register_pairwise_judge(name: str, factory: Callable[..., PairwiseJudge]) -> None:
+    """Make `load_pairwise_judge(name, ...)` build judges with `factory(**options)`."""
+    _REGISTRY[name] = factory
+
+
+def pairwise_judges() -> list[str]:
+    """The names a pairwise judge can be loaded by."""
+    return sorted(set(BUILTIN_JUDGES) | set(_REGISTRY))
+
+
+def load_pairwise_judge(name: str, **options) -> PairwiseJudge:
+    """Build a registered pairwise judge; None-valued options are left to the judge's defaults."""
+    if name not in _REGISTRY:
+        if name not in BUILTIN_JUDGES:
+            raise ValueError(f"unknown pairwise judge {name!r} (known: {', '.join(pairwise_judges())})")
+        module, _, attribute = BUILTIN_JUDGES[name].partition(":")
+        _REGISTRY[name] = getattr(importlib.import_module(module), attribute)
+    return _REGISTRY[name](**{k: v for k, v in options.items() if v is not None})
+
+
+# --- pairs and verdicts ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two images of one poem to compare, by id; `x` < `y` (so `pair_id` names the pair whichever way it came)."""
+
+    poem: Poem
+    x: str
+    y: str
+
+    @property
+    def pair_id(self) -> str:
+        return pair_id(self.x, self.y)
+
+
+def pair_id(x: str, y: str) -> str:
+    """The id of the unordered pair of two image ids (the same whichever comes first)."""
+    a, b = sorted((x, y))
+    return f"{a}|{b}"
+
+
+def verdict(first: PairAnswer, second: PairAnswer) -> str | None:
+    """The pair's verdict from its two orders (first: x shown as A; second: y shown as A): "x" or "y" when both
+    answers choose the same image, "tie" when they choose opposite positions' images (each its first, or each its
+    second), None when either failed."""
+    if first.winner is None or second.winner is None:
+        return None
+    x_first = first.winner == "A"
+    x_second = second.winner == "B"
+    if x_first == x_second:
+        return "x" if x_first else "y"
+    return "tie"
+
+
+def position_bias(records: Iterable[dict]) -> dict[str, Any]:
+    """Over the answered orders of pair records: how many chose the first position, and the share (0.5: no bias);
+    `consistent` is the share of fully answered pairs whose two orders agree."""
+    first = answered = pairs = consistent = 0
+    for record in records:
+        winners = [o["winner"] for o in record["orders"]]
+        first += sum(w == "A" for w in winners)
+        answered += sum(w is not None for w in winners)
+        if record.get("verdict") is not None:
+            pairs += 1
+            consistent += record["verdict"] != "tie"
+    return {"answers": answered, "first_position": first, "first_position_share": first / answered if answered else None,
+            "pairs": pairs, "consistent_share": consistent / pairs if pairs else None}
+
+
+# --- resumable records ----------------------------------------------------------------------------------------------
+
+
+def pair_record(pair: Pair, judge: PairwiseJudge, answers: Sequence[PairAnswer]) -> dict[str, Any]:
+    """One JSON record: the pair, who judged it with what settings, both orders' answers and the verdict."""
+    orders = [{"order": order, **asdict(answer)} for order, answer in zip(ORDERS, answers)]
+    retry = next((a.error_kind for a in answers if a.error_kind in RETRIED), None)
+    return {"pair_id": pair.pair_id, "poem_id": pair.poem.poem_id, "x": pair.x, "y": pair.y, "judge": judge.name,
+            "model": judge.model_name, "settings": judge.settings(), "random_weights": judge.random_weights,
+            "orders": orders, "verdict": verdict(*answers), "error_kind": retry}
+
+
+def read_pair_records(path: Path | str, repair: bool = False) -> list[dict]:
+    """The complete records of a pairs file, in order (`scoring.read_done`: a trailing partial line, from a kill, is
+    left out, and with `repair` cut off the file; a bad line is an error naming the file and line)."""
+    return read_done(Path(path), repair)
+
+
+def final_pair_records(records: Iterable[dict]) -> dict[str, dict]:
+    """One record per pair: a later record replaces one that failed in the model (which a rerun asks again)."""
+    out: dict[str, dict] = {}
+    for record in records:
+        held = out.get(record["pair_id"])
+        if held is None or held.get("error_kind") in RETRIED:
+            out[record["pair_id"]] = record
+    return out
+
+
+def check_same_run(records: Sequence[dict], judge: PairwiseJudge, out: Path) -> None:
+    """A resumed file must hold pairs judged the same way, setting by setting."""
+    expected = {"judge": judge.name, "model": judge.model_name, **judge.settings()}
+    for lineno, record in enumerate(records, start=1):
+        made = {"judge": record.get("judge"), "model": record.get("model"), **record.get("settings", {})}
+        for key in sorted(expected.keys() | made.keys()):  # a setting added or dropped is a change too
+            value = expected.get(key)
+            if made.get(key) != value:
+                raise ValueError(f"{out}: record {lineno} was judged with {key} {made.get(key)!r}, not {value!r}: "
+                                 "choose another --out, or delete it to start over")
+
+
+@dataclass
+class CompareSummary:
+    out: Path
+    total: int  # pairs asked for
+    skipped: int  # already in the file
+    judged: int  # by this run
+    failed: int  # of those, with an order that gave no readable answer
+    bias: dict[str, Any]  # position_bias over the whole file
+
+
+def _batches(pairs: Sequence[Pair], size: int) -> Iterator[Sequence[Pair]]:
+    for start in range(0, len(pairs), size):
+        yield pairs[start:start + size]
+
+
+def compare_to_jsonl(judge: PairwiseJudge, pairs: Sequence[Pair], load: Callable[[str], Image.Image], out: Path | str,
+                     batch_size: int = DEFAULT_BATCH_SIZE, progress: Callable[[int], None] | None = None) -> CompareSummary:
+    """Ask `judge` every pair not yet in `out`, in both orders, appending one record per pair. `load` gives an
+    image (RGB) by id."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ids = [p.pair_id for p in pairs]
+    if len(set(ids)) != len(ids):
+        raise ValueError("the pairs to compare repeat a pair")
+    records = read_pair_records(out, repair=True)
+    check_same_run(records, judge, out)
+    done = {i for i, r in final_pair_records(records).items() if r.get("error_kind") not in RETRIED}
+    todo = [p for p in pairs if p.pair_id not in done]
+    judged = failed = 0
+    with open(out, "a", encoding="utf-8") as f:
+        for batch in _batches(todo, batch_size):
+            images = {i: load(i) for p in batch for i in (p.x, p.y)}
+            items = [PairItem(p.pair_id, p.poem, images[a], images[b])
+                     for p in batch for a, b in ((p.x, p.y), (p.y, p.x))]
+            answers = judge.judge(items)
+            if len(answers) != len(items):
+                raise RuntimeError(f"{judge.name} gave {len(answers)} answers to {len(items)} questions")
+            lines = [pair_record(p, judge, answers[2 * i:2 * i + 2]) for i, p in enumerate(batch)]
+            f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines))
+            f.flush()
+            os.fsync(f.fileno())
+            judged += len(lines)
+            failed += sum(r["verdict"] is None for r in lines)
+            if progress:
+                progress(len(lines))
+    final = final_pair_records(read_pair_records(out))
+    return CompareSummary(out, len(pairs), len(pairs) - len(todo), judged, failed,
+                          position_bias(final[i] for i in ids if i in final))
+
+
+def dataset_pairs(dataset: str | Path, config: str = "images", split: str = "test",
+                  selected: Sequence[tuple[str, str]] | None = None) -> tuple[list[Pair], Callable[[str], Image.Image]]:
+    """The pairs to compare from a built dataset's config and split — `selected` (image id pairs, e.g. the human
+    pairs), or every pair of images of one poem — and a loader of their images by id (the encoded images of those
+    images only are held in memory, decoded when a batch needs them)."""
+    rows = {r["image_id"]: r for r in dataset_rows(dataset, config, split, decode=False)}
+    if selected is None:
+        by_poem: dict[str, list[str]] = {}
+        for image_id, row in rows.items():
+            by_poem.setdefault(row["poem_id"], []).append(image_id)
+        selected = [(a, b) for ids in by_poem.values() for i, a in enumerate(sorted(ids)) for b in sorted(ids)[i + 1:]]
+    unknown = sorted({i for pair in selected for i in pair} - set(rows))
+    if unknown:
+        raise ValueError(f"{dataset} ({config}, {split}) has no image {unknown[0]!r}")
+    pairs = []
+    for a, b in selected:
+        x, y = sorted((a, b))
+        r = rows[x]
+        if rows[y]["poem_id"] != r["poem_id"]:
+            raise ValueError(f"{x} and {y} illustrate different poems: a pair is two images of one poem")
+        pairs.append(Pair(Poem(r["poem_id"], r["title"], r["author"], r["poem"], r["tradition"]), x, y))
+    wanted = {i for p in pairs for i in (p.x, p.y)}
+    images = {i: rows[i]["image"] for i in wanted}
+
+    def load(image_id: str) -> Image.Image:
+        image = images[image_id]
+        source = io.BytesIO(image["bytes"]) if image.get("bytes") is not None else image["path"]
+        with Image.open(source) as opened:
+            return opened.convert("RGB")
+
+    return pairs, load
+
+
+def pair_choices(records: dict[str, dict]) -> dict[str, float | None]:
+    """A judge's choice per pair id as the statistics read it: 1.0 when it prefers x, 0.0 for y, 0.5 for a tie,
+    None when it gave no verdict."""
+    value = {"x": 1.0, "y": 0.0, "tie": 0.5}
+    return {i: value.get(r.get("verdict")) for i, r in records.items()}
