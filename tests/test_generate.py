@@ -153,7 +153,7 @@ def test_bad_input_is_one_line_and_writes_nothing(pipeline, poems_file, tmp_path
     repeated = tmp_path / "repeated.jsonl"
     repeated.write_text(poems_file.read_text(encoding="utf-8") + json.dumps(POEMS[0], ensure_ascii=False) + "\n",
                         encoding="utf-8")
-    err = _one_line_error(capsys, ["generate", "--pipeline", pipeline, *base[1:3], "--poems", str(repeated), *base[3:]])
+    err = _one_line_error(capsys, ["generate", "--pipeline", pipeline, "--poems", str(repeated), *base[3:]])
     assert f"{repeated}:3: poem_id: poem 'p1' already on line 1" in err
     err = _one_line_error(capsys, ["generate", "--pipeline", pipeline, *base[1:5], "--generator", "../up", *base[7:]])
     assert "--generator '../up'" in err

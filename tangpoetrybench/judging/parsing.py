@@ -151,7 +151,7 @@ def read_reasons(text: str, rubric: Rubric) -> dict[str, str]:
     """The last whole `{…, "reasons": {…}}` object's reasons: rubric key → its stripped sentence, in rubric order;
     keys without a non-empty sentence are left out. Never raises."""
     try:
-        for segment, complete in reversed(_segments(THINK.sub("", text))):
+        for segment, complete, _label in reversed(_segments(THINK.sub("", text))):
             value = _loads_lenient(segment, []) if complete else None
             if isinstance(value, dict) and isinstance(value.get("reasons"), dict):
                 found = {_alias(rubric, k): v.strip() for k, v in value["reasons"].items() if isinstance(v, str)}
@@ -901,7 +901,7 @@ def parse_pair_answer(text: str | None) -> ParsedPair:
     if fenced := FENCE.search(body):
         body = fenced.group(1).strip()
         notes.append("removed a code fence")
-    objects = [(seg, v) for seg, complete in _segments(body) if complete
+    objects = [(seg, v) for seg, complete, _label in _segments(body) if complete
                and isinstance(v := _loads_lenient(seg, notes), dict)
                and any(str(k).lower() in WINNER_FIELDS for k in v)]
     if not objects:

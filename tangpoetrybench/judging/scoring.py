@@ -381,7 +381,7 @@ def score_to_jsonl(
     guard = FailureGuard(trusted=any(r.get("error_kind") not in (*MODEL_FAILURES, "input") for r in records))
 
     scored = failed = retryable = prompt_tokens = completion_tokens = repair_rounds = repair_parsed = truncated = 0
-    identity = source.identity()
+    identity = getattr(source, "identity", lambda: None)()  # what a dataset source says it is; None for others
 
     def with_identity(record: dict) -> dict:
         return {**record, "dataset": identity} if identity else record
