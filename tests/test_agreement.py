@@ -293,4 +293,4 @@ def test_what_a_newcomer_gets_wrong_is_one_plain_sentence(demo_raw, demo_built, 
     assert main(["agree", "--dataset", str(demo_built), "--scores", str(some), "--bootstrap", "50"]) == 0
     out = capsys.readouterr().out
     assert "WARNING: 3 of the 12 images of" in out and "count against coverage" in out
-    assert "noise floor: too few multi-rated images" in out  # the demo's test split has fewer than five
+    assert "noise floor: too few images rated more than once" in out  # the demo's test split has fewer than five
