@@ -156,12 +156,12 @@ def _agree(args: argparse.Namespace) -> None:
     from .stats.pairs import format_pairs, is_pair_file, pair_agreement
     from .stats.recognition import agree_recognition, format_recognition, is_recognize_file
 
-    if is_recognize_file(args.scores):  # the recognizability judge against the human Phase-1 track
+    pairwise = is_pair_file(args.scores)  # tpb compare's pair records: only the pairwise statistics apply
+    if not pairwise and is_recognize_file(args.scores):  # the recognize judge against the human Phase-1 track
         result = agree_recognition(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap,
                                    seed=args.seed, config=args.config)
         print(format_recognition(result, [RANDOM_WEIGHTS_NOTE] if result["random_weights"] else []))
     else:
-        pairwise = is_pair_file(args.scores)  # tpb compare's pair records: only the pairwise statistics apply
         result = {} if pairwise else agree(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap,
                                            seed=args.seed, config=args.config, margin=args.margin)
         result["pairs"] = pair_agreement(args.dataset, args.scores, args.split, args.config, args.margin,

@@ -185,7 +185,7 @@ def test_api_pairwise_through_transformers_serve(server, demo_built, tmp_path): 
     out = tmp_path / "api_pairs.jsonl"
     with FaultProxy(server["url"], faults=["503"]) as proxy:
         judge = load_pairwise_judge("api", model=server["model"], base_url=proxy.url, max_new_tokens=8,
-                                    concurrency=2, backoff=0.01)
+                                    concurrency=2, backoff=0.01, repair=0)  # requests counted: no repair round
         pairs, load = dataset_pairs(demo_built, "images", "test", pair_table(demo_built, "test").id_pairs()[:3])
         summary = compare_to_jsonl(judge, pairs[:2], load, out)
         assert summary.judged == 2
