@@ -253,7 +253,7 @@ def test_the_space_in_a_fresh_venv(hub, tiny_models, tmp_path):
     client = (
         "from gradio_client import Client, handle_file\n"
         f"c = Client('http://127.0.0.1:{port}/', verbose=False)\n"
-        f"table, summary, plot, raw, baselines = c.predict(handle_file({str(image)!r}), '床前明月光，疑是地上霜。', "
+        f"table, summary, plot, reasons, raw, baselines = c.predict(handle_file({str(image)!r}), '床前明月光，疑是地上霜。', "
         "api_name='/score')\n"
         "assert len(table['data']) == 10 and 'random-weight' in summary, summary\n"
         "print('scored', summary)\n")

@@ -206,8 +206,8 @@ def test_a_resume_refuses_to_mix_readout_and_decoded_results(tiny_models, tmp_pa
     [record] = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert record["settings"]["readout"] == "expected" and set(record["readout"]["dimensions"]) == set(record["scores"])
     decoded = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", max_new_tokens=4)
-    with pytest.raises(ValueError, match="readout 'expected', which this run does not use"):
+    with pytest.raises(ValueError, match="made with readout 'expected', not no readout setting"):
         score_to_jsonl(decoded, source, out, progress=False)
     score_to_jsonl(decoded, source, tmp_path / "decoded.jsonl", progress=False)
-    with pytest.raises(ValueError, match="readout None, not 'expected'"):
+    with pytest.raises(ValueError, match="made with no readout setting, not readout 'expected'"):
         score_to_jsonl(read, source, tmp_path / "decoded.jsonl", progress=False)

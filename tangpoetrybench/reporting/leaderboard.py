@@ -181,7 +181,7 @@ class LeaderboardData:
     synthetic: bool
     agreement_with_humans: dict
     warnings: list[str]  # score files that cannot show they scored this dataset's images
-    generator_strengths: dict  # Bradley–Terry strengths and win rates from the evaluator's choices on pairs
+    generator_strengths: dict | None  # Bradley–Terry strengths and win rates from the evaluator's choices on pairs
     recognizability_judge: dict | None = None  # with recognize results: what the recognizability table says of them
     prompt_variants: dict | None = None  # with generation.json files: one pipeline's prompt variants side by side
 
@@ -198,7 +198,8 @@ class LeaderboardData:
         if self.prompt_variants is not None:
             out["prompt_variants"] = self.prompt_variants
         out["agreement_with_humans"] = self.agreement_with_humans
-        out["generator_strengths"] = self.generator_strengths
+        if self.generator_strengths is not None:
+            out["generator_strengths"] = self.generator_strengths
         return out
 
 

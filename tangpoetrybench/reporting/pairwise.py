@@ -111,7 +111,7 @@ def generator_tables(rep, strengths: dict[str, dict], title: str) -> None:
 
 
 def leaderboard_strengths(records: dict[str, dict], image_ids: Sequence[str], n_bootstrap: int = DEFAULT_BOOTSTRAP,
-                          seed: int = 0) -> dict:
+                          seed: int = 0) -> dict | None:
     """Generator strengths and win rates from an evaluator's quality on every pair of images (`<generator>/<poem>`)
     of one poem."""
     ids = [i for i in image_ids if "/" in i]
@@ -122,12 +122,15 @@ def leaderboard_strengths(records: dict[str, dict], image_ids: Sequence[str], n_
     x, y = np.triu_indices(len(ids), k=1)
     same = poem_of[x] == poem_of[y]
     x, y = x[same], y[same]
-
+    if not len(x):  # one generator, or no poem with two: nothing to compare
+        return None
     choices = pointwise_choices(quality, HumanPairs(x, y, poem_of[x], np.zeros(len(x), dtype=bool)))
     bt = bradley_terry([ids[a].split("/", 1)[0] for a in x], [ids[b].split("/", 1)[0] for b in y], choices,
                        poem_of[x], len(poems), min(n_bootstrap, BT_BOOTSTRAP), seed)
     return bt
 
 
-def lay_out_strengths(rep, bt: dict, evaluator: str) -> None:
+def lay_out_strengths(rep, bt: dict | None, evaluator: str) -> None:
+    if bt is None:
+        return
     generator_tables(rep, {evaluator: bt}, "Generator strengths from pairs")

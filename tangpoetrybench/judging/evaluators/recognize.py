@@ -96,7 +96,7 @@ class Recognizer:
 
     name = "recognize"
     uses_rubric = False
-    readout = "text"
+    letter_readout = "text"  # how the letter is read (settings["readout"])
 
     def _setup(self, candidates: str | Path | Mapping[str, Sequence[Poem]], orders: str) -> None:
         self.candidates_source = str(candidates) if isinstance(candidates, (str, Path)) else "in memory"
@@ -110,7 +110,7 @@ class Recognizer:
 
     def recognize_settings(self) -> dict[str, Any]:
         return {"orders": self.order_name, "candidates": self.fingerprint, "parser": LETTER_PARSER_VERSION,
-                "readout": self.readout}
+                "readout": self.letter_readout}
 
     def candidates_for(self, item: ScoringItem) -> list[Poem]:
         four = self.candidates.get(item.poem.poem_id)
@@ -183,7 +183,7 @@ def letter_token_ids(tokenizer, n: int = N_CANDIDATES) -> list[int]:
 class RecognizePAE(Recognizer, PAE):
     """The recognizability question on transformers (see the module's docstring)."""
 
-    readout = "letter-logits"
+    letter_readout = "letter-logits"  # how the letter is read (settings["readout"])
 
     def __init__(self, candidates: str | Path | Mapping[str, Sequence[Poem]], model: str = DEFAULT_MODEL,
                  orders: str = "rotations", adapter: str | None = None, device: str | None = None,
@@ -227,7 +227,7 @@ class RecognizeVLLM(Recognizer, PAEVLLM):
     """The recognizability question on vLLM (extra `vllm`, a GPU): written, exercised only on a GPU machine."""
 
     backend = "vllm"
-    readout = "letter-logprobs"
+    letter_readout = "letter-logprobs"  # how the letter is read (settings["readout"])
     _model_attributes = ("llm",)
     worker_start_method = "spawn"
 
@@ -274,6 +274,7 @@ def _api_class():
         def __init__(self, candidates, model: str, orders: str = "rotations",
                      max_new_tokens: int = API_MAX_NEW_TOKENS, **kwargs):
             self._setup(candidates, orders)
+            kwargs.setdefault("repair", 0)  # the repair round asks for the rubric's JSON object; the answer is a letter
             APIJudge.__init__(self, model, structured=False, max_new_tokens=max_new_tokens, **kwargs)
             self.min_batch_size = max(1, self.min_batch_size // len(self.orders))
 
