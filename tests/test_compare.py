@@ -21,7 +21,6 @@ from tangpoetrybench.judging.prompt import build_pair_messages, pair_answer_sche
 from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.rubric import load_rubric
 from tangpoetrybench.stats.pairs import evaluator_choices, pair_table
-from test_api_judge import free_port
 from fault_proxy import FaultProxy
 
 POEM = sample_poems()[0]

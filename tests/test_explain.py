@@ -8,7 +8,6 @@ import json
 import pytest
 from PIL import Image
 
-from conftest import transformers_serve
 from tangpoetrybench.judging.constrained import Grammar, state
 from tangpoetrybench.judging.evaluators import load_evaluator
 from tangpoetrybench.judging.evaluators.base import EvalResult, ScoringItem
@@ -145,12 +144,6 @@ def test_explain_through_a_served_model(server, demo_built, tmp_path):
     explained = [b for b in sent if '"reasons"' in b["messages"][0]["content"]]
     assert len(explained) == 3 and all(b["response_format"]["value"] == answer_schema(TANG, explain=True)
                                        for b in explained)
-
-
-@pytest.fixture(scope="module")
-def server(tiny_models, tmp_path_factory):
-    with transformers_serve(tiny_models["qwen3-vl"], tmp_path_factory.mktemp("serve")) as served:
-        yield served
 
 
 def test_the_report_quotes_each_generators_weakest_dimension_and_shows_a_graph(demo_built, tmp_path):

@@ -8,7 +8,6 @@ import re
 import pytest
 from PIL import Image
 
-from conftest import transformers_serve
 from fault_proxy import FaultProxy
 from tangpoetrybench.judging.semjudge import (RANDOM_WEIGHTS_NOTE, SCHEMAS, GraphCache, PairItem, box_problems,
                                               check, graph_tree, load_semjudge, prompts, read_json, repair_messages,
@@ -86,12 +85,6 @@ def test_the_tree_and_the_cache(tmp_path):
 
 
 # ---- slow: a real server behind the proxy ----
-
-@pytest.fixture(scope="module")
-def server(tiny_models, tmp_path_factory):
-    with transformers_serve(tiny_models["qwen3-vl"], tmp_path_factory.mktemp("serve")) as served:
-        yield served
-
 
 def step_of(request: dict) -> str:
     system = request["messages"][0]["content"]

@@ -47,9 +47,12 @@ class Grammar:
         return cls(scores + reasons + ('"}}',), kinds + ("string",) * len(keys))
 
 
+REASON_FORBIDDEN = set('"\\') | {chr(i) for i in range(0x20)}  # what JSON would need escaped inside a reason
+
+
 def _is_text(c: str) -> bool:
     """A character a reason may hold as it is (JSON would escape the others)."""
-    return c not in '"\\' and ord(c) >= 0x20
+    return c not in REASON_FORBIDDEN
 
 
 @lru_cache(maxsize=2)
@@ -153,10 +156,11 @@ def text_tokens(tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
             ids.append(i)
             lengths.append(len(piece))
     return torch.tensor(ids, dtype=torch.long), torch.tensor(lengths, dtype=torch.long)
+
+
 # --- the pairwise answer: {"winner": "A" | "B", "reason": "<text without quotes, backslashes or control characters>"}
 
 PAIR_PREFIX, PAIR_MIDDLE, PAIR_END = '{"winner": "', '", "reason": "', '"}'
-REASON_FORBIDDEN = set('"\\') | {chr(i) for i in range(0x20)}  # what JSON would need escaped
 CLOSE_RESERVE = 4  # tokens kept back at the end of the budget to close the reason
 
 
