@@ -98,7 +98,7 @@ class FaultProxy:
             return None
         if self.strip_fields and fields:
             body = json.dumps({k: v for k, v in fields.items() if k not in self.strip_fields}).encode()
-        upstream = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=600)
+        upstream = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port)
         upstream.request(h.command, h.path, body or None, {"Content-Type": "application/json"})
         response = upstream.getresponse()
         data = response.read()
