@@ -512,7 +512,7 @@ def make_parser() -> argparse.ArgumentParser:
                    help="pae, api: expected = read each dimension's score from the anchors' probabilities (expected "
                         "score, distribution, confidence) instead of decoding the answer (default: decode)")
     p.add_argument("--quantize", choices=["8bit", "4bit"],
-                   help="pae on transformers: load the weights quantised by bitsandbytes (needs a CUDA GPU)")
+                   help="pae on transformers: load the language model quantised by bitsandbytes (a CUDA GPU or the CPU)")
     p.add_argument("--base-url", help="api: an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (default: "
                                       "Hugging Face Inference Providers route --model)")
     p.add_argument("--api-key-env", metavar="NAME",

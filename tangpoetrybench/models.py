@@ -104,31 +104,42 @@ def load_with_processor(model_class, model: str, device: str | None = None):
 QUANTIZE = ("8bit", "4bit")
 
 
+# Left in the compute dtype: the vision tower (0.6 B of Qwen3-VL-8B's 8.8 B parameters, so quantising it would save
+# little; a small model's vision layers are also narrower than 4-bit's block of 64) and the output head.
+KEEP_UNQUANTISED = ["model.visual", "lm_head"]
+
+
 def quantization_config(quantize: str, device: torch.device):
-    """transformers' `BitsAndBytesConfig` for `--quantize 8bit|4bit` (4-bit: NF4 with bf16 compute, as QLoRA), or
-    a plain sentence saying why it cannot work here."""
+    """transformers' `BitsAndBytesConfig` for `--quantize 8bit|4bit` (4-bit: NF4, computing in the device's dtype,
+    as QLoRA; the language model's linear layers only, see KEEP_UNQUANTISED), or a plain sentence saying why it
+    cannot work here. bitsandbytes quantises on a CUDA GPU and, from its 0.48, on the CPU."""
     if quantize not in QUANTIZE:
         raise ValueError(f"unknown --quantize {quantize!r} (known: {', '.join(QUANTIZE)})")
-    if device.type != "cuda":
-        raise ValueError(f"--quantize {quantize} needs a CUDA GPU (bitsandbytes quantises there), and this model "
-                         f"would run on {device.type}: leave --quantize out to run it unquantised")
+    if device.type not in ("cuda", "cpu"):
+        raise ValueError(f"--quantize {quantize} needs a CUDA GPU or the CPU (where bitsandbytes quantises), and "
+                         f"this model would run on {device.type}: leave --quantize out to run it unquantised")
     try:
-        import bitsandbytes  # noqa: F401
+        import bitsandbytes
     except ImportError:
-        raise ImportError(f"--quantize {quantize} needs bitsandbytes: pip install bitsandbytes") from None
+        raise ImportError(f"--quantize {quantize} needs bitsandbytes: pip install 'tangpoetrybench[quantize]'") from None
+    version = tuple(int(x) for x in bitsandbytes.__version__.split(".")[:2] if x.isdigit())
+    if device.type == "cpu" and version < (0, 48):
+        raise ValueError(f"--quantize {quantize} on the CPU needs bitsandbytes 0.48 or later (this is "
+                         f"{bitsandbytes.__version__}): pip install -U bitsandbytes")
     from transformers import BitsAndBytesConfig
 
     if quantize == "8bit":
-        return BitsAndBytesConfig(load_in_8bit=True)
-    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16)
+        return BitsAndBytesConfig(load_in_8bit=True, llm_int8_skip_modules=KEEP_UNQUANTISED)
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=pick_dtype(device),
+                              llm_int8_skip_modules=KEEP_UNQUANTISED)
 
 
 def load_qwen_vl(model: str, adapter: str | None = None, device: str | None = None, merge: bool = True,
                  quantize: str | None = None):
     """(processor, model, device) for a Qwen3-VL checkpoint, with an optional LoRA adapter merged in (or kept apart,
     `merge=False`, so that the base model can also be run with the adapter disabled). With `quantize` ("8bit",
-    "4bit") the weights load quantised by bitsandbytes on the GPU, and the adapter stays apart (it runs in bf16
-    beside the quantised layers; merging would round it into them).
+    "4bit") the language model's weights load quantised by bitsandbytes, and the adapter stays apart (it runs in
+    the compute dtype beside the quantised layers; merging would round it into them).
 
     The processor pads on the left so that a batch can be generated together."""
     from transformers import AutoModelForImageTextToText, AutoProcessor

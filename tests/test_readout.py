@@ -1,4 +1,4 @@
-"""PAE's probability readout (`--readout expected`) against a brute-force reference, and --quantize's refusals."""
+"""PAE's probability readout (`--readout expected`) against a brute-force reference, and --quantize on the CPU."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from conftest import tiny_pae_items, tiny_pae_targets
 from tangpoetrybench.judging.evaluators import load_evaluator
 from tangpoetrybench.judging.prompt import build_messages, format_answer
 from tangpoetrybench.judging.readout import Anchor, anchors, answer_text, prefix_text, summarize
-from tangpoetrybench.models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels
+from tangpoetrybench.models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels, quantization_config
 from tangpoetrybench.rubric import load_rubric
 
 
@@ -42,14 +42,32 @@ def test_summary_of_a_distribution():
 
 
 def test_quantize_is_refused_where_it_cannot_work(tiny_models):
-    with pytest.raises(ValueError, match="--quantize 8bit needs a CUDA GPU"):
-        load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", quantize="8bit")
+    with pytest.raises(ValueError, match="--quantize 8bit needs a CUDA GPU or the CPU"):
+        quantization_config("8bit", torch.device("mps"))
     with pytest.raises(ValueError, match="unknown --quantize"):
         load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", quantize="3bit")
     with pytest.raises(ValueError, match="pae only"):
         load_evaluator("clipscore", model=str(tiny_models["clip"]), quantize="4bit")
     with pytest.raises(ValueError, match="nothing to constrain"):
         load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", readout="expected", constrained=True)
+
+
+@pytest.mark.parametrize("quantize, layer", [("8bit", "Linear8bitLt"), ("4bit", "Linear4bit")])
+def test_quantized_pae_reads_on_the_cpu(tiny_models, quantize, layer):
+    """bitsandbytes' CPU path, for real: the language model's linear layers quantised, the vision tower and the
+    output head left as they were, smaller weights, the readout's scores in range, the setting in the records."""
+    pytest.importorskip("bitsandbytes")
+    plain = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", readout="expected")
+    pae = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", readout="expected",
+                         quantize=quantize)
+    kinds = {name: type(module).__name__ for name, module in pae.model.named_modules()}
+    assert kinds["model.language_model.layers.0.mlp.up_proj"] == layer
+    assert kinds["lm_head"] == "Linear" and not any(k == layer for n, k in kinds.items() if n.startswith("model.visual"))
+    assert pae.model.get_memory_footprint() < plain.model.get_memory_footprint()
+    assert pae.settings()["quantize"] == quantize
+    for result in pae.score(tiny_pae_items()):
+        assert result.parse_status == "ok" and 0 <= result.quality <= 1
+        assert all(0 <= d["confidence"] <= 1 for d in result.readout["dimensions"].values())
 
 
 def brute_force(pae, item, rubric, values: list[str]) -> dict[str, dict[str, float]]:
