@@ -3,7 +3,7 @@ metrics. The logic lives in `tangpoetrybench.hub.space`; this file wires it to g
 
 import gradio as gr
 
-from tangpoetrybench.hub.space import (LEADERBOARD_HEADERS, RUBRICS, UPLOADED, Scorer, SpaceConfig, UserError,
+from tangpoetrybench.hub.space import (JUDGES, LEADERBOARD_HEADERS, RUBRICS, UPLOADED, Scorer, SpaceConfig, UserError,
                                    example_images, leaderboard_view, ocr_available, poem_catalogue, read_image,
                                    summary_line)
 
@@ -60,16 +60,17 @@ def find_text(image, poem_text, title="", author=""):
         raise gr.Error(str(exc)) from None
 
 
-def compare(image_a, image_b, poem_text, title="", author=""):
-    """Which of two illustrations of one poem is better: PAE asked in both orders."""
+def compare(image_a, image_b, poem_text, title="", author="", judge=JUDGES[0]):
+    """Which of two illustrations of one poem is better: PAE or SemJudge asked in both orders; with SemJudge, each
+    image's sub-signs drawn on it and the poem's graph."""
     try:
-        sentence, rows = SCORER.compare(image_a, image_b, poem_text, title, author)
+        found = SCORER.compare(image_a, image_b, poem_text, title, author, judge)
     except UserError as exc:
         raise gr.Error(str(exc)) from None
     except Exception as exc:  # no stack trace for visitors
         raise gr.Error(f"Comparing failed: {type(exc).__name__}: {str(exc)[:300]}") from None
-    note = " — random-weight test model: this choice means nothing" if SCORER.random_weights else ""
-    return sentence + note, rows
+    note = " — random-weight test model: this choice means nothing" if found.random_weights else ""
+    return found.sentence + note, found.rows, *found.drawn, found.poem_graph
 
 
 if spaces is not None:
@@ -142,9 +143,15 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
         with gr.Row():
             pair_title = gr.Textbox(label="Title", value="")
             pair_author = gr.Textbox(label="Author", value="")
+        pair_judge = gr.Radio(label="Judge", choices=list(JUDGES), value=JUDGES[0],
+                              info="SemJudge builds a semiosis graph of the poem and of each image, then chooses")
         pair_button = gr.Button("Compare", variant="primary")
         pair_summary = gr.Markdown()
         pair_table = gr.Dataframe(headers=["order", "chose", "reason", "parse"], label="Both orders", wrap=True)
+        with gr.Row():
+            signs_a = gr.Image(label="A: SemJudge's sub-signs", interactive=False)
+            signs_b = gr.Image(label="B: SemJudge's sub-signs", interactive=False)
+            poem_graph = gr.Code(label="The poem's graph (SemJudge)", language=None)
     with gr.Tab("Leaderboard"):
         board_summary = gr.Markdown()
         board_table = gr.Dataframe(headers=LEADERBOARD_HEADERS, label="Generators, by PAE-estimated quality", wrap=True)
@@ -156,8 +163,8 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
     button.click(score, [image, text, title, author, rubric, rubric_file, baselines],
                  [table, summary, plot, reasons, raw, baseline_table], api_name="score")
     demo.load(leaderboard, None, [board_summary, board_table, board_plot], api_name="leaderboard")
-    pair_button.click(compare, [pair_a, pair_b, pair_text, pair_title, pair_author], [pair_summary, pair_table],
-                      api_name="compare")
+    pair_button.click(compare, [pair_a, pair_b, pair_text, pair_title, pair_author, pair_judge],
+                      [pair_summary, pair_table, signs_a, signs_b, poem_graph], api_name="compare")
     text_button.click(find_text, [image, text, title, author], [text_image, text_summary], api_name="text")
 
 demo.queue(default_concurrency_limit=CONFIG.concurrency)

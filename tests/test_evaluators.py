@@ -8,12 +8,12 @@ from PIL import Image
 
 from conftest import Flaky
 from tangpoetrybench.judging.evaluators import load_evaluator
-from tangpoetrybench.judging.evaluators.base import ScoringItem
+from tangpoetrybench.judging.evaluators.base import Evaluator, ScoringItem
 from tangpoetrybench.models import fit_pixels
 from tangpoetrybench.judging.evaluators.pae_vllm import engine_kwargs, sampling_kwargs, vllm_messages
 from tangpoetrybench.judging.parsing import PARSER_VERSION
 from tangpoetrybench.poems import Poem, sample_poems
-from tangpoetrybench.judging.prompt import build_messages
+from tangpoetrybench.judging.prompt import answer_schema, build_messages
 from tangpoetrybench.rubric import load_rubric
 from tangpoetrybench.judging.scoring import DatasetSource, score_to_jsonl
 
@@ -176,11 +176,34 @@ def test_vllm_requests_are_the_prompt_builders():
     assert messages[0] == reference[0]
     assert messages[1]["content"][0]["type"] == "image_pil" and messages[1]["content"][0]["image_pil"].size == (1024, 1024)
     assert messages[1]["content"][1] == reference[1]["content"][1]
-    params = sampling_kwargs(rubric, 200)
+    params = sampling_kwargs(answer_schema(rubric), 200)
     assert params["temperature"] == 0.0 and params["max_tokens"] == 200
     assert params["structured_outputs"]["json"]["required"] == list(rubric.keys)
     assert engine_kwargs("m", None, 8)["enable_prefix_caching"] is True and "enable_lora" not in engine_kwargs("m", None, 8)
     assert engine_kwargs("m", "a", 8)["enable_lora"] is True
+    assert engine_kwargs("m", None, 8)["limit_mm_per_prompt"] == {"image": 1}
+
+
+def test_vllm_pairwise_requests_are_the_pair_prompt_builders():
+    """The vLLM pairwise judge's plain-Python half: both images as `image_pil` parts of the pair prompt (A first),
+    the pairwise answer's schema, and an engine that takes two images per prompt."""
+    from tangpoetrybench.judging.evaluators.pae_pairwise import PAEVLLMPairwise, PairScoringItem
+    from tangpoetrybench.judging.prompt import build_pair_messages, pair_answer_schema
+
+    rubric, poem = load_rubric("tang"), sample_poems()[1]
+    judge = PAEVLLMPairwise.__new__(PAEVLLMPairwise)  # no engine: vLLM needs a GPU
+    Evaluator.__init__(judge, rubric)
+    judge.max_pixels, judge.explain = 1024 * 1024, None
+    a, b = Image.new("RGB", (2048, 2048), "white"), Image.new("RGB", (300, 200), "black")
+    [messages] = judge._prepare([PairScoringItem("x", a, poem, image_b=b)])
+    reference = build_pair_messages(poem, rubric, a, b)
+    assert messages[0] == reference[0]
+    parts = messages[1]["content"]
+    assert [p["type"] for p in parts] == ["text", "image_pil", "text", "image_pil", "text"]
+    assert parts[1]["image_pil"].size == (1024, 1024) and parts[3]["image_pil"].size == (300, 200)
+    assert parts[4] == reference[1]["content"][4]
+    assert judge.answer_schema(rubric) == pair_answer_schema() and judge.images == 2
+    assert engine_kwargs("m", None, 8, images=judge.images)["limit_mm_per_prompt"] == {"image": 2}
 
 
 def test_vllm_backend_says_what_it_needs():

@@ -170,7 +170,9 @@ def app(env):
 def test_compare_two_illustrations(scorer, png, tmp_path):
     other = tmp_path / "dark.png"
     Image.new("RGB", (64, 96), (30, 40, 60)).save(other)
-    sentence, rows = scorer.compare(str(png), str(other), POEM, "枫桥夜泊", "张继")
+    found = scorer.compare(str(png), str(other), POEM, "枫桥夜泊", "张继")
+    sentence, rows = found.sentence, found.rows
+    assert found.drawn == (None, None) and found.poem_graph == ""  # graphs are SemJudge's
     assert [r[0] for r in rows] == ["A shown first", "B shown first"]
     assert all(r[3] == "ok" and r[1] in ("A", "B") for r in rows)  # constrained: always in form
     verdict = {"A": "Illustration A is better", "B": "Illustration B is better"}.get(rows[0][1]) \
@@ -178,6 +180,56 @@ def test_compare_two_illustrations(scorer, png, tmp_path):
     assert verdict in sentence
     with pytest.raises(UserError, match="poem's text"):
         scorer.compare(str(png), str(other), " ")
+    with pytest.raises(UserError, match="Unknown judge 'CLIP': PAE or SemJudge"):
+        scorer.compare(str(png), str(other), POEM, judge="CLIP")
+
+
+@pytest.mark.slow
+def test_compare_with_semjudge_draws_each_images_sub_signs(env, server, png, tmp_path):
+    """SemJudge through a real `transformers serve` (the proxy writes the graphs: random weights write none): each
+    uploaded image comes back with its sub-signs' boxes drawn where the judge put them, and the poem's graph as a
+    tree; a judgment that stays invalid is no verdict, with the step named."""
+    from fault_proxy import FaultProxy
+    from test_semjudge import Model
+
+    from tangpoetrybench.hub.space import SIGN_COLOURS
+
+    other = tmp_path / "tall.png"
+    Image.new("RGB", (64, 96), (30, 40, 60)).save(other)
+    with FaultProxy(server["url"], rewrite=Model()) as proxy:
+        scorer = Scorer(SpaceConfig.from_env({**env, "PAE_SEMJUDGE_URL": proxy.url,
+                                              "PAE_SEMJUDGE_MODEL": server["model"]}))
+        found = scorer.compare(str(png), str(other), POEM, "枫桥夜泊", "张继", judge="SemJudge")
+        assert len(proxy.requests) == 5  # the poem's graph once, each image's once, a judgment per order
+    assert [r[1] for r in found.rows] == ["A", "B"] and "No preference (a tie)" in found.sentence  # always "A"
+    assert found.rows[0][2] == "A's graph reaches the poem's symbolic object." and found.rows[0][3] == "ok"
+    assert not found.random_weights  # a served model: the Space cannot tell (the app's note follows the judge)
+    for drawn, path in zip(found.drawn, (png, other)):
+        assert drawn.size == Image.open(path).size
+        assert drawn.getpixel((0, drawn.height // 2)) == SIGN_COLOURS[2]  # each sub-sign's first box is the whole
+        # image (the third sub-sign's outline drawn last, on top); its second box ends at the middle:
+        assert drawn.getpixel((drawn.width // 2, drawn.height // 4)) == SIGN_COLOURS[2]
+    assert found.poem_graph.splitlines()[:2] == ["《枫桥夜泊》", "root (root)"]
+    with FaultProxy(server["url"], rewrite=Model({"judgment": ("no", "still no")})) as proxy:
+        scorer = Scorer(SpaceConfig.from_env({**env, "PAE_SEMJUDGE_URL": proxy.url,
+                                              "PAE_SEMJUDGE_MODEL": server["model"]}))
+        failed = scorer.compare(str(png), str(other), POEM, judge="SemJudge")
+    assert "No verdict" in failed.sentence and failed.rows[0][2].startswith("judgment: still invalid")
+    assert failed.drawn[0] is not None  # the graphs were made: they are shown all the same
+
+
+@pytest.mark.slow
+def test_semjudge_on_the_spaces_own_model_asks_the_base_model(env, tiny_pae, png):
+    """Without PAE_SEMJUDGE_URL SemJudge shares PAE's loaded model, with PAE's adapter kept apart and disabled while
+    it asks; random weights write no graph, so the item fails cleanly and PAE still answers after."""
+    scorer = Scorer(SpaceConfig.from_env({**env, "PAE_ADAPTER": str(tiny_pae)}))
+    judge = scorer.semjudge()
+    assert judge.chat.pae.model is scorer.evaluator("pae").model and hasattr(judge.chat.pae.model, "disable_adapter")
+    judge.chat.pae.max_new_tokens = 4
+    found = scorer.compare(str(png), str(png), POEM, judge="SemJudge")
+    assert "No verdict" in found.sentence and found.drawn == (None, None)
+    assert found.rows[0][2].startswith("poem_graph: still invalid after the repair round")
+    assert scorer.score(str(png), POEM, with_baselines=False).parse_status == "ok"  # the adapter is on again
 
 
 def test_api_over_gradio_client(app, png):
@@ -192,8 +244,10 @@ def test_api_over_gradio_client(app, png):
     assert baselines["headers"] == ["metric", "score", "scale", "note"]
     with pytest.raises(Exception, match="Enter the poem's text"):
         client.predict(handle_file(str(png)), " ", api_name="/score")
-    sentence, rows = client.predict(handle_file(str(png)), handle_file(str(png)), POEM, api_name="/compare")
+    sentence, rows, signs_a, signs_b, poem_graph = client.predict(handle_file(str(png)), handle_file(str(png)), POEM,
+                                                                  api_name="/compare")
     assert "random-weight test model" in sentence and len(rows["data"]) == 2
+    assert signs_a is None and signs_b is None and poem_graph == ""  # PAE, the default judge, draws no graphs
 
 
 @pytest.mark.slow

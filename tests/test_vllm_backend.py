@@ -25,11 +25,20 @@ from tangpoetrybench.models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels  
 from tangpoetrybench.judging.evaluators.pae_vllm import (  # noqa: E402
     MAX_LORA_RANK,
     engine_kwargs,
+    pil_parts,
     sampling_params,
     vllm_messages,
 )
 from tangpoetrybench.poems import sample_poems  # noqa: E402
-from tangpoetrybench.judging.prompt import answer_schema, build_messages, format_answer, system_prompt  # noqa: E402
+from tangpoetrybench.judging.prompt import (  # noqa: E402
+    answer_schema,
+    build_messages,
+    build_pair_messages,
+    format_answer,
+    format_pair_answer,
+    pair_answer_schema,
+    system_prompt,
+)
 from tangpoetrybench.rubric import load_rubric  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,46 +55,75 @@ def qwen(tiny_models):
 
 @pytest.mark.parametrize("rubric_name,poem_index,size", [("tang", 0, (640, 480)), ("song_ci", -1, (2048, 1536))])
 def test_vllm_feeds_the_model_the_same_tokens_as_transformers(qwen, rubric_name, poem_index, size):
-    from vllm.multimodal import MULTIMODAL_REGISTRY
-    from vllm.renderers.chat_utils.chat_message import parse_chat_messages
-    from vllm.renderers.hf import resolve_chat_template_content_format, safe_apply_chat_template
-
     model_config, processor = qwen
     rubric, poem = load_rubric(rubric_name), sample_poems()[poem_index]
     image = Image.new("RGB", size, "white")
-    content_format = resolve_chat_template_content_format(
-        chat_template=None, tools=None, given_format="auto", tokenizer=processor.tokenizer, model_config=model_config)
-    conversation, mm_data, _ = parse_chat_messages(
-        vllm_messages(ScoringItem("x", image, poem), rubric), model_config, content_format=content_format)
-    prompt = safe_apply_chat_template(model_config, processor.tokenizer, conversation, tokenize=False,
-                                      add_generation_prompt=True)
-    mm_processor = MULTIMODAL_REGISTRY.create_processor(model_config)
-    vllm_ids = mm_processor(prompt, mm_processor.info.parse_mm_data(mm_data))["prompt_token_ids"]
-
+    prompt, vllm_ids = vllm_prompt(qwen, vllm_messages(ScoringItem("x", image, poem), rubric))
     reference = chat_inputs(processor, [build_messages(poem, rubric, fit_pixels(image, DEFAULT_MAX_PIXELS))])
     assert vllm_ids == reference["input_ids"][0].tolist()
     # The rubric (the system message) comes before the image, so prefix caching shares it across requests.
     assert prompt.index(system_prompt(rubric)) < prompt.index("<|vision_start|>")
 
 
-@pytest.mark.parametrize("rubric_name", ["tang", "song_ci"])
-def test_structured_output_accepts_every_answer_and_nothing_else(qwen, rubric_name):
+def vllm_prompt(qwen, messages: list[dict]) -> tuple[str, list[int]]:
+    """The prompt text and token ids vLLM's own chat parsing and multimodal processor make of our messages."""
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+    from vllm.renderers.chat_utils.chat_message import parse_chat_messages
+    from vllm.renderers.hf import resolve_chat_template_content_format, safe_apply_chat_template
+
+    model_config, processor = qwen
+    content_format = resolve_chat_template_content_format(
+        chat_template=None, tools=None, given_format="auto", tokenizer=processor.tokenizer, model_config=model_config)
+    conversation, mm_data, _ = parse_chat_messages(messages, model_config, content_format=content_format)
+    prompt = safe_apply_chat_template(model_config, processor.tokenizer, conversation, tokenize=False,
+                                      add_generation_prompt=True)
+    mm_processor = MULTIMODAL_REGISTRY.create_processor(model_config)
+    return prompt, mm_processor(prompt, mm_processor.info.parse_mm_data(mm_data))["prompt_token_ids"]
+
+
+def vllm_grammar(qwen, schema: dict, max_tokens: int = 200):
+    """`accepted(answer)`: whether the structured output vLLM builds for `schema` lets the answer through, compiled
+    as vLLM's xgrammar backend compiles it (any whitespace is its default), after vLLM's own validation."""
     import xgrammar
     from vllm.config import StructuredOutputsConfig
 
     model_config, processor = qwen
-    rubric = load_rubric(rubric_name)
-    params = sampling_params(rubric, 200)
+    params = sampling_params(schema, max_tokens)
     params._validate_structured_outputs(model_config, StructuredOutputsConfig(), processor.tokenizer)
-    assert params.structured_outputs._backend == "xgrammar" and params.max_tokens == 200
-    # Compiled as vLLM's xgrammar backend compiles it (any whitespace is its default).
+    assert params.structured_outputs._backend == "xgrammar" and params.max_tokens == max_tokens
     info = xgrammar.TokenizerInfo.from_huggingface(processor.tokenizer, vocab_size=model_config.get_vocab_size())
-    grammar = xgrammar.GrammarCompiler(info).compile_json_schema(json.dumps(answer_schema(rubric)), any_whitespace=True)
+    grammar = xgrammar.GrammarCompiler(info).compile_json_schema(json.dumps(schema), any_whitespace=True)
 
     def accepted(answer: str) -> bool:
         matcher = xgrammar.GrammarMatcher(grammar, terminate_without_stop_token=True)
         return matcher.accept_string(answer) and matcher.is_terminated()
 
+    return accepted
+
+
+def test_the_pairwise_judge_feeds_vllm_the_same_tokens_and_holds_its_answer_to_the_form(qwen):
+    """`--task pairwise` on vLLM: both images of the pair prompt reach the model as transformers' pairwise PAE feeds
+    them, and the structured output accepts the pairwise answer and nothing else."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    model_config, processor = qwen
+    rubric, poem = load_rubric("tang"), sample_poems()[0]
+    a, b = Image.new("RGB", (640, 480), "white"), Image.new("RGB", (300, 500), "black")
+    sent = [fit_pixels(image, DEFAULT_MAX_PIXELS) for image in (a, b)]
+    reference = chat_inputs(processor, [build_pair_messages(poem, rubric, *sent)])
+    assert vllm_prompt(qwen, pil_parts(build_pair_messages(poem, rubric, *sent)))[1] == reference["input_ids"][0].tolist()
+    accepted = vllm_grammar(qwen, pair_answer_schema(), 96)
+    assert accepted(format_pair_answer("A", "远山如黛，更近诗意。")) and accepted(format_pair_answer("B"))
+    for wrong in ({"winner": "C", "reason": ""}, {"winner": "A"}, {"winner": "A", "reason": "", "extra": 1}):
+        assert not accepted(json.dumps(wrong, ensure_ascii=False)), wrong
+    pairwise = EngineArgs(**engine_kwargs(str(model_config.model), None, 8, images=2)).create_model_config()
+    assert pairwise.multimodal_config.limit_per_prompt["image"].count == 2
+
+
+@pytest.mark.parametrize("rubric_name", ["tang", "song_ci"])
+def test_structured_output_accepts_every_answer_and_nothing_else(qwen, rubric_name):
+    rubric = load_rubric(rubric_name)
+    accepted = vllm_grammar(qwen, answer_schema(rubric))
     nullable = [d.key for d in rubric.dimensions if any(o.excluded for o in d.options)]
     scores = {d.key: d.options[-1].score for d in rubric.dimensions} | {k: None for k in nullable}
     assert accepted(format_answer(scores, rubric))
@@ -133,3 +171,20 @@ def test_engine_arguments_and_the_training_adapter_are_what_vllm_reads(tiny_mode
     assert len(lora.loras) == layers * len(language_modules)
     assert all(name.startswith("language_model.model.layers.") for name in lora.loras)
     assert {lw.rank for lw in lora.loras.values()} == {model_args.lora_r}
+
+
+def test_explain_mode_on_vllm_feeds_the_same_tokens_and_holds_the_reasons_to_the_form(qwen):
+    """`--explain` on vLLM: the explain prompt reaches the model as transformers' PAE feeds it, and the structured
+    output accepts scores with a sentence per dimension, refusing an empty or missing reason."""
+    rubric, poem = load_rubric("tang"), sample_poems()[0]
+    image = Image.new("RGB", (640, 480), "white")
+    _, processor = qwen
+    reference = chat_inputs(processor, [build_messages(poem, rubric, fit_pixels(image, DEFAULT_MAX_PIXELS), "en")])
+    _, ids = vllm_prompt(qwen, vllm_messages(ScoringItem("x", image, poem), rubric, explain="en"))
+    assert ids == reference["input_ids"][0].tolist()
+    accepted = vllm_grammar(qwen, answer_schema(rubric, explain=True), 600)
+    scores = {d.key: d.options[0].score for d in rubric.dimensions}
+    reasons = {k: "The moon is drawn where the poem puts it." for k in rubric.keys}
+    assert accepted(format_answer(scores, rubric, reasons))
+    assert not accepted(format_answer(scores, rubric, reasons | {rubric.keys[0]: ""}))
+    assert not accepted(format_answer(scores, rubric))  # the plain answer is not explain mode's form

@@ -5,7 +5,9 @@ Configuration comes from the environment: `PAE_MODEL` (default Qwen/Qwen3-VL-8B-
 PAE_MODEL), `PAE_POEMS` (a SPEC poems file; default the bundled poems), `PAE_MAX_IMAGE_BYTES`,
 `PAE_MAX_IMAGE_PIXELS`, `PAE_CONCURRENCY`, `PAE_LEADERBOARD` (a `leaderboard.json` from `tpb leaderboard`, for
 the Leaderboard tab), `PAE_CONSTRAINED` (default 1: PAE's answer is decoded in the rubric's JSON form, as the
-vLLM backend always does, so even a small or untrained model gives a readable answer; 0 turns it off); gradio reads `GRADIO_SERVER_NAME` / `GRADIO_SERVER_PORT`
+vLLM backend always does, so even a small or untrained model gives a readable answer; 0 turns it off),
+`PAE_EXPLAIN`, `PAE_SEMJUDGE_URL` / `PAE_SEMJUDGE_MODEL` (the server the compare tab's SemJudge asks; default the
+Space's own base model); gradio reads `GRADIO_SERVER_NAME` / `GRADIO_SERVER_PORT`
 itself. Models load on first use and stay loaded. Every problem a visitor can cause or meet is a
 `UserError` with a plain message.
 """
@@ -26,9 +28,10 @@ from PIL import Image, ImageDraw, UnidentifiedImageError
 from ..errors import DataError
 from ..numeric import counted
 from ..judging.evaluators import Evaluator, ScoringItem, load_evaluator
-from ..judging.evaluators.pae import DEFAULT_MODEL
+from ..judging.evaluators.pae import DEFAULT_MODEL, PAE
 from ..judging.evaluators.pae_pairwise import PAEPairwise
-from ..judging.pairwise import PairItem, verdict
+from ..judging.pairwise import PairAnswer, PairItem, verdict
+from ..judging.semjudge import LocalChat, SemJudge, graph_tree, load_semjudge
 from ..judging.evaluators.vqascore import VQAScore
 from ..fonts import cjk_font
 from ..reporting.plots import label, radar
@@ -42,6 +45,7 @@ BASELINES = ("clipscore", "blipscore", "vqascore")
 BASELINE_SCALES = {"clipscore": "0 – 2.5", "blipscore": "0 – 1", "vqascore": "0 – 1"}
 OCR = "text-ocr"
 PAIR_MAX_NEW_TOKENS = 96  # the pairwise answer with a one-sentence reason
+JUDGES = ("PAE", "SemJudge")  # the compare tab's judges
 REGION_COLOURS = {"poem": (214, 39, 40), "garbled": (255, 127, 14), "other": (31, 119, 180), "seal": (148, 103, 189),
                   "noise": (150, 150, 150)}
 SIGN_COLOURS = [(214, 39, 40), (31, 119, 180), (44, 160, 44), (148, 103, 189), (255, 127, 14)]  # one per sub-sign
@@ -101,6 +105,21 @@ def _outline(draw: ImageDraw.ImageDraw, corners: list[tuple[float, float]], capt
     draw.text(at, caption, font=face, fill=(255, 255, 255), anchor=anchor)
 
 
+def comparison_rows(first: PairAnswer, second: PairAnswer) -> list[list]:
+    """Each order's answer as [order, the uploaded image it chose, reason (or why it failed), parse status]."""
+    shown = {("A", 0): "A", ("B", 0): "B", ("A", 1): "B", ("B", 1): "A"}  # (answer, order) → uploaded image
+    return [[order, shown.get((answer.winner, k), "—"), answer.reason or answer.error or "", answer.status]
+            for k, (order, answer) in enumerate((("A shown first", first), ("B shown first", second)))]
+
+
+def comparison_sentence(outcome: str | None) -> str:
+    return {"x": "**Illustration A is better**: chosen in both orders.",
+            "y": "**Illustration B is better**: chosen in both orders.",
+            "tie": "**No preference (a tie)**: each order chose the image in the same position, so the choice "
+                   "followed the position, not the image.",
+            None: "**No verdict**: an answer could not be read."}[outcome]
+
+
 def reasons_markdown(reasons: Mapping[str, str] | None, rubric: Rubric) -> str:
     """Explain mode's reasons, one line per dimension in rubric order (empty without reasons)."""
     if not reasons:
@@ -129,6 +148,8 @@ class SpaceConfig:
     leaderboard: str | None = None
     explain: str | None = None  # PAE_EXPLAIN=poem or en: a reason per dimension under the radar
     constrained: bool = True
+    semjudge_url: str | None = None  # PAE_SEMJUDGE_URL: SemJudge asks this server; else the Space's own base model
+    semjudge_model: str | None = None  # PAE_SEMJUDGE_MODEL: the model name the server knows (default PAE_MODEL)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> "SpaceConfig":
@@ -143,6 +164,7 @@ class SpaceConfig:
             max_image_pixels=int(get("PAE_MAX_IMAGE_PIXELS", DEFAULT_MAX_IMAGE_PIXELS)),
             concurrency=int(get("PAE_CONCURRENCY", 1)), leaderboard=get("PAE_LEADERBOARD"), explain=get("PAE_EXPLAIN"),
             constrained=get("PAE_CONSTRAINED", "1").strip().lower() not in ("0", "false", "no", "off"),
+            semjudge_url=get("PAE_SEMJUDGE_URL"), semjudge_model=get("PAE_SEMJUDGE_MODEL"),
         )
 
 
@@ -156,6 +178,18 @@ class SpaceResult:
     error: str | None = None  # why PAE's answer failed, when it did
     baselines: list[list] = field(default_factory=list)  # metric, score, scale, note (why a baseline has no score)
     reasons: str = ""  # explain mode: each dimension's reason, Markdown
+
+
+@dataclass
+class Comparison:
+    """The compare tab's outputs: the verdict in a sentence, each order's answer as [order, chosen image, reason,
+    parse status], and with SemJudge each image with its sub-signs' boxes drawn and the poem's graph as a tree."""
+
+    sentence: str
+    rows: list[list]
+    random_weights: bool  # the judge asked has random weights: its choice means nothing
+    drawn: tuple[Image.Image | None, Image.Image | None] = (None, None)
+    poem_graph: str = ""
 
 
 def read_image(path: str | Path | None, max_bytes: int, max_pixels: int) -> Image.Image:
@@ -275,8 +309,9 @@ class Scorer:
                 if name == "vqascore" and self.shares_qwen:
                     pae = self.evaluator("pae")
                     self._loaded[name] = VQAScore.from_loaded(pae.model, pae.processor, model_name=c.model)
-                elif name == "pae":
-                    merge = {"merge_adapter": False} if self.shares_qwen and c.adapter else {}
+                elif name == "pae":  # the adapter kept apart where the base model is asked too
+                    keep_apart = c.adapter and (self.shares_qwen or not c.semjudge_url)
+                    merge = {"merge_adapter": False} if keep_apart else {}
                     explain = {"explain": c.explain} if c.explain else {}
                     constrained = {"constrained": True} if c.constrained and c.backend == "transformers" else {}
                     self._loaded[name] = load_evaluator(name, model=model, adapter=c.adapter, backend=c.backend,
@@ -323,25 +358,43 @@ class Scorer:
             self._loaded["pairwise"] = judge
         return self._loaded["pairwise"]
 
-    def compare(self, image_a, image_b, poem_text: str, title: str = "", author: str = "") -> tuple[str, list[list]]:
-        """Which of two illustrations is better, asked in both orders: the verdict in a sentence, and each order's
-        answer as [order, chosen image, reason, parse status]."""
+    def semjudge(self) -> SemJudge:
+        """SemJudge asking PAE_SEMJUDGE_URL's model where set, else the Space's own Qwen3-VL (its base model: PAE's
+        adapter, kept apart, is disabled for it); graphs cached in memory for the Space's life."""
+        if "semjudge" not in self._loaded:
+            c = self.config
+            if c.semjudge_url:
+                self._loaded["semjudge"] = load_semjudge(c.semjudge_model or c.model, base_url=c.semjudge_url)
+            else:
+                pae = self.evaluator("pae")
+                if getattr(pae, "backend", "") != "transformers":
+                    raise UserError("SemJudge needs PAE_SEMJUDGE_URL (a served model) or PAE on the transformers "
+                                    "backend.")
+                self._loaded["semjudge"] = SemJudge(LocalChat(PAE.from_loaded(pae.model, pae.processor,
+                                                                              model_name=pae.model_name)))
+        return self._loaded["semjudge"]
+
+    def compare(self, image_a, image_b, poem_text: str, title: str = "", author: str = "",
+                judge: str = JUDGES[0]) -> Comparison:
+        """Which of two illustrations is better, asked of `judge` (PAE or SemJudge) in both orders."""
         if not poem_text or not poem_text.strip():
             raise UserError("Enter the poem's text (or choose a poem from the list).")
+        if judge not in JUDGES:
+            raise UserError(f"Unknown judge {judge!r}: {' or '.join(JUDGES)}.")
         a, b = (read_image(p, self.config.max_image_bytes, self.config.max_image_pixels) for p in (image_a, image_b))
         poem = Poem(poem_id="uploaded", title=title.strip() or "无题", author=author.strip() or "佚名",
                     text=poem_text.strip(), tradition="tang")
-        first, second = self.pairwise_judge().judge([PairItem("uploaded", poem, a, b), PairItem("uploaded", poem, b, a)])
-        outcome = verdict(first, second)
-        shown = {("A", 0): "A", ("B", 0): "B", ("A", 1): "B", ("B", 1): "A"}  # (answer, order) → uploaded image
-        rows = [[order, shown.get((answer.winner, k), "—"), answer.reason or answer.error or "", answer.status]
-                for k, (order, answer) in enumerate((("A shown first", first), ("B shown first", second)))]
-        sentence = {"x": "**Illustration A is better**: chosen in both orders.",
-                    "y": "**Illustration B is better**: chosen in both orders.",
-                    "tie": "**No preference (a tie)**: each order chose the image in the same position, so the choice "
-                           "followed the position, not the image.",
-                    None: "**No verdict**: an answer could not be read."}[outcome]
-        return sentence, rows
+        asked = self.semjudge() if judge == "SemJudge" else self.pairwise_judge()
+        first, second = asked.judge([PairItem("uploaded", poem, a, b), PairItem("uploaded", poem, b, a)])
+        found = Comparison(comparison_sentence(verdict(first, second)), comparison_rows(first, second),
+                           asked.random_weights)
+        if judge == "SemJudge":
+            graphs = (first.extra or {}).get("graphs", {})
+            found.drawn = tuple(None if graphs.get(side) is None else
+                                draw_sign_boxes(image, graphs[side], asked.sent_image(image).size)
+                                for side, image in (("A", a), ("B", b)))
+            found.poem_graph = graph_tree(graphs["poem"], f"《{poem.title}》") if graphs.get("poem") else ""
+        return found
 
     def text_regions(self, image_path, poem_text: str, title: str = "", author: str = "") -> tuple[Image.Image, str]:
         """The image with the text regions the OCR found drawn on it, and the verdict in a sentence."""

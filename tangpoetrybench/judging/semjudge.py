@@ -33,6 +33,7 @@ import hashlib
 import json
 import os
 import re
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -240,24 +241,29 @@ class ServedChat:
 
 
 class LocalChat:
-    """Asks a local Qwen3-VL on transformers, loaded and decoded greedily by PAE's machinery
-    (`evaluators.pae.PAE`); the schema is in the prompt (no constrained decoding for graphs)."""
+    """Asks a local Qwen3-VL on transformers through PAE's machinery (`evaluators.pae.PAE`, decoding greedily); the
+    schema is in the prompt (no constrained decoding for graphs). A model with a LoRA adapter kept apart (PAE's, in
+    the Space) is asked with the adapter disabled: SemJudge asks the base model."""
 
-    def __init__(self, model: str, device: str | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-                 batch_size: int = 4):
+    def __init__(self, pae, batch_size: int = 4):
+        self.pae, self.batch_size = pae, batch_size
+        self.model_name, self.random_weights = pae.model_name, pae.random_weights
+
+    @classmethod
+    def load(cls, model: str, device: str | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> "LocalChat":
         from .evaluators.pae import PAE
 
-        self.pae = PAE(model, device=device, max_new_tokens=max_new_tokens)
-        self.model_name, self.random_weights, self.batch_size = self.pae.model_name, self.pae.random_weights, batch_size
+        return cls(PAE(model, device=device, max_new_tokens=max_new_tokens))
 
     def settings(self) -> dict:
         return {"backend": "transformers", "max_new_tokens": self.pae.max_new_tokens}
 
     def complete(self, conversations: list[list[dict]], schema_name: str, schema: dict) -> list[Answer]:
         answers = []
-        for start in range(0, len(conversations), self.batch_size):
-            batch = conversations[start:start + self.batch_size]
-            answers += [Answer(text) for text in self.pae.generate(chat_inputs(self.pae.processor, batch))]
+        with getattr(self.pae.model, "disable_adapter", nullcontext)():
+            for start in range(0, len(conversations), self.batch_size):
+                batch = conversations[start:start + self.batch_size]
+                answers += [Answer(text) for text in self.pae.generate(chat_inputs(self.pae.processor, batch))]
         return answers
 
 
@@ -448,7 +454,7 @@ def load_semjudge(model: str, base_url: str | None = None, cache_dir: str | Path
     if local:
         if base_url or api_options:
             raise ValueError("a local SemJudge takes no --base-url or api options")
-        chat: Chat = LocalChat(model, device=device, max_new_tokens=max_new_tokens)
+        chat: Chat = LocalChat.load(model, device=device, max_new_tokens=max_new_tokens)
     else:
         chat = ServedChat(model, max_new_tokens=max_new_tokens, base_url=base_url, max_pixels=max_pixels,
                           **{k: v for k, v in api_options.items() if v is not None})

@@ -17,11 +17,12 @@ from PIL import Image
 from ..constrained import PairAnswerConstraint
 from ..pairwise import PairAnswer, PairItem
 from ..parsing import PAIR_PARSER_VERSION, parse_pair_answer
-from ..prompt import build_pair_messages
+from ..prompt import build_pair_messages, pair_answer_schema
 from ...models import fit_pixels
 from ...rubric import Rubric
 from .base import EvalResult, ScoringItem
 from .pae import PAE
+from .pae_vllm import PAEVLLM
 
 
 @dataclass
@@ -81,9 +82,22 @@ class PAEPairwise(PairwiseMode, PAE):
         return PairAnswerConstraint(self.processor.tokenizer, prompt_length, eos, self.max_new_tokens)
 
 
-def pae_pairwise_judge(backend: str = "transformers", **options) -> PAEPairwise:
-    """The registry's `pae` pairwise judge (`pairwise.load_pairwise_judge("pae", model=..., adapter=...)`)."""
+class PAEVLLMPairwise(PairwiseMode, PAEVLLM):
+    """PAE on vLLM as a pairwise judge: both images in one prompt, the answer held to the pairwise schema by vLLM's
+    structured output (so always in form)."""
+
+    images = 2
+
+    def answer_schema(self, rubric: Rubric) -> dict:
+        return pair_answer_schema()
+
+
+def pae_pairwise_judge(backend: str = "transformers", **options) -> PAE:
+    """The registry's `pae` pairwise judge (`pairwise.load_pairwise_judge("pae", model=..., adapter=...)`): on
+    transformers, or on vLLM (always constrained: its structured output holds the answer to the pairwise schema)."""
+    if backend == "vllm":
+        options.pop("constrained", None)
+        return PAEVLLMPairwise(**options)
     if backend != "transformers":
-        raise ValueError(f"the pairwise PAE judge runs on the transformers backend (not {backend!r}); for a vLLM "
-                         "server, use --evaluator api with its --base-url")
+        raise ValueError(f"unknown backend {backend!r} for the pairwise PAE judge (transformers or vllm)")
     return PAEPairwise(**options)

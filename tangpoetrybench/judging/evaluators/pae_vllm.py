@@ -1,6 +1,7 @@
 """PAE on vLLM (extra `vllm`; needs a GPU): `LLM.chat` with PIL image parts, structured output from the
 rubric's JSON schema, the adapter through `LoRARequest`, and prefix caching so the shared rubric prefix
-(the system message) is computed once. vLLM schedules its own batches, so it gets requests in chunks of at
+(the system message) is computed once. The pairwise judge (`pae_pairwise.PAEVLLMPairwise`) is this evaluator
+in `PairwiseMode`: two images per prompt and the pairwise answer's schema. vLLM schedules its own batches, so it gets requests in chunks of at
 least `MIN_CHUNK` (`tpb score` writes each chunk's results as soon as the chunk is done).
 
 vLLM is imported only when this evaluator is built. The request-building functions below are plain
@@ -23,35 +24,38 @@ MAX_MODEL_LEN = 8192
 MIN_CHUNK = 256  # requests per LLM.chat call: enough to keep max_num_seqs (64) full until the chunk's tail
 
 
+def pil_parts(messages: list[dict]) -> list[dict]:
+    """Messages with their images as vLLM's `image_pil` parts."""
+    return with_image_parts(messages, lambda image: {"type": "image_pil", "image_pil": image})
+
+
 def vllm_messages(item: ScoringItem, rubric: Rubric, max_pixels: int = DEFAULT_MAX_PIXELS,
                   explain: str | None = None) -> list[dict]:
     """The prompt builder's messages, with the image as vLLM's `image_pil` part."""
-    return with_image_parts(build_messages(item.poem, rubric, fit_pixels(item.image, max_pixels), explain),
-                            lambda image: {"type": "image_pil", "image_pil": image})
+    return pil_parts(build_messages(item.poem, rubric, fit_pixels(item.image, max_pixels), explain))
 
 
-def engine_kwargs(model: str, adapter: str | None, max_num_seqs: int, seed: int = 0) -> dict:
-    """Arguments of `vllm.LLM` for scoring."""
-    kwargs = dict(model=model, enable_prefix_caching=True, limit_mm_per_prompt={"image": 1},
+def engine_kwargs(model: str, adapter: str | None, max_num_seqs: int, seed: int = 0, images: int = 1) -> dict:
+    """Arguments of `vllm.LLM` for scoring (`images` per prompt: 2 for the pairwise judge)."""
+    kwargs = dict(model=model, enable_prefix_caching=True, limit_mm_per_prompt={"image": images},
                   max_num_seqs=max_num_seqs, max_model_len=MAX_MODEL_LEN, seed=seed)
     if adapter:
         kwargs.update(enable_lora=True, max_lora_rank=MAX_LORA_RANK, max_loras=1)
     return kwargs
 
 
-def sampling_kwargs(rubric: Rubric, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, explain: bool = False) -> dict:
-    """Arguments of `vllm.SamplingParams`: greedy, answer constrained to the rubric's JSON schema (explain mode's
-    with `explain`)."""
-    return dict(temperature=0.0, max_tokens=max_new_tokens,
-                structured_outputs={"json": answer_schema(rubric, explain)})
+def sampling_kwargs(schema: dict, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> dict:
+    """Arguments of `vllm.SamplingParams`: greedy, the answer constrained to a JSON schema (`prompt.answer_schema`
+    for a rubric, `prompt.pair_answer_schema` for the pairwise answer)."""
+    return dict(temperature=0.0, max_tokens=max_new_tokens, structured_outputs={"json": schema})
 
 
-def sampling_params(rubric: Rubric, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, explain: bool = False):
+def sampling_params(schema: dict, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS):
     """`vllm.SamplingParams` from `sampling_kwargs` (imports vLLM)."""
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
-    kwargs = sampling_kwargs(rubric, max_new_tokens, explain)
+    kwargs = sampling_kwargs(schema, max_new_tokens)
     kwargs["structured_outputs"] = StructuredOutputsParams(**kwargs["structured_outputs"])
     return SamplingParams(**kwargs)
 
@@ -61,6 +65,7 @@ class PAEVLLM(PAE):
     min_batch_size = MIN_CHUNK
     _model_attributes = ("llm",)
     worker_start_method = "spawn"  # vLLM's engine runs threads in this process: never fork it
+    images = 1  # per prompt
 
     def __init__(self, model: str = DEFAULT_MODEL, adapter: str | None = None, max_pixels: int = DEFAULT_MAX_PIXELS,
                  max_new_tokens: int | None = None, max_num_seqs: int = 64, rubric: Rubric | str | None = None,
@@ -72,7 +77,7 @@ class PAEVLLM(PAE):
             raise ImportError("the vLLM backend needs `pip install 'tangpoetrybench[vllm]'` and a GPU") from exc
         Evaluator.__init__(self, rubric)
         self.readout = check_readout(readout)
-        self.llm = LLM(**engine_kwargs(model, adapter, max_num_seqs))
+        self.llm = LLM(**engine_kwargs(model, adapter, max_num_seqs, images=self.images))
         self.lora = LoRARequest("pae", 1, adapter) if adapter else None
         self.model_name = model_label(model, adapter)
         self.max_pixels = max_pixels
@@ -80,13 +85,16 @@ class PAEVLLM(PAE):
         self.explain = explain
 
     def _prepare(self, items: Sequence[ScoringItem]) -> list[list[dict]]:
-        return [vllm_messages(it, self.rubric_for(it), self.max_pixels, self.explain) for it in items]
+        return [pil_parts(self.messages(it)) for it in items]
+
+    def answer_schema(self, rubric: Rubric) -> dict:
+        return answer_schema(rubric, bool(self.explain))
 
     def _run(self, inputs: list[list[dict]], items: Sequence[ScoringItem]) -> list[EvalResult]:
         rubrics = [self.rubric_for(it) for it in items]
         if self.readout == "expected":
             return self._read(inputs, items, rubrics)
-        params = {r.fingerprint: sampling_params(r, self.max_new_tokens, bool(self.explain)) for r in rubrics}
+        params = {r.fingerprint: sampling_params(self.answer_schema(r), self.max_new_tokens) for r in rubrics}
         outputs = self.llm.chat(inputs, sampling_params=[params[r.fingerprint] for r in rubrics],
                                 lora_request=self.lora, use_tqdm=False)
         return [self.answer_result(it, out.outputs[0].text) for it, out in zip(items, outputs)]
