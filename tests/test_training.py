@@ -335,10 +335,13 @@ def test_pairwise_sft_then_grpo_on_the_tiny_model(tiny_models, demo_built, tmp_p
 
 @pytest.mark.slow
 def test_the_tiny_pairwise_recipe_learns_the_answers_form(tiny_models, demo_built, tmp_path):
-    """The tiny pairwise recipe (demo_tiny_pairwise_sft.yaml: 120 steps on the CPU) teaches the random tiny model the
-    answer's form: decoding freely (no constraint), it writes exactly `{"winner": …, "reason": ""}` for pairs of the
-    test split, in both orders, where the untrained model writes no such answer. The form, not judgement."""
+    """The tiny pairwise recipe (demo_tiny_pairwise_sft.yaml: 360 steps on the CPU) teaches the random tiny model the
+    answer's form: decoding freely (no constraint), it writes exactly `{"winner": …, "reason": ""}` for its training
+    pairs in both orders, where the untrained model writes no such answer. The form, not judgement (its choice of
+    image is a coin it cannot see), and on its training pairs: a random 2-layer model generalises the form poorly to
+    unseen images, which is what `--constrained` is for."""
     from datasets import load_dataset
+    from data import pair_rows
 
     from tangpoetrybench.judging.pairwise import PairItem, load_pairwise_judge
     from tangpoetrybench.judging.prompt import format_pair_answer
@@ -348,14 +351,11 @@ def test_the_tiny_pairwise_recipe_learns_the_answers_form(tiny_models, demo_buil
                                                                         "demo_tiny_pairwise_sft.yaml"),
                              "--model_name_or_path", base, "--dataset_name", str(demo_built), "--output_dir", str(out)],
                    check=True, capture_output=True)
-    test = list(load_dataset(str(demo_built), "images")["test"])
-    by_poem: dict[str, list] = {}
-    for row in test:
-        by_poem.setdefault(row["poem_id"], []).append(row)
-    pairs = [(rows[0], rows[1]) for rows in by_poem.values() if len(rows) > 1][:3]
-    items = [PairItem(a["image_id"], _poem(a), x["image"], y["image"]) for a, b in pairs for x, y in ((a, b), (b, a))]
+    train = load_dataset(str(demo_built), "images")["train"]
+    poem_of_image = {row["image_id"]: _poem(row) for row in train}
+    items = [PairItem(r["pair"], poem_of_image[r["pair"].split("|")[0]], *r["images"]) for r in pair_rows(train)[:8]]
     answers = load_pairwise_judge("pae", model=base, adapter=str(out), max_new_tokens=32).judge(items)
-    assert len(answers) == 6
+    assert len(answers) == 8
     for answer in answers:
         assert answer.status == "ok" and answer.raw == format_pair_answer(answer.winner), answer.raw
     untrained = load_pairwise_judge("pae", model=base, max_new_tokens=32).judge(items[:2])
