@@ -364,7 +364,7 @@ def _explain(args: argparse.Namespace) -> None:
         print()
     if args.out and poem_graph.value is not None and image_graph.value is not None:
         record = {"image_id": args.image_id or f"{args.image.parent.name}/{args.image.stem}", "poem_id": poem.poem_id,
-                  "model": judge.model_name, **judge.settings(), "size": list(judge.sent_image(image).size),
+                  "model": judge.model_name, **judge.settings(), "size": list(judge.sent_size(image)),
                   "poem_graph": poem_graph.value, "image_graph": image_graph.value,
                   **({"random_weights": True} if judge.random_weights else {})}
         with open(args.out, "a", encoding="utf-8") as f:

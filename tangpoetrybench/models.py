@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 import torch
+from packaging.version import Version
 from PIL import Image
 
 from .files import local_or_hub
@@ -68,14 +69,20 @@ def has_random_weights(model: Any) -> bool:
     return bool(getattr(config, RANDOM_WEIGHTS_FLAG, False))
 
 
+def fitted_size(size: tuple[int, int], max_pixels: int) -> tuple[int, int]:
+    """The size `fit_pixels` gives an image of `size`."""
+    w, h = size
+    if w * h <= max_pixels:
+        return w, h
+    scale = math.sqrt(max_pixels / (w * h))
+    return max(1, int(w * scale)), max(1, int(h * scale))
+
+
 def fit_pixels(image: Image.Image, max_pixels: int) -> Image.Image:
     """Shrink (never enlarge) an image so that width × height ≤ max_pixels, keeping its aspect ratio."""
     image = image.convert("RGB")
-    w, h = image.size
-    if w * h <= max_pixels:
-        return image
-    scale = math.sqrt(max_pixels / (w * h))
-    return image.resize((max(1, int(w * scale)), max(1, int(h * scale))), Image.Resampling.BICUBIC)
+    size = fitted_size(image.size, max_pixels)
+    return image if size == image.size else image.resize(size, Image.Resampling.BICUBIC)
 
 
 def from_pretrained(model_class, model: str, **kwargs):
@@ -122,8 +129,7 @@ def quantization_config(quantize: str, device: torch.device):
         import bitsandbytes
     except ImportError:
         raise ImportError(f"--quantize {quantize} needs bitsandbytes: pip install 'tangpoetrybench[quantize]'") from None
-    version = tuple(int(x) for x in bitsandbytes.__version__.split(".")[:2] if x.isdigit())
-    if device.type == "cpu" and version < (0, 48):
+    if device.type == "cpu" and Version(bitsandbytes.__version__) < Version("0.48"):
         raise ValueError(f"--quantize {quantize} on the CPU needs bitsandbytes 0.48 or later (this is "
                          f"{bitsandbytes.__version__}): pip install -U bitsandbytes")
     from transformers import BitsAndBytesConfig

@@ -169,6 +169,18 @@ TINY_PAE_STEPS = 2000
 TINY_PAE_IMAGES = [((64, 48), (20, 90, 120)), ((48, 64), (220, 200, 40)), ((64, 64), (120, 30, 200))]
 
 
+def without_engine(cls, rubric=None, max_pixels: int | None = None, explain: str | None = None):
+    """A vLLM evaluator of class `cls` with no engine (vLLM generates on a GPU only): its request building runs
+    as the evaluator runs it."""
+    from tangpoetrybench.judging.evaluators.base import Evaluator
+    from tangpoetrybench.models import DEFAULT_MAX_PIXELS
+
+    judge = cls.__new__(cls)
+    Evaluator.__init__(judge, rubric)
+    judge.max_pixels, judge.explain = max_pixels or DEFAULT_MAX_PIXELS, explain
+    return judge
+
+
 def tiny_pae_items(rubric_name: str = "tang"):
     """Synthetic images (flat colours) and sample poems, the ones the tiny PAE below was trained on."""
     from tangpoetrybench.judging.evaluators.base import ScoringItem

@@ -6,11 +6,11 @@ import pytest
 import torch
 from PIL import Image
 
-from conftest import Flaky
+from conftest import Flaky, without_engine
 from tangpoetrybench.judging.evaluators import load_evaluator
-from tangpoetrybench.judging.evaluators.base import Evaluator, ScoringItem
+from tangpoetrybench.judging.evaluators.base import ScoringItem
 from tangpoetrybench.models import fit_pixels
-from tangpoetrybench.judging.evaluators.pae_vllm import engine_kwargs, sampling_kwargs, vllm_messages
+from tangpoetrybench.judging.evaluators.pae_vllm import PAEVLLM, engine_kwargs, sampling_kwargs
 from tangpoetrybench.judging.parsing import PARSER_VERSION
 from tangpoetrybench.poems import Poem, sample_poems
 from tangpoetrybench.judging.prompt import answer_schema, build_messages
@@ -171,7 +171,7 @@ def test_load_evaluator_errors():
 def test_vllm_requests_are_the_prompt_builders():
     rubric, poem = load_rubric("tang"), sample_poems()[1]
     image = Image.new("RGB", (2048, 2048))
-    messages = vllm_messages(ScoringItem("x", image, poem), rubric, max_pixels=1024 * 1024)
+    [messages] = without_engine(PAEVLLM, rubric, 1024 * 1024)._prepare([ScoringItem("x", image, poem)])
     reference = build_messages(poem, rubric, image)
     assert messages[0] == reference[0]
     assert messages[1]["content"][0]["type"] == "image_pil" and messages[1]["content"][0]["image_pil"].size == (1024, 1024)
@@ -191,9 +191,7 @@ def test_vllm_pairwise_requests_are_the_pair_prompt_builders():
     from tangpoetrybench.judging.prompt import build_pair_messages, pair_answer_schema
 
     rubric, poem = load_rubric("tang"), sample_poems()[1]
-    judge = PAEVLLMPairwise.__new__(PAEVLLMPairwise)  # no engine: vLLM needs a GPU
-    Evaluator.__init__(judge, rubric)
-    judge.max_pixels, judge.explain = 1024 * 1024, None
+    judge = without_engine(PAEVLLMPairwise, rubric, 1024 * 1024)
     a, b = Image.new("RGB", (2048, 2048), "white"), Image.new("RGB", (300, 200), "black")
     [messages] = judge._prepare([PairScoringItem("x", a, poem, image_b=b)])
     reference = build_pair_messages(poem, rubric, a, b)

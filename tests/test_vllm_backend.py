@@ -20,14 +20,15 @@ from PIL import Image
 
 vllm = pytest.importorskip("vllm", reason="vLLM is not installed (it needs an environment of its own)")
 
+from conftest import without_engine  # noqa: E402
 from tangpoetrybench.judging.evaluators.base import ScoringItem  # noqa: E402
 from tangpoetrybench.models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels  # noqa: E402
 from tangpoetrybench.judging.evaluators.pae_vllm import (  # noqa: E402
     MAX_LORA_RANK,
     engine_kwargs,
+    PAEVLLM,
     pil_parts,
     sampling_params,
-    vllm_messages,
 )
 from tangpoetrybench.poems import sample_poems  # noqa: E402
 from tangpoetrybench.judging.prompt import (  # noqa: E402
@@ -58,7 +59,8 @@ def test_vllm_feeds_the_model_the_same_tokens_as_transformers(qwen, rubric_name,
     model_config, processor = qwen
     rubric, poem = load_rubric(rubric_name), sample_poems()[poem_index]
     image = Image.new("RGB", size, "white")
-    prompt, vllm_ids = vllm_prompt(qwen, vllm_messages(ScoringItem("x", image, poem), rubric))
+    [messages] = without_engine(PAEVLLM, rubric)._prepare([ScoringItem("x", image, poem)])
+    prompt, vllm_ids = vllm_prompt(qwen, messages)
     reference = chat_inputs(processor, [build_messages(poem, rubric, fit_pixels(image, DEFAULT_MAX_PIXELS))])
     assert vllm_ids == reference["input_ids"][0].tolist()
     # The rubric (the system message) comes before the image, so prefix caching shares it across requests.
@@ -180,7 +182,8 @@ def test_explain_mode_on_vllm_feeds_the_same_tokens_and_holds_the_reasons_to_the
     image = Image.new("RGB", (640, 480), "white")
     _, processor = qwen
     reference = chat_inputs(processor, [build_messages(poem, rubric, fit_pixels(image, DEFAULT_MAX_PIXELS), "en")])
-    _, ids = vllm_prompt(qwen, vllm_messages(ScoringItem("x", image, poem), rubric, explain="en"))
+    [messages] = without_engine(PAEVLLM, rubric, explain="en")._prepare([ScoringItem("x", image, poem)])
+    _, ids = vllm_prompt(qwen, messages)
     assert ids == reference["input_ids"][0].tolist()
     accepted = vllm_grammar(qwen, answer_schema(rubric, explain=True), 600)
     scores = {d.key: d.options[0].score for d in rubric.dimensions}

@@ -391,7 +391,7 @@ class Scorer:
         if judge == "SemJudge":
             graphs = (first.extra or {}).get("graphs", {})
             found.drawn = tuple(None if graphs.get(side) is None else
-                                draw_sign_boxes(image, graphs[side], asked.sent_image(image).size)
+                                draw_sign_boxes(image, graphs[side], asked.sent_size(image))
                                 for side, image in (("A", a), ("B", b)))
             found.poem_graph = graph_tree(graphs["poem"], f"《{poem.title}》") if graphs.get("poem") else ""
         return found

@@ -164,28 +164,27 @@ class _Tree:
 
     tokens: list[int]
     parents: list[int]  # a node's parent's index, -1 for a child of the answer so far
+    depths: list[int]  # a node's distance from the answer so far: 0 for its children
     paths: list[list[int]]  # per anchor: its nodes, in order
     own_from: int  # the place in a path from which its tokens are the anchor's own (not shared by every anchor)
 
     @classmethod
     def of(cls, sequences: Sequence[Sequence[int]], fed: int) -> "_Tree":
         shared = max(_common_prefix(sequences), fed)
-        tokens, parents, paths, index = [], [], [], {}
+        tokens, parents, depths, paths, index = [], [], [], [], {}
         for seq in sequences:
             path, parent = [], -1
-            for depth in range(fed, len(seq)):
-                key = tuple(seq[fed:depth + 1])
+            for depth in range(len(seq) - fed):
+                key = tuple(seq[fed:fed + depth + 1])
                 if key not in index:
                     index[key] = len(tokens)
-                    tokens.append(seq[depth])
+                    tokens.append(seq[fed + depth])
                     parents.append(parent)
+                    depths.append(depth)
                 parent = index[key]
                 path.append(parent)
             paths.append(path)
-        return cls(tokens, parents, paths, shared - fed)
-
-    def depth(self, node: int) -> int:
-        return 0 if self.parents[node] < 0 else 1 + self.depth(self.parents[node])
+        return cls(tokens, parents, depths, paths, shared - fed)
 
     def sees(self, node: int) -> set[int]:
         """The node and its ancestors: what its attention may look at in the step."""
@@ -232,7 +231,7 @@ def read_batch(model, tokenizer, inputs, rubric: Rubric) -> list[Readout]:
         for b, tree in enumerate(trees):
             n = len(tree.tokens)
             ids[b, :n] = torch.tensor(tree.tokens)
-            depth[b, :n] = torch.tensor([tree.depth(i) for i in range(n)])
+            depth[b, :n] = torch.tensor(tree.depths)
             parent[b, :n] = torch.tensor(tree.parents) + 1
             for i in range(n):
                 within[b, i, list(tree.sees(i))] = True

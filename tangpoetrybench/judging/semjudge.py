@@ -43,7 +43,7 @@ from typing import Any, Callable, Protocol, Sequence
 import yaml
 from PIL import Image
 
-from ..models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels
+from ..models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels, fitted_size
 from ..poems import Poem
 from .pairwise import PairAnswer, PairItem
 
@@ -401,6 +401,10 @@ class SemJudge:
     def sent_image(self, image: Image.Image) -> Image.Image:
         """The image as the model sees it (RGB, within the pixel budget): boxes are in its coordinates."""
         return fit_pixels(image.convert("RGB"), self.max_pixels)
+
+    def sent_size(self, image: Image.Image) -> tuple[int, int]:
+        """The size of `sent_image(image)`, where the boxes are, without resizing the image."""
+        return fitted_size(image.size, self.max_pixels)
 
     def poem_graphs(self, poems: Sequence[Poem]) -> list[StepResult]:
         return self.graphs("poem", [self.poem_key(p) for p in poems], lambda i: poem_messages(poems[i]), "poem_graph",

@@ -16,7 +16,7 @@ from ..prompt import answer_schema, build_messages, with_image_parts
 from ..readout import check_readout, readout_results, vllm_read
 from ...rubric import Rubric
 from .base import EvalResult, Evaluator, ScoringItem
-from ...models import DEFAULT_MAX_PIXELS, fit_pixels, model_label
+from ...models import DEFAULT_MAX_PIXELS, model_label
 from .pae import DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL, PAE, answer_length
 
 MAX_LORA_RANK = 64
@@ -27,12 +27,6 @@ MIN_CHUNK = 256  # requests per LLM.chat call: enough to keep max_num_seqs (64) 
 def pil_parts(messages: list[dict]) -> list[dict]:
     """Messages with their images as vLLM's `image_pil` parts."""
     return with_image_parts(messages, lambda image: {"type": "image_pil", "image_pil": image})
-
-
-def vllm_messages(item: ScoringItem, rubric: Rubric, max_pixels: int = DEFAULT_MAX_PIXELS,
-                  explain: str | None = None) -> list[dict]:
-    """The prompt builder's messages, with the image as vLLM's `image_pil` part."""
-    return pil_parts(build_messages(item.poem, rubric, fit_pixels(item.image, max_pixels), explain))
 
 
 def engine_kwargs(model: str, adapter: str | None, max_num_seqs: int, seed: int = 0, images: int = 1) -> dict:
