@@ -201,3 +201,26 @@ def test_api_pairwise_through_transformers_serve(server, demo_built, tmp_path): 
         assert all(o["usage"]["prompt_tokens"] > 0 for o in row["orders"])  # answered by the server
         assert all(o["extra"]["served_model"] == server["model"] for o in row["orders"])
         assert {o["error_kind"] for o in row["orders"]} <= {None, "parse"}
+
+
+@pytest.mark.slow
+def test_a_pairwise_answer_saved_by_the_repair_round_keeps_its_winner(server, demo_built, tmp_path):  # noqa: F811
+    """The first answer is prose, the repair round's is the form: the order is `repaired`, with the repair's winner
+    and reason (not the first answer parsed again); its raw output stays the first answer."""
+    from tangpoetrybench.judging.evaluators.api import REPAIR_PROMPT
+
+    def answer(request: dict, response: dict) -> dict:
+        repair = request["messages"][-1]["content"] == REPAIR_PROMPT
+        response["choices"][0]["message"]["content"] = (json.dumps({"winner": "B", "reason": "the moon is there"})
+                                                        if repair else "I like the second one.")
+        return response
+
+    with FaultProxy(server["url"], rewrite=answer) as proxy:
+        judge = load_pairwise_judge("api", model=server["model"], base_url=proxy.url, max_new_tokens=8)
+        pairs, load = dataset_pairs(demo_built, "images", "test", pair_table(demo_built, "test").id_pairs()[:1])
+        compare_to_jsonl(judge, pairs, load, tmp_path / "pairs.jsonl")
+        assert len(proxy.requests) == 4  # each order asked, then repaired
+    [row] = read_pair_records(tmp_path / "pairs.jsonl")
+    for order in row["orders"]:
+        assert order["status"] == "repaired" and order["winner"] == "B", order
+        assert order["reason"] == "the moon is there" and order["raw"] == "I like the second one."

@@ -48,7 +48,9 @@ class PairwiseMode:
 
     def answer_result(self, item: ScoringItem, answer: str) -> EvalResult:
         parsed = parse_pair_answer(answer)
-        return self.result(item, {}, None, answer, parsed.status, parsed.error)
+        result = self.result(item, {}, None, answer, parsed.status, parsed.error)
+        result.evidence = {"winner": parsed.winner, "reason": parsed.reason}  # read back by `pair_answer`
+        return result
 
     def judge(self, items: list[PairItem]) -> list[PairAnswer]:
         """One answer per ordered question, in order; a failure of one question is its own failed answer."""
@@ -58,16 +60,17 @@ class PairwiseMode:
 
 
 def pair_answer(result: EvalResult) -> PairAnswer:
-    """A scored pairwise item as the compare machinery's answer."""
-    parsed = parse_pair_answer(result.raw_output) if result.raw_output is not None else None
+    """A scored pairwise item as the compare machinery's answer: the winner and reason `answer_result` read, which
+    after a repair round are the repair's (the raw output stays the first answer)."""
+    parsed = result.evidence or {}
     usage = result.usage
     # what a served judge's answer was constrained to, where it says (see `APIJudge._record`)
     extra = {k: result.settings[k] for k in ("response_format", "served_model") if k in result.settings}
-    if parsed is None or parsed.winner is None:
-        error = result.error or (parsed.error if parsed else None)
-        return PairAnswer(None, result.raw_output, "failed", error, usage=usage, extra=extra,
+    if parsed.get("winner") is None:
+        return PairAnswer(None, result.raw_output, "failed", result.error, usage=usage, extra=extra,
                           error_kind=result.error_kind or "parse")
-    return PairAnswer(parsed.winner, result.raw_output, parsed.status, parsed.error, parsed.reason, usage, extra)
+    return PairAnswer(parsed["winner"], result.raw_output, result.parse_status, result.error, parsed["reason"], usage,
+                      extra)
 
 
 class PAEPairwise(PairwiseMode, PAE):
