@@ -24,7 +24,7 @@ import torch
 from PIL import Image
 
 from .judging.evaluators import load_evaluator
-from .judging.evaluators.base import EvalResult, Evaluator, as_poem, rgb_item
+from .judging.evaluators.base import EvalResult, Evaluator, as_poem
 from .poems import Poem
 
 
@@ -94,8 +94,8 @@ class PAEReward:
         if len(images) != len(prompts):
             raise ValueError(f"{len(images)} images but {len(prompts)} prompts")
         metadata = metadata if metadata is not None else [None] * len(images)
-        items = [rgb_item(str(i), im, self.poem(p, m, i)) for i, (im, p, m) in enumerate(zip(images, prompts, metadata))]
-        return [r for s in range(0, len(items), self.batch_size) for r in self.evaluator.score(items[s:s + self.batch_size])]
+        poems = [self.poem(p, m, i) for i, (p, m) in enumerate(zip(prompts, metadata))]
+        return self.evaluator(images, poems, batch_size=self.batch_size)
 
     def __call__(self, images: Any, prompts: Sequence[Any], metadata: Sequence[Mapping] | None = None
                  ) -> tuple[np.ndarray, dict[str, Any]]:

@@ -220,6 +220,7 @@ class PairAnswerConstraint(LogitsProcessor):
         ids = {i for p in (PAIR_PREFIX, PAIR_MIDDLE, PAIR_END, "A", "B") for i in tokenizer.encode(p, add_special_tokens=False)}
         self.fixed = {i: tokenizer.decode([i]) for i in sorted(ids)}
         self.free, self.closing = _reason_tokens(tokenizer)
+        self.quote = tokenizer.encode('"', add_special_tokens=False)[0]
         shortest = len(tokenizer.encode(PAIR_PREFIX + "A" + PAIR_MIDDLE + PAIR_END, add_special_tokens=False))
         if budget < shortest + CLOSE_RESERVE:
             raise ValueError(f"--max-new-tokens {budget} is too few for the pairwise answer: its fixed text alone takes "
@@ -237,9 +238,11 @@ class PairAnswerConstraint(LogitsProcessor):
                 mask[row, self.eos] = 0
             elif where == "reason":
                 closing = [i for i, piece in self.closing if pair_state(text + piece)[0] != "bad"]
-                mask[row, closing or [self.tokenizer.encode('"', add_special_tokens=False)[0]]] = 0
+                mask[row, closing or [self.quote]] = 0
                 if len(ids) < self.budget - CLOSE_RESERVE:
-                    mask[row, self.free.to(scores.device)] = 0
+                    if self.free.device != scores.device:  # moved once, not copied at every step
+                        self.free = self.free.to(scores.device)
+                    mask[row, self.free] = 0
             else:
                 allowed = [i for i, piece in self.fixed.items() if pair_state(text + piece)[0] != "bad"]
                 if where == "literal":
