@@ -193,11 +193,13 @@ def compute_report(inputs: ReportInputs, scores: list[Path] = (), split: str = "
     generators = sorted({r["generator"] for r in rows})
     rng = np.random.default_rng(seed)
     table2, table2_ci = table2_means(rows, generators, keys + ["quality", "recognizability"], n_bootstrap, rng)
-    recognition, scores = recognition_results(inputs.split_images(split), scores, n_bootstrap, seed)
-    split_floor = noise_floor(rating_table_of(inputs.split_ratings(split), rubric)) if scores else None
+    split_rows, split_ratings = inputs.split_images(split), rating_table_of(inputs.split_ratings(split), rubric)
+    recognition, scores = recognition_results(split_rows, scores, n_bootstrap, seed)
+    split_floor = noise_floor(split_ratings) if scores else None
     table4: list[Table4] = []
     for path in scores:
-        table4.append(table4_of(inputs, Path(path), split, n_bootstrap, seed, [t.evaluator for t in table4]))
+        taken = [t.evaluator for t in table4]
+        table4.append(table4_of(inputs, split_rows, Path(path), split, n_bootstrap, seed, taken))
     return ReportData(
         dataset=inputs.dataset, synthetic=inputs.synthetic, split=split, n_bootstrap=n_bootstrap, seed=seed,
         rows=rows, generators=generators, table2=table2, table2_ci=table2_ci,
@@ -207,8 +209,8 @@ def compute_report(inputs: ReportInputs, scores: list[Path] = (), split: str = "
                             generators),
         table3_ocr=ocr_table3(rows, ocr) if ocr is not None else None, recognition=recognition,
         explanations=explanations(rows, scores, graphs, rubric),
-        pairwise=compute_pairwise(pair_table_of(inputs.split_images(split)), rating_table_of(inputs.split_ratings(split),
-                                  rubric), [*scores, *pairs], split, n_bootstrap, seed) if [*scores, *pairs] else None,
+        pairwise=compute_pairwise(pair_table_of(split_rows), split_ratings, [*scores, *pairs], split, n_bootstrap,
+                                  seed) if [*scores, *pairs] else None,
         table4=table4, split_floor=split_floor, noise_floor=noise_floor(rating_table_of(inputs.ratings, rubric)),
         findings=compute_findings(rows, inputs.ratings, keys, generators, rubric, table2, n_bootstrap, rng),
     )
@@ -237,13 +239,13 @@ def strong_generators(table2: dict, generators: list[str]) -> list[str]:
     return [g for g in generators if quality[g] / 100 >= best_q / 100 - STRONG_GAP]
 
 
-def table4_of(inputs: ReportInputs, path: Path, split: str, n_bootstrap: int, seed: int, taken: list[str]) -> Table4:
-    """Table 4 for one scores file; a second file of an evaluator already `taken` (say two served judges) is named
-    apart by its file name."""
+def table4_of(inputs: ReportInputs, rows: list[dict], path: Path, split: str, n_bootstrap: int, seed: int,
+              taken: list[str]) -> Table4:
+    """Table 4 for one scores file against the split's image `rows`; a second file of an evaluator already `taken`
+    (say two served judges) is named apart by its file name."""
     evaluator, records = read_scores(path)
     if evaluator in taken:
         evaluator = f"{evaluator} ({path.stem})"
-    rows = inputs.split_images(split)
     data = agreement_data_of(rows, records, tradition_rubric(rows, f"images/{split}"))
     warnings = [matched(data, records, path, f"the {split} split"), scored_on(records, path, inputs.dataset, split)]
     warning = "; ".join(w for w in warnings if w) or None
