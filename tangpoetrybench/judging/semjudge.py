@@ -226,18 +226,15 @@ class ServedChat:
     async def _complete(self, conversations: list[list[dict]], fmt: dict) -> list[Answer]:
         from .evaluators.api import wire_messages
 
-        key = os.environ.get(self.api.api_key_env) or None
-        async with self.api._client(key) as client:
-            slots, stopped = asyncio.Semaphore(self.api.concurrency), asyncio.Event()
+        async def one(client, slots: asyncio.Semaphore, stopped: asyncio.Event, key: str | None, i: int) -> Answer:
+            async with slots:
+                reply = await self.api.request(client, stopped, wire_messages(conversations[i]), fmt, key,
+                                               f"request {i}")
+            if reply is None or reply.error is not None:
+                return Answer("", None, reply.error if reply else "stopped")
+            return Answer(reply.text, reply.usage)
 
-            async def one(i: int, messages: list[dict]) -> Answer:
-                async with slots:
-                    reply = await self.api.request(client, stopped, wire_messages(messages), fmt, key, f"request {i}")
-                if reply is None or reply.error is not None:
-                    return Answer("", None, reply.error if reply else "stopped")
-                return Answer(reply.text, reply.usage)
-
-            return list(await asyncio.gather(*(one(i, m) for i, m in enumerate(conversations))))
+        return await self.api.each(len(conversations), one)
 
 
 class LocalChat:

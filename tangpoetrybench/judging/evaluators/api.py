@@ -41,7 +41,7 @@ import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from urllib.parse import urlparse
 
 from PIL import Image
@@ -258,11 +258,16 @@ class APIJudge(PAE):
         return run_coroutine(self._judge(inputs, items))
 
     async def _judge(self, inputs: list[list[dict]], items: Sequence[ScoringItem]) -> list[EvalResult]:
+        return await self.each(len(items), lambda client, slots, stopped, key, i: self._ask(
+            client, slots, stopped, inputs[i], items[i], key))
+
+    async def each(self, n: int, ask: Callable[..., Awaitable[Any]]) -> list[Any]:
+        """`ask(client, slots, stopped, key, i)` for i in range(n), concurrently, under one client, this judge's
+        concurrency slots and its key; a refused key (`RunStopped`) cancels the rest and is raised."""
         key = os.environ.get(self.api_key_env) or None
         async with self._client(key) as client:
             slots, stopped = asyncio.Semaphore(self.concurrency), asyncio.Event()
-            tasks = [asyncio.ensure_future(self._ask(client, slots, stopped, messages, item, key))
-                     for messages, item in zip(inputs, items)]
+            tasks = [asyncio.ensure_future(ask(client, slots, stopped, key, i)) for i in range(n)]
             try:
                 return list(await asyncio.gather(*tasks))
             except RunStopped:
