@@ -29,19 +29,17 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from PIL import Image
 
 from ..dataset.reading import dataset_rows
 from ..poems import Poem
-from .evaluators.base import TRANSIENT
-from .scoring import read_done
+from .scoring import MODEL_FAILURES, chunks, read_done
 
 WINNERS = ("A", "B")
 STATUSES = ("ok", "repaired", "failed")
 ORDERS = ("xy", "yx")  # x (the pair's first image id) shown first, then second
-RETRIED = ("model", TRANSIENT)  # failures a rerun asks again
 DEFAULT_BATCH_SIZE = 8
 
 
@@ -174,7 +172,7 @@ def position_bias(records: Iterable[dict]) -> dict[str, Any]:
 def pair_record(pair: Pair, judge: PairwiseJudge, answers: Sequence[PairAnswer]) -> dict[str, Any]:
     """One JSON record: the pair, who judged it with what settings, both orders' answers and the verdict."""
     orders = [{"order": order, **asdict(answer)} for order, answer in zip(ORDERS, answers)]
-    retry = next((a.error_kind for a in answers if a.error_kind in RETRIED), None)
+    retry = next((a.error_kind for a in answers if a.error_kind in MODEL_FAILURES), None)
     return {"pair_id": pair.pair_id, "poem_id": pair.poem.poem_id, "x": pair.x, "y": pair.y, "judge": judge.name,
             "model": judge.model_name, "settings": judge.settings(), "random_weights": judge.random_weights,
             "orders": orders, "verdict": verdict(*answers), "error_kind": retry}
@@ -191,7 +189,7 @@ def final_pair_records(records: Iterable[dict]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for record in records:
         held = out.get(record["pair_id"])
-        if held is None or held.get("error_kind") in RETRIED:
+        if held is None or held.get("error_kind") in MODEL_FAILURES:
             out[record["pair_id"]] = record
     return out
 
@@ -218,11 +216,6 @@ class CompareSummary:
     bias: dict[str, Any]  # position_bias over the whole file
 
 
-def _batches(pairs: Sequence[Pair], size: int) -> Iterator[Sequence[Pair]]:
-    for start in range(0, len(pairs), size):
-        yield pairs[start:start + size]
-
-
 def compare_to_jsonl(judge: PairwiseJudge, pairs: Sequence[Pair], load: Callable[[str], Image.Image], out: Path | str,
                      batch_size: int = DEFAULT_BATCH_SIZE, progress: Callable[[int], None] | None = None) -> CompareSummary:
     """Ask `judge` every pair not yet in `out`, in both orders, appending one record per pair. `load` gives an
@@ -234,11 +227,11 @@ def compare_to_jsonl(judge: PairwiseJudge, pairs: Sequence[Pair], load: Callable
         raise ValueError("the pairs to compare repeat a pair")
     records = read_pair_records(out, repair=True)
     check_same_run(records, judge, out)
-    done = {i for i, r in final_pair_records(records).items() if r.get("error_kind") not in RETRIED}
+    done = {i for i, r in final_pair_records(records).items() if r.get("error_kind") not in MODEL_FAILURES}
     todo = [p for p in pairs if p.pair_id not in done]
     judged = failed = 0
     with open(out, "a", encoding="utf-8") as f:
-        for batch in _batches(todo, batch_size):
+        for batch in chunks(todo, batch_size):
             images = {i: load(i) for p in batch for i in (p.x, p.y)}
             items = [PairItem(p.pair_id, p.poem, images[a], images[b])
                      for p in batch for a, b in ((p.x, p.y), (p.y, p.x))]

@@ -267,7 +267,8 @@ def _check_same_run(records: list[dict], evaluator: Evaluator, out: Path) -> Non
 T = TypeVar("T")
 
 
-def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
+def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """Lists of `size` items in order (the last one shorter), from any iterable."""
     iterator = iter(items)
     while chunk := list(islice(iterator, size)):
         yield chunk
@@ -284,7 +285,7 @@ class PreparedBatches(torch.utils.data.IterableDataset):
         info = torch.utils.data.get_worker_info()
         worker, workers = (info.id, info.num_workers) if info else (0, 1)
         items = (it for it in islice(self.source, self.limit) if it.image_id in self.todo)
-        for index, batch in enumerate(_chunks(items, self.batch_size)):
+        for index, batch in enumerate(chunks(items, self.batch_size)):
             if index % workers == worker:
                 yield self.evaluator.prepare([it.load() for it in batch])
 
