@@ -25,7 +25,7 @@ def module_name(path: Path, root: Path) -> str:
 
 def level(module: str) -> int:
     """0 for the core modules, then each room in pipeline order, and the top last."""
-    if module in TOP:
+    if module in TOP or module.startswith("tangpoetrybench.cli."):
         return len(ROOMS) + 1
     parts = module.split(".")
     return ROOMS.index(parts[1]) + 1 if len(parts) > 2 and parts[1] in ROOMS else 0

@@ -1,0 +1,50 @@
+"""`tpb agree`: how well an evaluator's scores agree with the human ones, with intervals and the human noise floor."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+SUMMARY = "how well an evaluator's scores agree with the human ones, with intervals and the human noise floor"
+EXAMPLE = 'tpb agree --dataset sample/dataset --scores scores.jsonl --out agree.json'
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", required=True, help="a built dataset folder or Hub id")
+    p.add_argument("--scores", type=Path, required=True, help="one evaluator's results (tpb score --out)")
+    p.add_argument("--config", default="images", choices=["images", "unseen_generator", "song_ci"],
+                   help="the held-out poems, or a generalization test; the rubric follows the poems' tradition")
+    p.add_argument("--split", default="test", help="the split the scores cover")
+    p.add_argument("--bootstrap", type=int, default=10_000, help="resamples of poems for the 95%% intervals (0: none)")
+    p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+    p.add_argument("--out", type=Path, help="also write every figure as JSON here")
+    p.add_argument("--margin", type=float, default=0.05,
+                   help="human pairs: two images of a poem whose human quality differs by at least this")
+    p.add_argument("--literal-bias", action="store_true",
+                   help="also the literal-bias test: accuracy when the more recognizable image wins minus when the "
+                        "less recognizable one does, with a bootstrap bound, Cohen's d and a permutation p")
+
+
+def run(args: argparse.Namespace) -> None:
+    import json
+
+    from ..stats.agree import RANDOM_WEIGHTS_NOTE, agree, format_table
+    from ..stats.pairs import format_pairs, is_pair_file, pair_agreement
+    from ..stats.recognition import agree_recognition, format_recognition, is_recognize_file
+
+    pairwise = is_pair_file(args.scores)  # tpb compare's pair records: only the pairwise statistics apply
+    if not pairwise and is_recognize_file(args.scores):  # the recognize judge against the human Phase-1 track
+        result = agree_recognition(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap,
+                                   seed=args.seed, config=args.config)
+        print(format_recognition(result, [RANDOM_WEIGHTS_NOTE] if result["random_weights"] else []))
+    else:
+        result = {} if pairwise else agree(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap,
+                                           seed=args.seed, config=args.config, margin=args.margin)
+        result["pairs"] = pair_agreement(args.dataset, args.scores, args.split, args.config, args.margin,
+                                         args.bootstrap, args.seed, with_literal_bias=args.literal_bias)
+        print(("" if pairwise else format_table(result) + "\n\n") + format_pairs(result["pairs"]))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        print(f"\nWrote {args.out}")

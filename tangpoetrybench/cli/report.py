@@ -1,0 +1,35 @@
+"""`tpb report`: the paper's human-data analysis of a built dataset, as Markdown, HTML and JSON."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+SUMMARY = "the paper's human-data analysis of a built dataset, as Markdown, HTML and JSON"
+EXAMPLE = 'tpb report --dataset sample/dataset --out report/ --scores scores.jsonl --ocr ocr.jsonl'
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", required=True, help="a built dataset folder or Hub id")
+    p.add_argument("--out", type=Path, required=True, help="the report folder (report.md, report.html, numbers.json)")
+    p.add_argument("--scores", type=Path, nargs="*", action="extend",
+                   help="evaluators' results (tpb score), one file each: Table 4 (repeat the option, or list the files)")
+    p.add_argument("--pairs", type=Path, nargs="*", action="extend", help="pairwise judges' results (tpb compare), one "
+                   "file each: Tables 4P, 4L and 6 beside the --scores evaluators")
+    p.add_argument("--ocr", type=Path, metavar="OCR.jsonl",
+                   help="text-ocr results (tpb score --evaluator text-ocr): Table 3 from the OCR beside the "
+                        "adjudicated one, with precision and recall per issue type")
+    p.add_argument("--split", default="test", help="the split the scores cover")
+    p.add_argument("--bootstrap", type=int, default=10_000, help="resamples for the 95%% intervals")
+    p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+    p.add_argument("--graphs", type=Path, metavar="GRAPHS.jsonl",
+                   help="SemJudge graphs (tpb explain --out): one image's graph per generator in the report")
+
+
+def run(args: argparse.Namespace) -> None:
+    from ..reporting.report import build_report, write_report
+
+    out = write_report(build_report(args.dataset, args.scores or [], split=args.split, n_bootstrap=args.bootstrap,
+                                    seed=args.seed, ocr=args.ocr, graphs=args.graphs, pairs=args.pairs or []), args.out)
+    print(f"Wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'numbers.json'} and {out / 'figures'}/")
