@@ -21,7 +21,8 @@ from PIL import Image
 
 from _models import build_model, tiny_processor
 from tangpoetrybench.judging.evaluators.base import ScoringItem
-from tangpoetrybench.judging.evaluators.pae import PAE
+from tangpoetrybench.judging.backends.transformers import TransformersBackend
+from tangpoetrybench.judging.registry import pae_on
 from tangpoetrybench.judging.prompt import format_answer
 from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.rubric import load_rubric
@@ -78,7 +79,9 @@ def main() -> None:
     else:
         model = mid_model(processor).to(device)
     kind = "smoke" if args.smoke else "Qwen3-VL-8B architecture" if args.full else "mid-size Qwen3-VL"
-    pae = PAE.from_loaded(model, processor, model_name=kind, rubric="tang")
+    backend = TransformersBackend.from_loaded(model, processor, model_name=kind)
+    read = pae_on(backend, readout="expected", rubric="tang")
+    constrained = pae_on(backend, constrained=True, max_new_tokens=256, rubric="tang")
     rubric = load_rubric("tang")
     answer_tokens = len(processor.tokenizer.encode(format_answer({k: 0.67 for k in rubric.keys}, rubric))) + 1
     side = args.pixels or (1024 if args.full else 256)
@@ -94,21 +97,19 @@ def main() -> None:
     for size in sizes:
         items = [ScoringItem(f"bench/{i}", Image.new("RGB", (side, side), (i * 37 % 256, 120, 90)),
                              poems[i % len(poems)]) for i in range(size)]
-        inputs = pae._prepare(items)
-        prompt_tokens = int(inputs["input_ids"].shape[1])
+        read_inputs, decode_inputs = read._prepare(items), constrained._prepare(items)
+        [(_, tokens)] = decode_inputs[1]
+        prompt_tokens = int(tokens["input_ids"].shape[1])
 
-        def decode(constrained: bool):
-            pae.constrained, pae.readout = constrained, "decode"
-            if constrained:
-                pae.max_new_tokens = 256
-                return pae._run(inputs, items)
+        def decode(constrain: bool):
+            if constrain:
+                return constrained._run(decode_inputs, items)
             with torch.inference_mode():
-                model.generate(**inputs.to(device), do_sample=False, max_new_tokens=answer_tokens,
+                model.generate(**tokens.to(device), do_sample=False, max_new_tokens=answer_tokens,
                                min_new_tokens=answer_tokens, pad_token_id=processor.tokenizer.pad_token_id)
 
         def readout():
-            pae.constrained, pae.readout = False, "expected"
-            return pae._run(inputs, items)
+            return read._run(read_inputs, items)
 
         readout()  # warm-up
         row = {"batch_size": size, "prompt_tokens": prompt_tokens,

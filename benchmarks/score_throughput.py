@@ -31,7 +31,8 @@ import torch
 from PIL import Image
 
 from tangpoetrybench.models import chat_inputs
-from tangpoetrybench.judging.evaluators.pae import PAE
+from tangpoetrybench.judging.backends.transformers import TransformersBackend
+from tangpoetrybench.judging.registry import pae_on
 from tangpoetrybench.poems import sample_poems, write_poems
 from tangpoetrybench.judging.prompt import build_messages
 from tangpoetrybench.rubric import load_rubric
@@ -138,7 +139,8 @@ def main() -> None:
 def end_to_end(args, model, processor, device, batch_sizes, answer_tokens: int, size: int) -> None:
     """images/s of `score_to_jsonl` over PNG files, per batch size: decode, resize, processor, generate, parse, write."""
     model.generation_config.min_new_tokens = answer_tokens  # every answer as long, whatever random weights say
-    pae = PAE.from_loaded(model, processor, model_name="random weights", max_new_tokens=answer_tokens)
+    pae = pae_on(TransformersBackend.from_loaded(model, processor, model_name="random weights"),
+                 max_new_tokens=answer_tokens)
     poems = [p for p in sample_poems() if p.tradition == "tang"]
     n = max(args.images or 4 * max(batch_sizes), max(batch_sizes))
     rows = []

@@ -169,16 +169,16 @@ TINY_PAE_STEPS = 2000
 TINY_PAE_IMAGES = [((64, 48), (20, 90, 120)), ((48, 64), (220, 200, 40)), ((64, 64), (120, 30, 200))]
 
 
-def without_engine(cls, rubric=None, max_pixels: int | None = None, explain: str | None = None):
-    """A vLLM evaluator of class `cls` with no engine (vLLM generates on a GPU only): its request building runs
-    as the evaluator runs it."""
-    from tangpoetrybench.judging.evaluators.base import Evaluator
+def without_engine(task, rubric=None, max_pixels: int | None = None):
+    """A judge of `task` on the vLLM backend with no engine (vLLM generates on a GPU only): its questions and requests
+    are built as the judge builds them."""
+    from tangpoetrybench.judging.backends.vllm import VLLMBackend
+    from tangpoetrybench.judging.judge import Judge
     from tangpoetrybench.models import DEFAULT_MAX_PIXELS
 
-    judge = cls.__new__(cls)
-    Evaluator.__init__(judge, rubric)
-    judge.max_pixels, judge.explain = max_pixels or DEFAULT_MAX_PIXELS, explain
-    return judge
+    backend = VLLMBackend.__new__(VLLMBackend)
+    backend.model_name, backend.random_weights, backend.lora = "engineless", False, None
+    return Judge("pae", task, backend, max_pixels=max_pixels or DEFAULT_MAX_PIXELS, rubric=rubric)
 
 
 def tiny_pae_items(rubric_name: str = "tang"):

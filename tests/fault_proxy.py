@@ -3,8 +3,10 @@ planned faults (429 with Retry-After, 503, a dropped connection, an answer held 
 checks an API key, refuses requests that carry a given field, can delay every answer by a fixed time (the
 concurrency benchmark), can put planned answers in place of the real server's first ones (a malformed answer,
 then a good one: the repair round) can strip fields the server refuses from requests (`strip_fields`), and can rewrite the real server's answers (`rewrite(request, response) ->
-response`, on the decoded JSON of a chat completion: a model whose answers the test decides, or a response in a format the server cannot make, such as logprobs). Everything else goes
-to the real server and back unchanged."""
+response`, on the decoded JSON of a chat completion: a model whose answers the test decides, or a response in a format the server cannot make, such as logprobs). Hostile
+answers, for the client's bounds: a 307 redirect to another origin (`redirect_to`), a 16 MB answer, the real answer sent
+one byte at a time until the client gives up (`sent` counts the bytes it got), a 200 whose body is an error object.
+Everything else goes to the real server and back unchanged."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 from urllib.parse import urlparse
 
-FAULTS = ("429", "503", "drop", "slow")
+FAULTS = ("429", "503", "drop", "slow", "redirect", "huge", "trickle", "error200")
 
 
 class FaultProxy:
@@ -29,7 +31,7 @@ class FaultProxy:
     def __init__(self, upstream: str, faults: list[str] = (), delay: float = 0.0,
                  key: str | None = None, refuse_field: str | None = None, retry_after: str = "1", port: int = 0,
                  answers: list[str | None] = (), rewrite: Callable[[dict, dict], dict] | None = None,
-                 strip_fields: tuple[str, ...] = ()):
+                 strip_fields: tuple[str, ...] = (), redirect_to: str | None = None):
         assert all(f in FAULTS for f in faults), faults
         self.upstream = urlparse(upstream)
         self.faults, self.delay, self.key = list(faults), delay, key
@@ -37,6 +39,8 @@ class FaultProxy:
         self.refuse_field, self.retry_after, self.port = refuse_field, retry_after, port
         self.rewrite = rewrite
         self.strip_fields = strip_fields
+        self.redirect_to = redirect_to
+        self.sent = 0  # bytes of a trickled answer the client received before it gave up
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
@@ -96,6 +100,13 @@ class FaultProxy:
         if fault == "drop":
             h.close_connection = True  # no answer: the client sees the connection closed
             return None
+        if fault == "redirect":
+            return self.answer(h, 307, b"", {"Location": self.redirect_to + h.path})
+        if fault == "error200":
+            return self.answer(h, 200, {"error": {"message": "the model's worker crashed", "code": 500}})
+        if fault == "huge":
+            content = "x" * (16 * 2**20)
+            return self.answer(h, 200, {"choices": [{"message": {"role": "assistant", "content": content}}]})
         if self.strip_fields and fields:
             body = json.dumps({k: v for k, v in fields.items() if k not in self.strip_fields}).encode()
         upstream = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port)
@@ -114,6 +125,8 @@ class FaultProxy:
             data = json.dumps(self.rewrite(fields, json.loads(data))).encode()
         if fault == "slow":
             return self.hold_until_closed(h)
+        if fault == "trickle":
+            return self.trickle(h, data)
         time.sleep(self.delay)
         return self.answer(h, response.status, data)
 
@@ -125,6 +138,22 @@ class FaultProxy:
             while h.connection.recv(1):  # the client sends nothing more; b"" is its close
                 pass
         except OSError:
+            pass
+        h.close_connection = True
+
+    def trickle(self, h: BaseHTTPRequestHandler, data: bytes) -> None:
+        """The answer's headers, then its body one byte at a time until the client closes the connection."""
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        try:
+            for i in range(len(data)):
+                h.wfile.write(data[i:i + 1])
+                h.wfile.flush()
+                self.sent = i + 1
+                time.sleep(0.05)
+        except (BrokenPipeError, ConnectionResetError):
             pass
         h.close_connection = True
 

@@ -13,9 +13,10 @@ import pytest
 from PIL import Image
 
 from tangpoetrybench.judging.constrained import pair_state
-from tangpoetrybench.judging.pairwise import (Pair, PairAnswer, compare_to_jsonl, dataset_pairs,
-                                              load_pairwise_judge, pair_id, pairwise_judges, position_bias,
-                                              read_pair_records, register_pairwise_judge, verdict)
+from tangpoetrybench.judging.evaluators import load_evaluator
+from tangpoetrybench.judging.pairwise import (Pair, PairAnswer, compare_to_jsonl, dataset_pairs, pair_id, position_bias,
+                                              read_pair_records, verdict)
+from tangpoetrybench.judging.registry import evaluator_names
 from tangpoetrybench.judging.parsing import parse_pair_answer
 from tangpoetrybench.judging.prompt import build_pair_messages, pair_answer_schema
 from tangpoetrybench.poems import sample_poems
@@ -106,12 +107,13 @@ def test_compare_asks_both_orders_and_resumes(tmp_path):
     assert compare_to_jsonl(BrightJudge(), pairs[:1], images.__getitem__, out2).judged == 0
 
 
-def test_registry_and_a_registered_judge(tmp_path):
-    assert {"pae", "api"} <= set(pairwise_judges())
-    register_pairwise_judge("bright", BrightJudge)
-    assert isinstance(load_pairwise_judge("bright", setting=3, kind=None), BrightJudge)
-    with pytest.raises(ValueError, match="unknown pairwise judge"):
-        load_pairwise_judge("nope")
+def test_the_registry_lists_the_pairwise_judges():
+    assert {"pae", "api", "semjudge"} <= set(evaluator_names("pairwise"))
+    assert "clipscore" not in evaluator_names("pairwise") and "semjudge" not in evaluator_names("pointwise")
+    with pytest.raises(ValueError, match="unknown evaluator 'nope'"):
+        load_evaluator("nope", task="pairwise")
+    with pytest.raises(ValueError, match="clipscore answers scalar, not pairwise"):
+        load_evaluator("clipscore", task="pairwise")
 
 
 def test_pair_choices_follow_the_table_whatever_the_record_order(demo_built, tmp_path):
@@ -183,8 +185,8 @@ def test_pae_pairwise_on_the_tiny_model_both_orders_resumes(tiny_models, demo_bu
 def test_api_pairwise_through_transformers_serve(server, demo_built, tmp_path):  # noqa: F811
     out = tmp_path / "api_pairs.jsonl"
     with FaultProxy(server["url"], faults=["503"]) as proxy:
-        judge = load_pairwise_judge("api", model=server["model"], base_url=proxy.url, max_new_tokens=8,
-                                    concurrency=2, backoff=0.01, repair=0)  # requests counted: no repair round
+        judge = load_evaluator("api", task="pairwise", model=server["model"], base_url=proxy.url, max_new_tokens=8,
+                               concurrency=2, backoff=0.01, repair=0)  # requests counted: no repair round
         pairs, load = dataset_pairs(demo_built, "images", "test", pair_table(demo_built, "test").id_pairs()[:3])
         summary = compare_to_jsonl(judge, pairs[:2], load, out)
         assert summary.judged == 2
@@ -207,20 +209,20 @@ def test_api_pairwise_through_transformers_serve(server, demo_built, tmp_path): 
 def test_a_pairwise_answer_saved_by_the_repair_round_keeps_its_winner(server, demo_built, tmp_path):  # noqa: F811
     """The first answer is prose, the repair round's is the form: the order is `repaired`, with the repair's winner
     and reason (not the first answer parsed again); its raw output stays the first answer."""
-    from tangpoetrybench.judging.evaluators.api import REPAIR_PROMPT
+    from tangpoetrybench.judging.tasks.scores import REPAIR_PROMPT
 
     def answer(request: dict, response: dict) -> dict:
         repair = request["messages"][-1]["content"] == REPAIR_PROMPT
         response["choices"][0]["message"]["content"] = (json.dumps({"winner": "B", "reason": "the moon is there"})
-                                                        if repair else "I like the second one.")
+                                                        if repair else "Both are lovely, in their ways.")
         return response
 
     with FaultProxy(server["url"], rewrite=answer) as proxy:
-        judge = load_pairwise_judge("api", model=server["model"], base_url=proxy.url, max_new_tokens=8)
+        judge = load_evaluator("api", task="pairwise", model=server["model"], base_url=proxy.url, max_new_tokens=8)
         pairs, load = dataset_pairs(demo_built, "images", "test", pair_table(demo_built, "test").id_pairs()[:1])
         compare_to_jsonl(judge, pairs, load, tmp_path / "pairs.jsonl")
         assert len(proxy.requests) == 4  # each order asked, then repaired
     [row] = read_pair_records(tmp_path / "pairs.jsonl")
     for order in row["orders"]:
         assert order["status"] == "repaired" and order["winner"] == "B", order
-        assert order["reason"] == "the moon is there" and order["raw"] == "I like the second one."
+        assert order["reason"] == "the moon is there" and order["raw"] == "Both are lovely, in their ways."

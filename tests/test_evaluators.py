@@ -10,7 +10,9 @@ from conftest import Flaky, without_engine
 from tangpoetrybench.judging.evaluators import load_evaluator
 from tangpoetrybench.judging.evaluators.base import ScoringItem
 from tangpoetrybench.models import fit_pixels
-from tangpoetrybench.judging.evaluators.pae_vllm import PAEVLLM, engine_kwargs, sampling_kwargs
+from tangpoetrybench.judging.backends.vllm import engine_kwargs, sampling_kwargs
+from tangpoetrybench.judging.tasks.pairwise import Pairwise, PairScoringItem
+from tangpoetrybench.judging.tasks.scores import RubricScores
 from tangpoetrybench.judging.parsing import PARSER_VERSION
 from tangpoetrybench.poems import Poem, sample_poems
 from tangpoetrybench.judging.prompt import answer_schema, build_messages
@@ -110,7 +112,7 @@ def test_vqascore_asks_t2v_metrics_question_by_default(tiny_models):
     assert a.settings["question"] == "t2v_metrics" and b.settings["question"] == "poem" and a.quality != b.quality
     with pytest.raises(ValueError, match="unknown VQAScore question 'mine'"):
         load_evaluator("vqascore", model=str(tiny_models["qwen3-vl"]), question="mine")
-    with pytest.raises(ValueError, match="--question applies to vqascore only"):
+    with pytest.raises(ValueError, match="--question does not apply to clipscore"):
         load_evaluator("clipscore", question="poem")
 
 
@@ -162,22 +164,27 @@ def test_fit_pixels():
 def test_load_evaluator_errors():
     with pytest.raises(ValueError, match="unknown evaluator"):
         load_evaluator("fid")
-    with pytest.raises(ValueError, match="applies to pae only"):
+    with pytest.raises(ValueError, match=r"--adapter does not apply to clipscore \(it applies to pae, recognize\)"):
         load_evaluator("clipscore", adapter="x")
-    with pytest.raises(ValueError, match="serves pae only"):
+    with pytest.raises(ValueError, match="--backend does not apply to vqascore"):
         load_evaluator("vqascore", backend="vllm")
+    with pytest.raises(ValueError, match="pae runs on transformers, vllm, not api"):
+        load_evaluator("pae", backend="api")
+    with pytest.raises(ValueError, match="--constrained applies to the transformers backend"):
+        load_evaluator("pae", backend="vllm", constrained=True)
 
 
 def test_vllm_requests_are_the_prompt_builders():
     rubric, poem = load_rubric("tang"), sample_poems()[1]
     image = Image.new("RGB", (2048, 2048))
-    [messages] = without_engine(PAEVLLM, rubric, 1024 * 1024)._prepare([ScoringItem("x", image, poem)])
+    _, [messages], [question] = without_engine(RubricScores(), rubric)._prepare([ScoringItem("x", image, poem)])
     reference = build_messages(poem, rubric, image)
     assert messages[0] == reference[0]
     assert messages[1]["content"][0]["type"] == "image_pil" and messages[1]["content"][0]["image_pil"].size == (1024, 1024)
     assert messages[1]["content"][1] == reference[1]["content"][1]
-    params = sampling_kwargs(answer_schema(rubric), 200)
-    assert params["temperature"] == 0.0 and params["max_tokens"] == 200
+    params = sampling_kwargs(question)
+    assert params["temperature"] == 0.0 and params["max_tokens"] == 256
+    assert params["structured_outputs"]["json"] == answer_schema(rubric)
     assert params["structured_outputs"]["json"]["required"] == list(rubric.keys)
     assert engine_kwargs("m", None, 8)["enable_prefix_caching"] is True and "enable_lora" not in engine_kwargs("m", None, 8)
     assert engine_kwargs("m", "a", 8)["enable_lora"] is True
@@ -187,21 +194,20 @@ def test_vllm_requests_are_the_prompt_builders():
 def test_vllm_pairwise_requests_are_the_pair_prompt_builders():
     """The vLLM pairwise judge's plain-Python half: both images as `image_pil` parts of the pair prompt (A first),
     the pairwise answer's schema, and an engine that takes two images per prompt."""
-    from tangpoetrybench.judging.evaluators.pae_pairwise import PAEVLLMPairwise, PairScoringItem
     from tangpoetrybench.judging.prompt import build_pair_messages, pair_answer_schema
 
     rubric, poem = load_rubric("tang"), sample_poems()[1]
-    judge = without_engine(PAEVLLMPairwise, rubric, 1024 * 1024)
+    judge = without_engine(Pairwise(), rubric)
     a, b = Image.new("RGB", (2048, 2048), "white"), Image.new("RGB", (300, 200), "black")
-    [messages] = judge._prepare([PairScoringItem("x", a, poem, image_b=b)])
+    _, [messages], [question] = judge._prepare([PairScoringItem("x", a, poem, image_b=b)])
     reference = build_pair_messages(poem, rubric, a, b)
     assert messages[0] == reference[0]
     parts = messages[1]["content"]
     assert [p["type"] for p in parts] == ["text", "image_pil", "text", "image_pil", "text"]
     assert parts[1]["image_pil"].size == (1024, 1024) and parts[3]["image_pil"].size == (300, 200)
     assert parts[4] == reference[1]["content"][4]
-    assert judge.answer_schema(rubric) == pair_answer_schema() and judge.images == 2
-    assert engine_kwargs("m", None, 8, images=judge.images)["limit_mm_per_prompt"] == {"image": 2}
+    assert sampling_kwargs(question)["structured_outputs"]["json"] == pair_answer_schema()
+    assert engine_kwargs("m", None, 8, images=2)["limit_mm_per_prompt"] == {"image": 2}
 
 
 def test_vllm_backend_says_what_it_needs():
@@ -251,10 +257,10 @@ def test_a_pickled_evaluator_prepares_without_its_model(tiny_models):
 
     pae = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), max_new_tokens=4)
     copy = pickle.loads(pickle.dumps(pae))
-    assert not hasattr(copy, "model") and hasattr(pae, "model")
+    assert not hasattr(copy.backend, "model") and hasattr(pae.backend, "model")
     items = [ScoringItem("a", Image.new("RGB", (64, 64)), sample_poems()[0])]
     mine, theirs = pae.prepare(items), copy.prepare(items)
-    assert torch.equal(mine.inputs["input_ids"], theirs.inputs["input_ids"])
+    assert torch.equal(mine.inputs[1][0][1]["input_ids"], theirs.inputs[1][0][1]["input_ids"])
     assert pae.run(theirs)[0].raw_output == pae.score(items)[0].raw_output
 
 

@@ -78,16 +78,21 @@ def test_records_keep_reasons_only_when_there_are_some():
 
 
 def test_explain_options(tmp_path, capsys):
-    from tangpoetrybench.cli import main
 
-    with pytest.raises(ValueError, match="--explain applies to the rubric judges"):
+    with pytest.raises(ValueError, match=r"--explain does not apply to clipscore \(it applies to pae, api\)"):
         load_evaluator("clipscore", explain="en")
     judge = load_evaluator("api", model="pae", base_url="http://127.0.0.1:8000/v1", explain="en")
     assert judge.settings()["explain"] == "en" and judge.max_new_tokens == 1536
     assert "explain" not in load_evaluator("api", model="pae", base_url="http://127.0.0.1:8000/v1").settings()
-    assert main(["score", "--images", str(tmp_path), "--poems", "p.jsonl", "--evaluator", "pae", "--reason-language",
-                 "en", "--out", str(tmp_path / "x.jsonl")]) == 2
-    assert "--reason-language applies with --explain only" in capsys.readouterr().err
+    from tangpoetrybench.cli import make_parser
+
+    base = ["score", "--dataset", "d", "--evaluator", "pae", "--out", "x.jsonl"]
+    assert make_parser().parse_args(base + ["--explain"]).explain == "poem"  # the poem's language by default
+    assert make_parser().parse_args(base + ["--explain", "en"]).explain == "en"
+    assert make_parser().parse_args(base).explain is None
+    with pytest.raises(SystemExit):
+        make_parser().parse_args(base + ["--explain", "fr"])
+    assert "invalid choice: 'fr'" in capsys.readouterr().err
 
 
 @pytest.mark.slow

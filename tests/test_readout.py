@@ -46,7 +46,7 @@ def test_quantize_is_refused_where_it_cannot_work(tiny_models):
         quantization_config("8bit", torch.device("mps"))
     with pytest.raises(ValueError, match="unknown --quantize"):
         load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", quantize="3bit")
-    with pytest.raises(ValueError, match="pae only"):
+    with pytest.raises(ValueError, match="--quantize does not apply to clipscore"):
         load_evaluator("clipscore", model=str(tiny_models["clip"]), quantize="4bit")
     with pytest.raises(ValueError, match="nothing to constrain"):
         load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", readout="expected", constrained=True)
@@ -60,10 +60,10 @@ def test_quantized_pae_reads_on_the_cpu(tiny_models, quantize, layer):
     plain = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", readout="expected")
     pae = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), device="cpu", readout="expected",
                          quantize=quantize)
-    kinds = {name: type(module).__name__ for name, module in pae.model.named_modules()}
+    kinds = {name: type(module).__name__ for name, module in pae.backend.model.named_modules()}
     assert kinds["model.language_model.layers.0.mlp.up_proj"] == layer
     assert kinds["lm_head"] == "Linear" and not any(k == layer for n, k in kinds.items() if n.startswith("model.visual"))
-    assert pae.model.get_memory_footprint() < plain.model.get_memory_footprint()
+    assert pae.backend.model.get_memory_footprint() < plain.backend.model.get_memory_footprint()
     assert pae.settings()["quantize"] == quantize
     for result in pae.score(tiny_pae_items()):
         assert result.parse_status == "ok" and 0 <= result.quality <= 1
@@ -74,8 +74,8 @@ def brute_force(pae, item, rubric, values: list[str]) -> dict[str, dict[str, flo
     """Each dimension's anchor distribution, every anchor scored alone: the whole answer (the readout's values
     elsewhere, this anchor here) teacher-forced after the prompt in a forward pass of its own, without a cache or a
     batch; the anchor's probability is that of the answer's tokens up to the anchor's end, normalised over anchors."""
-    tokenizer = pae.processor.tokenizer
-    prompt = chat_inputs(pae.processor, [build_messages(item.poem, rubric, fit_pixels(item.image, DEFAULT_MAX_PIXELS))])
+    tokenizer = pae.backend.processor.tokenizer
+    prompt = chat_inputs(pae.backend.processor, [build_messages(item.poem, rubric, fit_pixels(item.image, DEFAULT_MAX_PIXELS))])
     n = prompt["input_ids"].shape[1]
     found = {}
     for i, key in enumerate(rubric.keys):
@@ -88,7 +88,7 @@ def brute_force(pae, item, rubric, values: list[str]) -> dict[str, dict[str, flo
             inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
             inputs["mm_token_type_ids"] = torch.nn.functional.pad(prompt["mm_token_type_ids"], (0, len(answer)))
             with torch.no_grad():
-                logits = pae.model(**inputs).logits[0, n - 1:n - 1 + through].double()
+                logits = pae.backend.model(**inputs).logits[0, n - 1:n - 1 + through].double()
             logps.append(torch.log_softmax(logits, -1).gather(-1, torch.tensor(answer[:through])[:, None]).sum().item())
         total = torch.logsumexp(torch.tensor(logps, dtype=torch.float64), 0).item()
         found[key] = {a.text: math.exp(lp - total) for a, lp in zip(anchors(rubric, key), logps)}

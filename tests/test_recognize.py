@@ -17,46 +17,53 @@ import pytest
 from tangpoetrybench.cli import main
 from tangpoetrybench.dataset.distractors import choose_distractors, read_candidates, write_candidates
 from tangpoetrybench.dataset.reading import dataset_rows
+from tangpoetrybench.judging.backends import Answer, Question
+from tangpoetrybench.judging.backends.vllm import choice_probs, sampling_kwargs
 from tangpoetrybench.judging.evaluators import load_evaluator
-from tangpoetrybench.judging.evaluators.base import Evaluator, ScoringItem
-from tangpoetrybench.judging.evaluators.recognize import (OrderAnswer, Recognizer, letter_probs, order_set,
-                                                          vllm_sampling_kwargs)
+from tangpoetrybench.judging.evaluators.base import ScoringItem
+from tangpoetrybench.judging.judge import Judge
 from tangpoetrybench.judging.parsing import parse_letter
 from tangpoetrybench.judging.prompt import build_recognize_messages
 from tangpoetrybench.judging.scoring import DatasetSource, read_done, score_to_jsonl
+from tangpoetrybench.judging.tasks.letter import Recognize, order_set
 from tangpoetrybench.poems import Poem, read_poems
 from tangpoetrybench.stats.recognition import agree_recognition
 
 
+class Simulated(Recognize):
+    """The Phase-1 task, its questions telling a SIMULATED backend which image they show and its right poem."""
 
-class SimulatedJudge(Recognizer, Evaluator):
-    """SIMULATED judge: plain Python that answers the real prompts with `answer(item, shown poems, order index)`."""
+    def questions(self, item, judge):
+        asked = super().questions(item, judge)
+        four = self.candidates_for(item)
+        for index, (question, order) in enumerate(zip(asked, self.orders)):
+            question.meta.update(item=item, shown=[four[k] for k in order], index=index)
+        return asked
 
-    backend = "simulated"
 
-    def __init__(self, candidates, orders, answer):
-        Evaluator.__init__(self)
-        self._setup(candidates, orders)
-        self.max_pixels, self.answer, self.model_name = 64 * 64, answer, "simulated"
+class SimulatedBackend:
+    """SIMULATED backend: plain Python that answers the real prompts with `answer(item, shown poems, order index)`."""
+
+    name, model_name, random_weights, min_batch_size, device, worker_start_method = (
+        "simulated", "simulated", False, 1, None, None)
+
+    def __init__(self, answer):
+        self.answer_with = answer
 
     def settings(self):
-        return {"backend": self.backend, **self.recognize_settings()}
+        return {}
 
-    def _prepare(self, items):
-        return [self.questions(it) for it in items]
+    def prepare(self, questions):
+        return questions
 
-    def _run(self, inputs, items):
-        results = []
-        for item, questions in zip(items, inputs):
-            four = self.candidates_for(item)
-            answers = []
-            for index, (order, messages) in enumerate(zip(self.orders, questions)):
-                assert messages[1]["content"][0]["type"] == "image"
-                text = self.answer(item, [four[k] for k in order], index)
-                parsed = parse_letter(text)
-                answers.append(OrderAnswer(parsed.letter, text, parsed.status, parsed.error))
-            results.append(self.verdict(item, answers))
-        return results
+    def answer(self, prepared, questions):
+        assert all(q.messages[1]["content"][0]["type"] == "image" for q in questions)
+        return [Answer(self.answer_with(q.meta["item"], q.meta["shown"], q.meta["index"])) for q in questions]
+
+
+def SimulatedJudge(candidates, orders, answer) -> Judge:
+    """A SIMULATED recognize judge: the real task and machinery, answered by plain Python."""
+    return Judge("recognize", Simulated(candidates, orders), SimulatedBackend(answer), max_pixels=64 * 64)
 
 
 @pytest.fixture(scope="module")
@@ -110,10 +117,11 @@ def test_letter_parser_never_guesses():
 
 
 def test_letter_probs_and_vllm_request():
-    probs = letter_probs({"A": np.log(0.2), " B": np.log(0.6), "C": np.log(0.2), "x": 0.0})
+    letters = ("A", "B", "C", "D")
+    probs = choice_probs({"A": np.log(0.2), " B": np.log(0.6), "C": np.log(0.2), "x": 0.0}, letters)
     assert probs == pytest.approx([0.2, 0.6, 0.2, 0.0])
-    assert letter_probs({"x": -1.0}) is None
-    kwargs = vllm_sampling_kwargs()
+    assert choice_probs({"x": -1.0}, letters) is None
+    kwargs = sampling_kwargs(Question([], 16, choices=letters))
     assert kwargs["max_tokens"] == 1 and kwargs["structured_outputs"] == {"choice": ["A", "B", "C", "D"]}
 
 
@@ -128,7 +136,7 @@ def test_always_a_scores_chance_once_orders_rotate(demo_built, answer_first, ord
     assert {r["scores"]["recognizability"] for r in rows} == {0.25}
     assert all(r["evidence"]["letters"] == ["A"] * len(order_set(orders)) for r in rows)
     single = SimulatedJudge(answer_first, "rotations", lambda item, shown, index: "A")
-    single.orders = order_set("rotations")[:1]  # the listed order only
+    single.task.orders = order_set("rotations")[:1]  # the listed order only
     [result] = single.score([next(iter(DatasetSource(demo_built, "images", "test"))).load()])
     assert result.scores["recognizability"] == 1.0
 
@@ -219,7 +227,7 @@ def test_option_errors(demo_built, candidates, tmp_path, capsys):
     assert main(base + ["--evaluator", "recognize", "--model", "m"]) == 2
     assert "--candidates FILE" in capsys.readouterr().err
     assert main(base + ["--evaluator", "pae", "--candidates", str(candidates)]) == 2
-    assert "recognize evaluator only" in capsys.readouterr().err
+    assert "--candidates does not apply to pae (it applies to recognize)" in capsys.readouterr().err
     assert main(base + ["--evaluator", "recognize", "--candidates", str(candidates), "--concurrency", "3"]) == 2
     assert "give --base-url" in capsys.readouterr().err
     assert not (tmp_path / "x.jsonl").exists()
@@ -275,3 +283,26 @@ def test_through_a_real_server_resumes(server, demo_built, candidates, tmp_path)
         assert len(json.loads(r["raw_output"])) == 4
         assert r["usage"]["completion_tokens"] <= 16 and r["usage"]["prompt_tokens"] > 0
         assert r["error_kind"] in (None, "parse")
+
+
+@pytest.mark.slow
+def test_a_served_letter_that_does_not_read_gets_the_repair_round(server, demo_built, candidates, tmp_path):  # noqa: F811
+    """Through a real `transformers serve` behind the fault proxy: each order's first answer is prose naming no
+    letter, the repair round's is the letter; the record reads the repaired letters and keeps both answers."""
+    from fault_proxy import FaultProxy
+
+    def answer(request: dict, response: dict) -> dict:
+        repair = request["messages"][-1]["content"].startswith("Reply with the poem's letter only")
+        response["choices"][0]["message"]["content"] = "C" if repair else "Hard to say: they all have water."
+        return response
+
+    with FaultProxy(server["url"], rewrite=answer) as proxy:
+        judge = load_evaluator("recognize", model=server["model"], base_url=proxy.url, candidates=candidates,
+                               max_new_tokens=4)
+        [result] = judge.score([next(iter(DatasetSource(demo_built, "images", "test"))).load()])
+    chats = [r for r in proxy.requests if r["path"].endswith("/chat/completions")]
+    assert len(chats) == 8  # four orders, each repaired once
+    assert result.parse_status == "repaired" and result.evidence["letters"] == ["C"] * 4
+    assert json.loads(result.raw_output) == ["Hard to say: they all have water."] * 4
+    assert result.evidence["repairs"] == [{"raw_output": "C", "parse_status": "ok", "error": None}] * 4
+    assert result.settings["repair"] == 1 and result.usage["prompt_tokens"] > 0

@@ -286,9 +286,9 @@ def test_a_broken_model_stops_the_run_and_writes_nothing(tiny_models, demo_built
 
 def test_an_engine_gets_batches_of_at_least_its_minimum(tiny_models, demo_built, tmp_path):
     """vLLM schedules its own batches (min_batch_size 256): --batch-size never makes them smaller."""
-    from tangpoetrybench.judging.evaluators.pae_vllm import MIN_CHUNK, PAEVLLM
+    from tangpoetrybench.judging.backends.vllm import MIN_CHUNK, VLLMBackend
 
-    assert PAEVLLM.min_batch_size == MIN_CHUNK >= 256
+    assert VLLMBackend.min_batch_size == MIN_CHUNK >= 256
     clip = load_evaluator("clipscore", model=str(tiny_models["clip"]))
     clip.min_batch_size = 5
     sizes = Flaky(clip, set(), RuntimeError())

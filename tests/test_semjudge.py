@@ -10,8 +10,9 @@ from PIL import Image
 
 from fault_proxy import FaultProxy
 from tangpoetrybench.judging.semjudge import (RANDOM_WEIGHTS_NOTE, SCHEMAS, GraphCache, PairItem, box_problems,
-                                              check, graph_tree, load_semjudge, prompts, read_json, repair_messages,
+                                              check, graph_tree, prompts, read_json,
                                               validate)
+from tangpoetrybench.judging.evaluators import load_evaluator
 from tangpoetrybench.poems import sample_poems
 
 POEM = sample_poems()[0]
@@ -69,9 +70,7 @@ def test_answers_are_read_strictly():
     assert read_json('```json\n{"winner": "A"}\n```') == ({"winner": "A"}, None)
     assert read_json('<think>hm</think>{"winner": "B"}')[0] == {"winner": "B"}
     assert read_json('The winner is {"winner": "A"}')[1].startswith("not valid JSON")  # never fished out of prose
-    messages = repair_messages([{"role": "user", "content": []}], "oops", ["not valid JSON (x)"])
-    assert messages[-2]["content"][0]["text"] == "oops"
-    assert messages[-1]["content"][0]["text"].startswith("Reply with valid JSON only, in the schema above.")
+    assert prompts()["repair"].startswith("Reply with valid JSON only, in the schema above.")
 
 
 def test_the_tree_and_the_cache(tmp_path):
@@ -138,10 +137,10 @@ def test_all_three_steps_with_the_poem_graph_asked_once(server, tmp_path):
     a, b, c, d = images(4)
     items = [PairItem("ab", POEM, a, b), PairItem("cd", POEM, c, d), PairItem("ba", POEM, b, a)]
     with FaultProxy(server["url"], rewrite=Model()) as proxy:
-        judge = load_semjudge(server["model"], base_url=proxy.url, cache_dir=tmp_path, max_new_tokens=4)
+        judge = load_evaluator("semjudge", model=server["model"], base_url=proxy.url, cache_dir=tmp_path, max_new_tokens=4)
         answers = judge.judge(items)
         assert count(proxy) == {"poem_graph": 1, "image_graph": 4, "judgment": 3} and judge.requests == 8
-        again = load_semjudge(server["model"], base_url=proxy.url, cache_dir=tmp_path, max_new_tokens=4).judge(items)
+        again = load_evaluator("semjudge", model=server["model"], base_url=proxy.url, cache_dir=tmp_path, max_new_tokens=4).judge(items)
         assert count(proxy) == {"poem_graph": 1, "image_graph": 4, "judgment": 6}
     for item, answer in zip(items + items, answers + again):
         assert answer.status == "ok" and answer.winner == "A" and answer.error is None, answer
@@ -160,7 +159,7 @@ def test_all_three_steps_with_the_poem_graph_asked_once(server, tmp_path):
 def test_a_box_outside_the_image_fails_the_item_after_one_repair(server, tmp_path):
     outside = json.dumps(graph([[0, 0, 500, 10]]))
     with FaultProxy(server["url"], rewrite=Model({"image_graph": (outside, outside)})) as proxy:
-        judge = load_semjudge(server["model"], base_url=proxy.url, cache_dir=tmp_path, max_new_tokens=4)
+        judge = load_evaluator("semjudge", model=server["model"], base_url=proxy.url, cache_dir=tmp_path, max_new_tokens=4)
         [answer] = judge.judge([PairItem("ab", POEM, *images(2))])
     assert answer.status == "failed" and answer.winner is None
     assert answer.error.startswith("image_graph: still invalid after the repair round: ")
@@ -176,7 +175,7 @@ def test_a_repaired_step_and_a_step_that_stays_invalid(server, tmp_path):
     bad = {"poem_graph": ("Here is the graph you asked for.", json.dumps(graph())),
            "judgment": ('{"winner": "A"}', '{"discussion": "tie", "winner": "both"}')}
     with FaultProxy(server["url"], rewrite=Model(bad)) as proxy:
-        judge = load_semjudge(server["model"], base_url=proxy.url, cache_dir=tmp_path, max_new_tokens=4)
+        judge = load_evaluator("semjudge", model=server["model"], base_url=proxy.url, cache_dir=tmp_path, max_new_tokens=4)
         [answer] = judge.judge([PairItem("ab", POEM, *images(2))])
     assert count(proxy) == {"poem_graph": 1, "poem_graph repair": 1, "image_graph": 2, "judgment": 1,
                             "judgment repair": 1}
@@ -192,8 +191,8 @@ def test_a_repaired_step_and_a_step_that_stays_invalid(server, tmp_path):
 def test_the_local_tiny_model_runs_every_step_and_says_it_has_random_weights(tiny_models, tmp_path):
     """PAE's transformers machinery asks the local model; random weights write no JSON, so the item fails at the first
     step, after its repair, saying the weights are random."""
-    judge = load_semjudge(str(tiny_models["qwen3-vl"]), local=True, device="cpu", cache_dir=tmp_path,
-                          max_new_tokens=8)
+    judge = load_evaluator("semjudge", model=str(tiny_models["qwen3-vl"]), device="cpu", cache_dir=tmp_path,
+                           max_new_tokens=8)
     assert judge.random_weights and judge.settings()["backend"] == "transformers"
     [answer] = judge.judge([PairItem("ab", POEM, *images(2))])
     assert answer.status == "failed" and answer.error.startswith("poem_graph: still invalid after the repair round")
@@ -250,3 +249,20 @@ def test_tpb_explain_prints_both_graphs_as_trees(server, tmp_path, capsys):
         args[2], args[args.index("--base-url") + 1] = str(image.with_name("p2.png")), proxy.url
         assert main(args) == 2
     assert "error: image_graph: still invalid after the repair round" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_tpb_compare_runs_semjudge_on_a_local_model_offline(tiny_models, demo_built, tmp_path, monkeypatch):
+    """`tpb compare --evaluator semjudge --model DIR` asks the local model (no server, offline), with its cache; random
+    weights write no graph, so the pair has no verdict, each order naming the step that failed."""
+    from tangpoetrybench.cli import main
+    from tangpoetrybench.judging.pairwise import read_pair_records
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = tmp_path / "semjudge.jsonl"
+    assert main(["compare", "--dataset", str(demo_built), "--evaluator", "semjudge", "--model",
+                 str(tiny_models["qwen3-vl"]), "--device", "cpu", "--max-new-tokens", "4", "--cache",
+                 str(tmp_path / "graphs"), "--limit", "1", "--out", str(out)]) == 0
+    [row] = read_pair_records(out)
+    assert row["judge"] == "semjudge" and row["settings"]["backend"] == "transformers" and row["verdict"] is None
+    assert all(o["error"].startswith("poem_graph: still invalid after the repair round") for o in row["orders"])

@@ -119,7 +119,7 @@ def test_vqascore_shares_paes_model_and_asks_the_base(env, tiny_models, png, tmp
 
     plain = Scorer(SpaceConfig.from_env(env))
     plain.preload()
-    assert plain.evaluator("vqascore").model is plain.evaluator("pae").model
+    assert plain.evaluator("vqascore").model is plain.evaluator("pae").backend.model
     assert plain.pae_label.startswith("zero-shot")
     base = AutoModelForImageTextToText.from_pretrained(tiny_models["qwen3-vl"])
     torch = pytest.importorskip("torch")
@@ -128,7 +128,7 @@ def test_vqascore_shares_paes_model_and_asks_the_base(env, tiny_models, png, tmp
                                     init_lora_weights=False)).save_pretrained(tmp_path / "adapter")
     adapted = Scorer(SpaceConfig.from_env({**env, "PAE_ADAPTER": str(tmp_path / "adapter")}))
     adapted.preload()
-    assert adapted.pae_label == "PAE" and adapted.evaluator("vqascore").model is adapted.evaluator("pae").model
+    assert adapted.pae_label == "PAE" and adapted.evaluator("vqascore").model is adapted.evaluator("pae").backend.model
     image = Image.open(png).convert("RGB")
     poem = poem_catalogue(SpaceConfig())["枫桥夜泊 — 张继"]
     alone = load_evaluator("vqascore", model=str(tiny_models["qwen3-vl"]))
@@ -224,8 +224,10 @@ def test_semjudge_on_the_spaces_own_model_asks_the_base_model(env, tiny_pae, png
     it asks; random weights write no graph, so the item fails cleanly and PAE still answers after."""
     scorer = Scorer(SpaceConfig.from_env({**env, "PAE_ADAPTER": str(tiny_pae)}))
     judge = scorer.semjudge()
-    assert judge.chat.pae.model is scorer.evaluator("pae").model and hasattr(judge.chat.pae.model, "disable_adapter")
-    judge.chat.pae.max_new_tokens = 4
+    backend = judge.backend
+    assert backend.model is scorer.evaluator("pae").backend.model and hasattr(backend.model, "disable_adapter")
+    assert not backend.use_adapter and scorer.evaluator("pae").backend.use_adapter
+    judge.max_new_tokens = 4
     found = scorer.compare(str(png), str(png), POEM, judge="SemJudge")
     assert "No verdict" in found.sentence and found.drawn == (None, None)
     assert found.rows[0][2].startswith("poem_graph: still invalid after the repair round")

@@ -207,7 +207,7 @@ def test_sft_then_grpo_then_score(tiny_models, demo_built, tmp_path):
     from tangpoetrybench.judging.scoring import DatasetSource, score_to_jsonl
 
     pae = load_evaluator("pae", model=base, adapter=str(grpo_out), max_new_tokens=16)
-    assert_vision_unchanged(base, pae.model)
+    assert_vision_unchanged(base, pae.backend.model)
     summary = score_to_jsonl(pae, DatasetSource(demo_built, "images", "test"), tmp_path / "s.jsonl", progress=False)
     assert summary.scored == 12
 
@@ -261,7 +261,7 @@ def test_internvl_ablation_recipe_trains_and_scores(tiny_models, demo_built, tmp
     assert adapter and all("lora_" in k and ".language_model." in k for k in adapter)
 
     pae = load_evaluator("pae", model=base, adapter=str(out), max_new_tokens=8)
-    assert_vision_unchanged(base, pae.model)
+    assert_vision_unchanged(base, pae.backend.model)
     summary = score_to_jsonl(pae, DatasetSource(demo_built, "images", "test"), tmp_path / "s.jsonl", progress=False)
     assert summary.scored == 12
 

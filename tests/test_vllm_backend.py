@@ -23,13 +23,14 @@ vllm = pytest.importorskip("vllm", reason="vLLM is not installed (it needs an en
 from conftest import without_engine  # noqa: E402
 from tangpoetrybench.judging.evaluators.base import ScoringItem  # noqa: E402
 from tangpoetrybench.models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels  # noqa: E402
-from tangpoetrybench.judging.evaluators.pae_vllm import (  # noqa: E402
+from tangpoetrybench.judging.backends import Question  # noqa: E402
+from tangpoetrybench.judging.backends.vllm import (  # noqa: E402
     MAX_LORA_RANK,
     engine_kwargs,
-    PAEVLLM,
     pil_parts,
     sampling_params,
 )
+from tangpoetrybench.judging.tasks.scores import RubricScores  # noqa: E402
 from tangpoetrybench.poems import sample_poems  # noqa: E402
 from tangpoetrybench.judging.prompt import (  # noqa: E402
     answer_schema,
@@ -59,7 +60,7 @@ def test_vllm_feeds_the_model_the_same_tokens_as_transformers(qwen, rubric_name,
     model_config, processor = qwen
     rubric, poem = load_rubric(rubric_name), sample_poems()[poem_index]
     image = Image.new("RGB", size, "white")
-    [messages] = without_engine(PAEVLLM, rubric)._prepare([ScoringItem("x", image, poem)])
+    _, [messages], _ = without_engine(RubricScores(), rubric)._prepare([ScoringItem("x", image, poem)])
     prompt, vllm_ids = vllm_prompt(qwen, messages)
     reference = chat_inputs(processor, [build_messages(poem, rubric, fit_pixels(image, DEFAULT_MAX_PIXELS))])
     assert vllm_ids == reference["input_ids"][0].tolist()
@@ -90,7 +91,7 @@ def vllm_grammar(qwen, schema: dict, max_tokens: int = 200):
     from vllm.config import StructuredOutputsConfig
 
     model_config, processor = qwen
-    params = sampling_params(schema, max_tokens)
+    params = sampling_params(Question([], max_tokens, schema=schema))
     params._validate_structured_outputs(model_config, StructuredOutputsConfig(), processor.tokenizer)
     assert params.structured_outputs._backend == "xgrammar" and params.max_tokens == max_tokens
     info = xgrammar.TokenizerInfo.from_huggingface(processor.tokenizer, vocab_size=model_config.get_vocab_size())
@@ -182,7 +183,7 @@ def test_explain_mode_on_vllm_feeds_the_same_tokens_and_holds_the_reasons_to_the
     image = Image.new("RGB", (640, 480), "white")
     _, processor = qwen
     reference = chat_inputs(processor, [build_messages(poem, rubric, fit_pixels(image, DEFAULT_MAX_PIXELS), "en")])
-    [messages] = without_engine(PAEVLLM, rubric, explain="en")._prepare([ScoringItem("x", image, poem)])
+    _, [messages], _ = without_engine(RubricScores(explain="en"), rubric)._prepare([ScoringItem("x", image, poem)])
     _, ids = vllm_prompt(qwen, messages)
     assert ids == reference["input_ids"][0].tolist()
     accepted = vllm_grammar(qwen, answer_schema(rubric, explain=True), 600)

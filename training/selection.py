@@ -15,7 +15,8 @@ from accelerate.utils import broadcast_object_list
 from transformers import TrainerCallback
 
 from tangpoetrybench.stats.agreement import AgreementData, agreement
-from tangpoetrybench.judging.evaluators.pae import PAE
+from tangpoetrybench.judging.backends.transformers import TransformersBackend
+from tangpoetrybench.judging.registry import pae_on
 from tangpoetrybench.rubric import rubric_for_tradition
 
 from data import poem_of
@@ -45,7 +46,8 @@ class TauSelection(TrainerCallback):
         model.eval()
         try:
             with torch.no_grad():
-                pae = PAE.from_loaded(model, self.processor, max_new_tokens=self.max_new_tokens, rubric=rubric)
+                pae = pae_on(TransformersBackend.from_loaded(model, self.processor), max_new_tokens=self.max_new_tokens,
+                             rubric=rubric)
                 results = pae([r["image"] for r in self.rows], [poem_of(r) for r in self.rows], batch_size=self.batch_size)
         finally:
             self.processor.tokenizer.padding_side = side

@@ -67,7 +67,7 @@ _CITATION = """\
 }
 """
 
-SCORING = ("pae", "clipscore", "blipscore", "vqascore")
+AGREEMENT = ("default", "agreement")  # every other configuration is an evaluator of the package's registry
 SCORES = datasets.List(datasets.Value("float64"))
 
 
@@ -81,20 +81,17 @@ class Pae(evaluate.Metric):
         self.evaluator = None
 
     def _info(self):
-        if self.config_name in SCORING:
+        if self.config_name not in AGREEMENT:
             features = datasets.Features({"images": datasets.Image(), "poems": {
                 "title": datasets.Value("string"), "author": datasets.Value("string"), "text": datasets.Value("string")}})
-        elif self.config_name in ("default", "agreement"):
-            # ten scores per image, or one number for a scalar metric
+        else:  # ten scores per image, or one number for a scalar metric
             features = [datasets.Features({"predictions": SCORES, "references": SCORES}),
                         datasets.Features({"predictions": datasets.Value("float64"), "references": SCORES})]
-        else:
-            raise ValueError(f"unknown configuration {self.config_name!r} (known: default, {', '.join(SCORING)})")
         return evaluate.MetricInfo(description=_DESCRIPTION, citation=_CITATION, inputs_description=_KWARGS_DESCRIPTION,
                                    features=features, reference_urls=["https://arxiv.org/abs/2608.11452"])
 
     def _download_and_prepare(self, dl_manager):
-        if self.config_name in SCORING:
+        if self.config_name not in AGREEMENT:
             try:
                 from tangpoetrybench.stats.evaluate_metric import build_evaluator
             except ImportError:

@@ -39,7 +39,7 @@ def make_parser() -> Parser:
     parser = Parser(prog="tpb", usage="tpb [-h] [--version] COMMAND ...",
                     description=__doc__.split("\n\n")[0] + "\n\n" + overview(), formatter_class=Help)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__import__('tangpoetrybench').__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help=argparse.SUPPRESS)  # the overview lists them
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help=argparse.SUPPRESS, prog="tpb")  # the overview lists them
     for name in COMMANDS:
         module = command_module(name)
         summary = module.SUMMARY

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+import dataclasses
+from typing import Callable, Sequence
 
 POEMS_FILE = "a poems file (JSON Lines: poem_id, title, author, text, tradition; see the README)"
 
@@ -50,3 +51,29 @@ class Help(argparse.RawDescriptionHelpFormatter):
                 action.default is none for none in (None, False, argparse.SUPPRESS)):
             text += " (default: %(default)s)"
         return text
+
+
+def add_judge_options(parser: argparse.ArgumentParser, names: Sequence[str] | None = None) -> None:
+    """The evaluators' options (`judging.registry.JudgeOptions`, declared there once), in their groups; `names`
+    chooses some (default: all)."""
+    from ..judging.registry import JudgeOptions
+
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for f in dataclasses.fields(JudgeOptions):
+        if names is not None and f.name not in names:
+            continue
+        meta = dict(f.metadata)
+        group = groups.get(meta["group"]) or groups.setdefault(meta["group"],
+                                                                parser.add_argument_group(f"{meta['group']} options"))
+        flags = meta.pop("flags", (f"--{f.name.replace('_', '-')}",))
+        kwargs = {k: meta[k] for k in ("type", "choices", "nargs", "const", "metavar", "action") if k in meta}
+        if meta.get("flag"):
+            kwargs["action"] = "store_true"
+        group.add_argument(*flags, dest=f.name, help=meta["help"], **kwargs)
+
+
+def judge_options(args: argparse.Namespace) -> dict:
+    """The evaluator options a command was given (None or False where not)."""
+    from ..judging.registry import OPTION_NAMES
+
+    return {name: getattr(args, name) for name in OPTION_NAMES if hasattr(args, name)}

@@ -5,25 +5,22 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .base import POEMS_FILE
+from .base import POEMS_FILE, add_judge_options, judge_options
 
 SUMMARY = "print SemJudge's semiosis graphs of a poem and an image, as indented trees"
 EXAMPLE = ('tpb explain --image images/g1/p1.png --poem p1 --model Qwen/Qwen3-VL-8B-Instruct --base-url '
-           'http://127.0.0.1:8000/v1')
+           'http://127.0.0.1:8000/v1\n'
+           'tpb explain --image images/g1/p1.png --poem p1 --model sample/models/qwen3-vl   # a local model')
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..judging.registry import evaluator_spec
+
     p.add_argument("--image", type=Path, required=True, help="the image file")
     p.add_argument("--poem", required=True, help="a poem_id (in --poems, default the bundled poems) or a poems file "
                                                  "holding one poem")
     p.add_argument("--poems", type=Path, help="where --poem's poem_id is looked up: " + POEMS_FILE)
-    p.add_argument("--model", required=True, help="the model the server knows; with --local, a Hub id or folder")
-    p.add_argument("--base-url", help="an OpenAI-compatible server (default: Hugging Face Inference Providers)")
-    p.add_argument("--api-key-env", metavar="NAME", help="the environment variable holding the API key (default: HF_TOKEN)")
-    p.add_argument("--local", action="store_true", help="ask a local Qwen3-VL on transformers instead of a server")
-    p.add_argument("--device", help="with --local: cpu, cuda, ... (default: the GPU when there is one)")
-    p.add_argument("--max-new-tokens", type=int, help="a graph's length limit (default: 1536)")
-    p.add_argument("--cache", type=Path, help="a folder of graphs kept between runs (default: none)")
+    add_judge_options(p, evaluator_spec("semjudge").options)
     p.add_argument("--out", type=Path, help="append both graphs as one JSON line here (a graphs file for tpb report)")
     p.add_argument("--image-id", help="the image's id in --out (default: FOLDER/STEM of --image, generator/poem_id)")
 
@@ -33,7 +30,8 @@ def run(args: argparse.Namespace) -> None:
 
     from PIL import Image
 
-    from ..judging.semjudge import RANDOM_WEIGHTS_NOTE, graph_tree, load_semjudge
+    from ..judging.evaluators import load_evaluator
+    from ..judging.semjudge import RANDOM_WEIGHTS_NOTE, graph_tree
     from ..poems import read_poems, sample_poems
 
     if not args.image.is_file():
@@ -48,9 +46,9 @@ def run(args: argparse.Namespace) -> None:
         if args.poem not in catalogue:
             raise ValueError(f"no poem {args.poem!r} in {args.poems or 'the bundled poems'} (and no such file)")
         poem = catalogue[args.poem]
-    judge = load_semjudge(args.model, base_url=args.base_url, cache_dir=args.cache, local=args.local,
-                          device=args.device, **({"max_new_tokens": args.max_new_tokens} if args.max_new_tokens else {}),
-                          **({"api_key_env": args.api_key_env} if args.api_key_env else {}))
+    if not args.model:
+        raise ValueError("give --model: a Hub id or local folder, or the model name a server knows (with --base-url)")
+    judge = load_evaluator("semjudge", task="pairwise", **judge_options(args))
     image = Image.open(args.image)
     [poem_graph] = judge.poem_graphs([poem])
     [image_graph] = judge.image_graphs([image])
@@ -69,7 +67,7 @@ def run(args: argparse.Namespace) -> None:
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
     asked = [r.usage for r in (poem_graph, image_graph) if not r.cached and r.usage]
     if asked:
-        from ..judging.evaluators.api import usage_line
+        from ..judging.backends.served import usage_line
 
         print(f"{judge.requests} requests; " + usage_line(sum(u.get("prompt_tokens", 0) for u in asked),
                                                           sum(u.get("completion_tokens", 0) for u in asked)))

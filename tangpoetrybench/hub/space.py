@@ -27,12 +27,12 @@ from PIL import Image, ImageDraw, UnidentifiedImageError
 
 from ..errors import DataError
 from ..numeric import counted
+from ..judging.backends.transformers import DEFAULT_MODEL, TransformersBackend
 from ..judging.evaluators import Evaluator, ScoringItem, load_evaluator
-from ..judging.evaluators.pae import DEFAULT_MODEL, PAE
-from ..judging.evaluators.pae_pairwise import PAEPairwise
-from ..judging.pairwise import PairAnswer, PairItem, verdict
-from ..judging.semjudge import LocalChat, SemJudge, graph_tree, load_semjudge
 from ..judging.evaluators.vqascore import VQAScore
+from ..judging.pairwise import PairAnswer, PairItem, verdict
+from ..judging.registry import evaluator_names, evaluator_spec, pae_on
+from ..judging.semjudge import SemJudge, graph_tree
 from ..fonts import cjk_font
 from ..reporting.plots import label, radar
 from ..poems import Poem, read_poems, sample_poems
@@ -41,8 +41,13 @@ from ..rubric import Dimension, Rubric, load_rubric
 
 RUBRICS = {"Tang poetry (唐诗)": "tang", "Song Ci (宋词)": "song_ci"}
 UPLOADED = "Uploaded rubric file"
-BASELINES = ("clipscore", "blipscore", "vqascore")
 BASELINE_SCALES = {"clipscore": "0 – 2.5", "blipscore": "0 – 1", "vqascore": "0 – 1"}
+
+
+def baselines() -> list[str]:
+    """The evaluators shown beside PAE: the scalar baselines, and every evaluator a plugin adds (its quality)."""
+    return [n for n in evaluator_names("pointwise")
+            if "scalar" in evaluator_spec(n).tasks or evaluator_spec(n).source != "built in"]
 OCR = "text-ocr"
 PAIR_MAX_NEW_TOKENS = 96  # the pairwise answer with a one-sentence reason
 JUDGES = ("PAE", "SemJudge")  # the compare tab's judges
@@ -291,11 +296,20 @@ class Scorer:
         return "PAE" if self.config.adapter else "zero-shot base model (no PAE adapter)"
 
     def preload(self) -> None:
-        for name in ("pae", *BASELINES, *((OCR,) if ocr_available() else ())):
+        for name in ("pae", *baselines(), *((OCR,) if ocr_available() else ())):
             try:
                 self.evaluator(name)
             except UserError:
                 pass  # kept in _failed: said on use
+
+    def backend(self) -> TransformersBackend:
+        """The Space's Qwen3-VL on transformers, loaded once and shared by PAE, its pairwise question, VQAScore and
+        SemJudge; PAE's adapter is kept apart where the base model is asked too."""
+        if "backend" not in self._loaded:
+            c = self.config
+            keep_apart = bool(c.adapter) and (self.shares_qwen or not c.semjudge_url)
+            self._loaded["backend"] = TransformersBackend(c.model, c.adapter, c.device, merge_adapter=not keep_apart)
+        return self._loaded["backend"]
 
     def evaluator(self, name: str) -> Evaluator:
         if name in self._failed:
@@ -303,21 +317,20 @@ class Scorer:
         if name not in self._loaded:
             c = self.config
             model = {"pae": c.model, "clipscore": c.clip_model, "blipscore": c.blip_model,
-                     "vqascore": c.vqa_model or c.model, OCR: None}[name]
-            kwargs = {"device": c.device} if c.device and name != OCR else {}  # the OCR runs on the CPU
+                     "vqascore": c.vqa_model or c.model}.get(name)
+            takes = evaluator_spec(name).options
+            kwargs = {k: v for k, v in (("model", model), ("device", c.device)) if v and k in takes and name != OCR}
             try:
                 if name == "vqascore" and self.shares_qwen:
-                    pae = self.evaluator("pae")
-                    self._loaded[name] = VQAScore.from_loaded(pae.model, pae.processor, model_name=c.model)
-                elif name == "pae":  # the adapter kept apart where the base model is asked too
-                    keep_apart = c.adapter and (self.shares_qwen or not c.semjudge_url)
-                    merge = {"merge_adapter": False} if keep_apart else {}
-                    explain = {"explain": c.explain} if c.explain else {}
-                    constrained = {"constrained": True} if c.constrained and c.backend == "transformers" else {}
-                    self._loaded[name] = load_evaluator(name, model=model, adapter=c.adapter, backend=c.backend,
-                                                        **kwargs, **merge, **explain, **constrained)
+                    backend = self.backend()
+                    self._loaded[name] = VQAScore.from_loaded(backend.model, backend.processor, model_name=c.model)
+                elif name == "pae" and c.backend == "transformers":
+                    self._loaded[name] = pae_on(self.backend(), constrained=c.constrained, explain=c.explain)
+                elif name == "pae":
+                    self._loaded[name] = load_evaluator(name, backend=c.backend, adapter=c.adapter, explain=c.explain,
+                                                        **kwargs)
                 else:
-                    self._loaded[name] = load_evaluator(name, model=model, **kwargs)
+                    self._loaded[name] = load_evaluator(name, **kwargs)
             except UserError:
                 raise
             except Exception as exc:  # any failure to load is reported, never a stack trace
@@ -340,22 +353,19 @@ class Scorer:
         failed = result.parse_status == "failed"  # no scores, no radar: a failed answer is never drawn as zeros
         figure = None if failed else radar({name: result.scores}, rubric,
                                            title=label(f"{name} · 《{poem.title}》 {poem.author}", f"{name} profile"))
-        baselines = [self.baseline(name, image, poem) for name in BASELINES] if with_baselines else []
+        shown = [self.baseline(name, image, poem) for name in baselines()] if with_baselines else []
         return SpaceResult(table=dimension_table({} if failed else result.scores, rubric, failed),
                            quality=None if result.quality is None else round(result.quality, 3), figure=figure,
                            raw_output=result.raw_output or "", parse_status=result.parse_status, error=result.error,
-                           baselines=baselines, reasons=reasons_markdown(result.reasons, rubric))
+                           baselines=shown, reasons=reasons_markdown(result.reasons, rubric))
 
     def pairwise_judge(self):
         """PAE's model asked the pairwise question (constrained to its form), sharing the loaded model."""
         if "pairwise" not in self._loaded:
-            pae = self.evaluator("pae")
-            if getattr(pae, "backend", "") != "transformers":
+            if self.config.backend != "transformers":
                 raise UserError("Comparing two illustrations needs PAE on the transformers backend.")
-            judge = PAEPairwise.from_loaded(pae.model, pae.processor, model_name=pae.model_name,
-                                            max_pixels=pae.max_pixels, max_new_tokens=PAIR_MAX_NEW_TOKENS)
-            judge.constrained = True
-            self._loaded["pairwise"] = judge
+            self._loaded["pairwise"] = pae_on(self.backend(), task="pairwise", constrained=True,
+                                              max_new_tokens=PAIR_MAX_NEW_TOKENS)
         return self._loaded["pairwise"]
 
     def semjudge(self) -> SemJudge:
@@ -364,14 +374,12 @@ class Scorer:
         if "semjudge" not in self._loaded:
             c = self.config
             if c.semjudge_url:
-                self._loaded["semjudge"] = load_semjudge(c.semjudge_model or c.model, base_url=c.semjudge_url)
+                self._loaded["semjudge"] = load_evaluator("semjudge", model=c.semjudge_model or c.model,
+                                                          base_url=[c.semjudge_url])
+            elif c.backend != "transformers":
+                raise UserError("SemJudge needs PAE_SEMJUDGE_URL (a served model) or PAE on the transformers backend.")
             else:
-                pae = self.evaluator("pae")
-                if getattr(pae, "backend", "") != "transformers":
-                    raise UserError("SemJudge needs PAE_SEMJUDGE_URL (a served model) or PAE on the transformers "
-                                    "backend.")
-                self._loaded["semjudge"] = SemJudge(LocalChat(PAE.from_loaded(pae.model, pae.processor,
-                                                                              model_name=pae.model_name)))
+                self._loaded["semjudge"] = SemJudge(self.backend())
         return self._loaded["semjudge"]
 
     def compare(self, image_a, image_b, poem_text: str, title: str = "", author: str = "",
@@ -419,13 +427,13 @@ class Scorer:
         try:
             [b] = self.evaluator(name).score([ScoringItem("uploaded", image, poem)])
         except UserError as exc:
-            return [name, None, BASELINE_SCALES[name], f"unavailable: {exc}"]
+            return [name, None, BASELINE_SCALES.get(name, "—"), f"unavailable: {exc}"]
         note = "" if b.quality is not None else f"failed: {b.error}"
-        return [name, None if b.quality is None else round(b.quality, 3), BASELINE_SCALES[name], note]
+        return [name, None if b.quality is None else round(b.quality, 3), BASELINE_SCALES.get(name, "—"), note]
 
     @property
     def random_weights(self) -> bool:
-        return any(e.random_weights for e in self._loaded.values())
+        return any(e.random_weights for e in self._loaded.values() if e is not self._loaded.get("backend"))
 
 
 LEADERBOARD_HEADERS = ["rank", "generator", "PAE quality ×100 [95 % CI]", "human quality ×100 [95 % CI]",

@@ -1,9 +1,16 @@
-"""The judging room: everything that turns an image and a poem into scores.
+"""The judging room: everything that turns an image and a poem into scores, a choice or a letter.
 
     prompt        the one prompt builder (inference, SFT and GRPO)
-    parsing       reading a judge's answer against the rubric (a failed parse, never a guess)
-    constrained   decoding that keeps PAE's answer in the rubric's JSON form
-    evaluators/   PAE (transformers, vLLM), the `api` judge, CLIPScore, BLIPScore, VQAScore
+    parsing       reading a judge's answer: scores, reasons, a pairwise winner, a letter (a failed read, never a guess)
+    constrained   decoding that keeps an answer in its JSON form (transformers)
+    readout       the probability readout: scores from the anchors' probabilities, not decoded
+    backends/     who answers: transformers (a local Qwen3-VL), vLLM, a served model or a fleet of them
+    tasks/        what is asked: the rubric's scores, the pairwise choice, the Phase-1 letter
+    judge         the one evaluator: a task joined to a backend (batching, the repair round, records, settings)
+    registry      every evaluator by name: its tasks, backends and options (declared once), and plugins
+    evaluators/   the records and the evaluator base class; the scalar baselines CLIPScore, BLIPScore, VQAScore
+    semjudge      SemJudge: semiosis graphs of the poem and both images, then the choice, on any backend
+    pairwise      `tpb compare`: pairs, both orders, verdicts, resumable pair records
     ocr/          text-ocr: the OCR evaluator, its evidence rules and the text-label draft
     scoring       `tpb score`: batch, resumable, data-parallel scoring to JSONL, and reading results back
     tiny_models   `tpb tiny-models`: tiny random-weight models built from configs, for tests and the sample

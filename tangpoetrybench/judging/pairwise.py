@@ -11,8 +11,8 @@ The contract every pairwise judge follows (PAE's and the api judge's here, SemJu
   (per-dimension winners, a judge's own evidence). `error_kind` (optional) is `base.error_kind`'s word for a
   failure in the model ("model", "transient"), which a rerun asks again; a failed parse is final.
 
-Judges are registered by name (`register_pairwise_judge`, or a "module:attribute" entry in `BUILTIN_JUDGES`, imported
-when first asked for) and built with `load_pairwise_judge(name, **options)`.
+Judges are built by name through the one registry of evaluators (`registry.load_evaluator(name, task="pairwise",
+...)`): PAE's, the served judge's, SemJudge's, and any a plugin adds that answers the pairwise task.
 
 The compare machinery asks every pair in **both orders** (x then y, y then x), so a judge that always picks the
 first image cannot look right: consistent answers give the pair's verdict, opposite answers a tie ("tie"). The share
@@ -23,7 +23,6 @@ pair already done except those that failed in the model, and refuses a file made
 
 from __future__ import annotations
 
-import importlib
 import io
 import json
 import os
@@ -85,35 +84,6 @@ class PairwiseJudge(Protocol):
     def settings(self) -> dict[str, Any]: ...
 
     def judge(self, items: list[PairItem]) -> list[PairAnswer]: ...
-
-
-# name → "module:attribute" of a factory (a class or function taking the judge's options), imported on first use
-BUILTIN_JUDGES: dict[str, str] = {
-    "pae": "tangpoetrybench.judging.evaluators.pae_pairwise:pae_pairwise_judge",
-    "api": "tangpoetrybench.judging.evaluators.api_pairwise:APIPairwise",
-    "semjudge": "tangpoetrybench.judging.semjudge:load_semjudge",
-}
-_REGISTRY: dict[str, Callable[..., PairwiseJudge]] = {}
-
-
-def register_pairwise_judge(name: str, factory: Callable[..., PairwiseJudge]) -> None:
-    """Make `load_pairwise_judge(name, ...)` build judges with `factory(**options)`."""
-    _REGISTRY[name] = factory
-
-
-def pairwise_judges() -> list[str]:
-    """The names a pairwise judge can be loaded by."""
-    return sorted(set(BUILTIN_JUDGES) | set(_REGISTRY))
-
-
-def load_pairwise_judge(name: str, **options) -> PairwiseJudge:
-    """Build a registered pairwise judge; None-valued options are left to the judge's defaults."""
-    if name not in _REGISTRY:
-        if name not in BUILTIN_JUDGES:
-            raise ValueError(f"unknown pairwise judge {name!r} (known: {', '.join(pairwise_judges())})")
-        module, _, attribute = BUILTIN_JUDGES[name].partition(":")
-        _REGISTRY[name] = getattr(importlib.import_module(module), attribute)
-    return _REGISTRY[name](**{k: v for k, v in options.items() if v is not None})
 
 
 # --- pairs and verdicts ---------------------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """SemJudge (Jiang & Chen 2026) as a pairwise judge: a multimodal model builds a Hierarchical Semiosis Graph (HSG)
 for the poem and for each image, then chooses between two images from the three graphs.
 
-    >>> judge = load_semjudge(model="Qwen/Qwen3-VL-8B-Instruct", base_url="http://127.0.0.1:8000/v1",
-    ...                       cache_dir="graphs/")
+    >>> judge = load_evaluator("semjudge", model="Qwen/Qwen3-VL-8B-Instruct", base_url="http://127.0.0.1:8000/v1",
+    ...                        cache_dir="graphs/")
     >>> [answer] = judge.judge([PairItem("p1/g1-g2", poem, image_a, image_b)])
     >>> answer.winner, answer.reason, answer.extra["graphs"]["A"]
 
@@ -19,33 +19,34 @@ Three steps, each one request with its own JSON schema, validated:
 A step's answer that is not JSON, or not in its schema, gets one repair round (the answer, then "Reply with valid
 JSON only, in the schema above" with what was wrong); if the second answer fails too, the item fails with the step
 named in its error, never a guess. A request that fails (the server down, retries spent) fails the item the same
-way. The model is asked through the machinery the rubric judges use: a served or hosted model through the `api`
-judge's client and retry policy, or a local Qwen3-VL on transformers through PAE's loading and generation. The
-prompts are data (`prompts/semjudge.yaml`), versioned.
+way. The steps are asked through the machinery every judge uses (`judge.ask`, the one repair round) of any backend:
+a local Qwen3-VL on transformers (its base model), vLLM (each step's schema as structured output), or a served
+model (the schema as the response format). The prompts are data (`prompts/semjudge.yaml`), versioned.
 
 A random-weight model cannot build a meaningful graph: every answer and graph from one says so.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
 import re
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Sequence
 
 import yaml
 from PIL import Image
 
-from ..models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels, fitted_size
+from ..models import DEFAULT_MAX_PIXELS, fit_pixels, fitted_size
 from ..poems import Poem
+from .backends import Backend, Question
+from .judge import Attempt, ask
 from .pairwise import PairAnswer, PairItem
+from .tasks import Reading
 
 GROUNDS = ("iconic", "indexical", "symbolic")
 DEFAULT_MAX_NEW_TOKENS = 1536  # a graph of five sub-signs with boxes is about 800 Qwen tokens
@@ -178,90 +179,22 @@ def _messages(system: str, user: list[dict]) -> list[dict]:
     return [{"role": "system", "content": [{"type": "text", "text": system}]}, {"role": "user", "content": user}]
 
 
-def repair_messages(messages: list[dict], answer: str, problems: Sequence[str]) -> list[dict]:
-    """The repair round: the conversation, the answer given, and the request for valid JSON with what was wrong."""
-    text = prompts()["repair"] + " What was wrong: " + "; ".join(problems[:10])
-    return messages + [{"role": "assistant", "content": [{"type": "text", "text": answer}]},
-                       {"role": "user", "content": [{"type": "text", "text": text}]}]
+def read_step(step: str, text: str, size: tuple[int, int] | None = None) -> Reading:
+    """A step's answer read: its value when valid, else failed with what was wrong (the repair round says it)."""
+    value, problems = check(step, text, size)
+    return Reading(value, "ok") if not problems else Reading(None, "failed", "; ".join(problems[:10]))
 
 
-# ---- asking a model: a served one through the api judge, a local one through PAE ----
-
-@dataclass
-class Answer:
-    text: str
-    usage: dict[str, int] | None = None
-    error: str | None = None  # the request failed (no answer to repair)
-
-
-class Chat(Protocol):
-    model_name: str
-    random_weights: bool
-
-    def settings(self) -> dict: ...
-
-    def complete(self, conversations: list[list[dict]], schema_name: str, schema: dict) -> list[Answer]: ...
-
-
-class ServedChat:
-    """Asks a served or hosted model with the `api` judge's client, retry policy and key handling
-    (`evaluators.api.APIJudge`), the step's schema as the response format."""
-
-    random_weights = False
-
-    def __init__(self, model: str, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, **api_options):
-        from .evaluators.api import APIJudge
-
-        self.api = APIJudge(model, max_new_tokens=max_new_tokens, **api_options)
-        self.model_name = self.api.model_name
-
-    def settings(self) -> dict:
-        return {"backend": "api", "max_new_tokens": self.api.max_new_tokens, "temperature": 0.0}
-
-    def complete(self, conversations: list[list[dict]], schema_name: str, schema: dict) -> list[Answer]:
-        from .evaluators.api import json_format, run_coroutine
-
-        return run_coroutine(self._complete(conversations, json_format(schema_name, schema)))
-
-    async def _complete(self, conversations: list[list[dict]], fmt: dict) -> list[Answer]:
-        from .evaluators.api import wire_messages
-
-        async def one(client, slots: asyncio.Semaphore, stopped: asyncio.Event, key: str | None, i: int) -> Answer:
-            async with slots:
-                reply = await self.api.request(client, stopped, wire_messages(conversations[i]), fmt, key,
-                                               f"request {i}")
-            if reply is None or reply.error is not None:
-                return Answer("", None, reply.error if reply else "stopped")
-            return Answer(reply.text, reply.usage)
-
-        return await self.api.each(len(conversations), one)
-
-
-class LocalChat:
-    """Asks a local Qwen3-VL on transformers through PAE's machinery (`evaluators.pae.PAE`, decoding greedily); the
-    schema is in the prompt (no constrained decoding for graphs). A model with a LoRA adapter kept apart (PAE's, in
-    the Space) is asked with the adapter disabled: SemJudge asks the base model."""
-
-    def __init__(self, pae, batch_size: int = 4):
-        self.pae, self.batch_size = pae, batch_size
-        self.model_name, self.random_weights = pae.model_name, pae.random_weights
-
-    @classmethod
-    def load(cls, model: str, device: str | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> "LocalChat":
-        from .evaluators.pae import PAE
-
-        return cls(PAE(model, device=device, max_new_tokens=max_new_tokens))
-
-    def settings(self) -> dict:
-        return {"backend": "transformers", "max_new_tokens": self.pae.max_new_tokens}
-
-    def complete(self, conversations: list[list[dict]], schema_name: str, schema: dict) -> list[Answer]:
-        answers = []
-        with getattr(self.pae.model, "disable_adapter", nullcontext)():
-            for start in range(0, len(conversations), self.batch_size):
-                batch = conversations[start:start + self.batch_size]
-                answers += [Answer(text) for text in self.pae.generate(chat_inputs(self.pae.processor, batch))]
-        return answers
+def step_result(step: str, attempt: Attempt) -> "StepResult":
+    """A step's result from its attempt: the value, every raw answer, ok / repaired / failed and why."""
+    if attempt.reading is None:
+        return StepResult(step, None, [], "failed", f"{step}: the request failed: {attempt.answer.error}")
+    raw = [attempt.answer.text] + ([attempt.repair.text] if attempt.repair is not None and attempt.repaired else [])
+    usage = attempt.usage or {}
+    if attempt.status == "failed":
+        why = (f"the request failed: {attempt.repair.error}" if attempt.repaired is None else attempt.repaired.error)
+        return StepResult(step, None, raw, "failed", f"{step}: still invalid after the repair round: {why}", usage)
+    return StepResult(step, attempt.value, raw, attempt.status, None, usage)
 
 
 # ---- the cache ----
@@ -320,49 +253,33 @@ def _add(usage: dict[str, int], more: dict[str, int] | None) -> dict[str, int]:
 
 
 class SemJudge:
-    """The pairwise judge of the contract: `name`, `model_name`, `random_weights`, `settings()`, `judge(items)`."""
+    """The pairwise judge of the contract: `name`, `model_name`, `random_weights`, `settings()`, `judge(items)`. It
+    asks any backend (`judging.backends`): a local Qwen3-VL (its base model: a kept-apart adapter is disabled), vLLM,
+    or a served model."""
 
     name = "semjudge"
 
-    def __init__(self, chat: Chat, cache_dir: str | Path | None = None, max_pixels: int = DEFAULT_MAX_PIXELS):
-        self.chat, self.cache, self.max_pixels = chat, GraphCache(cache_dir), max_pixels
-        self.model_name, self.random_weights = chat.model_name, chat.random_weights
+    def __init__(self, backend: Backend, cache_dir: str | Path | None = None, max_pixels: int = DEFAULT_MAX_PIXELS,
+                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS):
+        self.backend = backend.without_adapter() if hasattr(backend, "without_adapter") else backend
+        self.cache, self.max_pixels, self.max_new_tokens = GraphCache(cache_dir), max_pixels, max_new_tokens
+        self.model_name, self.random_weights = backend.model_name, bool(backend.random_weights)
         self.requests = 0  # sent by this judge, repairs included
 
     def settings(self) -> dict[str, Any]:
-        return {"prompt_version": prompts()["version"], "max_pixels": self.max_pixels, **self.chat.settings()}
+        return {"prompt_version": prompts()["version"], "max_pixels": self.max_pixels, "backend": self.backend.name,
+                "max_new_tokens": self.max_new_tokens, **self.backend.settings()}
 
     def ask(self, step: str, conversations: list[list[dict]],
             sizes: Sequence[tuple[int, int] | None] | None = None) -> list[StepResult]:
         """One step for each conversation: asked, validated, repaired once where it failed, else failed."""
         sizes = sizes or [None] * len(conversations)
-        first = self._complete(step, conversations)
-        results, repairs = [], {}
-        for i, answer in enumerate(first):
-            if answer.error:
-                results.append(StepResult(step, None, [], "failed", f"{step}: the request failed: {answer.error}"))
-                continue
-            value, problems = check(step, answer.text, sizes[i])
-            results.append(StepResult(step, value, [answer.text], "ok", None, _add({}, answer.usage)))
-            if problems:
-                repairs[i] = repair_messages(conversations[i], answer.text, problems)
-        second = self._complete(step, list(repairs.values())) if repairs else []
-        for i, answer in zip(repairs, second):
-            result = results[i]
-            _add(result.usage, answer.usage)
-            result.raw.append(answer.text)
-            value, problems = (None, [f"the request failed: {answer.error}"]) if answer.error else check(
-                step, answer.text, sizes[i])
-            if problems:
-                result.value, result.status = None, "failed"
-                result.error = f"{step}: still invalid after the repair round: " + "; ".join(problems[:5])
-            else:
-                result.value, result.status = value, "repaired"
-        return results
-
-    def _complete(self, step: str, conversations: list[list[dict]]) -> list[Answer]:
-        self.requests += len(conversations)
-        return self.chat.complete(conversations, step, SCHEMAS[step])
+        questions = [Question(c, self.max_new_tokens, schema=SCHEMAS[step], schema_name=step, meta={"size": size})
+                     for c, size in zip(conversations, sizes)]
+        attempts = ask(self.backend, questions, lambda q, a: read_step(step, a.text, q.meta["size"]),
+                       lambda q, reading: prompts()["repair"] + " What was wrong: " + reading.error)
+        self.requests += len(attempts) + sum(a.repair is not None for a in attempts)
+        return [step_result(step, a) for a in attempts]
 
     def graphs(self, kind: str, keys: list[str], make: Callable[[int], list[dict]], step: str,
                sizes: Sequence[tuple[int, int] | None] | None = None, meta: Sequence[dict] = ()) -> list[StepResult]:
@@ -445,21 +362,6 @@ class SemJudge:
         status = "repaired" if any(p.status == "repaired" and not p.cached for p in parts) else "ok"
         reason = (f"[{RANDOM_WEIGHTS_NOTE}] " if self.random_weights else "") + judgment.value["discussion"]
         return PairAnswer(judgment.value["winner"], raw, status, None, reason, usage or None, extra)
-
-
-def load_semjudge(model: str, base_url: str | None = None, cache_dir: str | Path | None = None,
-                  local: bool = False, device: str | None = None, max_pixels: int = DEFAULT_MAX_PIXELS,
-                  max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, **api_options) -> SemJudge:
-    """SemJudge asking `model`: a local Qwen3-VL on transformers with `local=True` (a Hub id or folder), else the
-    model a server knows (`base_url`, and the `api` judge's options: api_key_env, concurrency, timeout, retries)."""
-    if local:
-        if base_url or api_options:
-            raise ValueError("a local SemJudge takes no --base-url or api options")
-        chat: Chat = LocalChat.load(model, device=device, max_new_tokens=max_new_tokens)
-    else:
-        chat = ServedChat(model, max_new_tokens=max_new_tokens, base_url=base_url, max_pixels=max_pixels,
-                          **{k: v for k, v in api_options.items() if v is not None})
-    return SemJudge(chat, cache_dir, max_pixels)
 
 
 # ---- showing a graph ----

@@ -4,11 +4,11 @@ harness folder stays thin: its documents, its judge, and its metrics.
 - Documents: one per Tang poem of the dataset's split (`images` config), with the human quality of each rated
   generator's image of it (`human`, JSON), so τ against people needs nothing but the document.
 - The judge is chosen by environment variables, as lmms-eval's own judged tasks (WISE) choose theirs — lmms-eval
-  0.7 has no per-task arguments on its command line: `TPB_JUDGE` (pae, api, clipscore, blipscore or vqascore;
-  default pae), `TPB_JUDGE_MODEL`, `TPB_JUDGE_ADAPTER`, `TPB_JUDGE_BACKEND`, `TPB_JUDGE_DEVICE`,
-  `TPB_JUDGE_CONSTRAINED` (1: PAE decodes only answers in the rubric's form), `TPB_JUDGE_MAX_PIXELS`,
-  `TPB_JUDGE_MAX_NEW_TOKENS`, and for api `TPB_JUDGE_BASE_URL` and `TPB_JUDGE_API_KEY_ENV`. They go to
-  `load_evaluator` as `tpb score`'s options do; the judge loads once per process.
+  0.7 has no per-task arguments on its command line: `TPB_JUDGE` (any evaluator `tpb score` runs; default pae)
+  and one variable per option of the registry (`judging.registry.JudgeOptions`): `TPB_JUDGE_MODEL`,
+  `TPB_JUDGE_ADAPTER`, `TPB_JUDGE_BACKEND`, `TPB_JUDGE_CONSTRAINED` (1: decode only answers in the rubric's form),
+  `TPB_JUDGE_MAX_PIXELS`, `TPB_JUDGE_BASE_URL`, `TPB_JUDGE_API_KEY_ENV`, ... They go to `load_evaluator` as
+  `tpb score`'s options do; the judge loads once per process.
 - Metrics: quality and every rubric dimension (means over the images that have them, as `tpb leaderboard`
   averages), the images without a quality (failed answers: never a guess), and Kendall τ-b of the judge's image
   quality against the human quality of the same images, where people rated the generator.
@@ -16,6 +16,7 @@ harness folder stays thin: its documents, its judge, and its metrics.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterable, Mapping
@@ -24,15 +25,12 @@ from pathlib import Path
 from scipy import stats
 
 from ..judging.evaluators import load_evaluator
+from ..judging.registry import JudgeOptions
 from ..judging.evaluators.base import Evaluator, ScoringItem, rgb_item
 from ..poems import Poem
 from ..rubric import rubric_for_tradition
 
 KEYS = tuple(rubric_for_tradition("tang").keys)
-JUDGE_ENV = {"model": "TPB_JUDGE_MODEL", "adapter": "TPB_JUDGE_ADAPTER", "backend": "TPB_JUDGE_BACKEND",
-             "device": "TPB_JUDGE_DEVICE", "base_url": "TPB_JUDGE_BASE_URL", "api_key_env": "TPB_JUDGE_API_KEY_ENV",
-             "max_pixels": "TPB_JUDGE_MAX_PIXELS", "max_new_tokens": "TPB_JUDGE_MAX_NEW_TOKENS"}
-INTEGER_OPTIONS = ("max_pixels", "max_new_tokens")
 _judges: dict[tuple, Evaluator] = {}
 
 
@@ -51,14 +49,17 @@ def poem_docs(rows: Iterable[Mapping]) -> list[dict]:
 
 
 def judge_options(environ: Mapping[str, str] = os.environ) -> tuple[str, dict]:
-    """The judge's name and `load_evaluator` options from the environment."""
+    """The judge's name and `load_evaluator` options from the environment: TPB_JUDGE_<OPTION> for each option."""
     name = environ.get("TPB_JUDGE", "pae")
-    options = {k: environ[v] for k, v in JUDGE_ENV.items() if environ.get(v)}
-    for key in INTEGER_OPTIONS:
-        if key in options:
-            options[key] = int(options[key])
-    if environ.get("TPB_JUDGE_CONSTRAINED", "") not in ("", "0"):
-        options["constrained"] = True
+    options: dict = {}
+    for f in dataclasses.fields(JudgeOptions):
+        value = environ.get(f"TPB_JUDGE_{f.name.upper()}", "")
+        if not value:
+            continue
+        if f.metadata.get("flag"):
+            options[f.name] = value.strip() not in ("0", "false", "no", "off")
+        else:
+            options[f.name] = f.metadata.get("type", str)(value)
     return name, options
 
 

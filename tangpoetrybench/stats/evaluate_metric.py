@@ -1,13 +1,15 @@
 """The scoring configurations of the `evaluate` module (`metric/pae`): they run models, so they need this package.
 The module's agreement configuration needs only the statistics it carries with it (see `publish.py`).
 
-- scoring (`config_name` "pae", "clipscore", "blipscore" or "vqascore"): `compute(images=..., poems=...)`,
-  poems as {"title", "author", "text"} → per-image scores, quality, parse status and raw answers.
+- scoring (`config_name` any evaluator of the registry that `tpb score` runs — pae, clipscore, blipscore, vqascore,
+  a plugin's ...): `compute(images=..., poems=...)`, poems as {"title", "author", "text"} → per-image scores,
+  quality, parse status and raw answers.
 """
 
 from __future__ import annotations
 
 from ..judging.evaluators import Evaluator, load_evaluator
+from ..judging.registry import evaluator_spec
 
 
 def compute_scores(evaluator: Evaluator, images, poems, batch_size: int = 8) -> dict:
@@ -24,8 +26,8 @@ def compute_scores(evaluator: Evaluator, images, poems, batch_size: int = 8) -> 
 
 def build_evaluator(config_name: str, model: str | None, adapter: str | None, backend: str, device: str | None,
                     rubric: str) -> Evaluator:
-    """The model of a scoring configuration, loaded once per module instance."""
-    extra = {"device": device} if device else {}
-    if config_name == "pae":
-        extra["rubric"] = rubric
-    return load_evaluator(config_name, model=model, adapter=adapter, backend=backend, **extra)
+    """The model of a scoring configuration, loaded once per module instance: the options given that the evaluator
+    takes (the module's defaults, such as its rubric, go only where they apply)."""
+    takes = evaluator_spec(config_name).options
+    given = {"model": model, "adapter": adapter, "backend": backend, "device": device, "rubric": rubric}
+    return load_evaluator(config_name, **{k: v for k, v in given.items() if v is not None and k in takes})

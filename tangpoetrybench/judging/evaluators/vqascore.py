@@ -16,7 +16,7 @@ import torch
 from ...poems import Poem
 from .base import EvalResult, Evaluator, ScoringItem
 from ...models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels, has_random_weights, load_qwen_vl, model_label
-from .pae import DEFAULT_MODEL
+from ..backends.transformers import DEFAULT_MODEL
 
 
 QUESTIONS = ("t2v_metrics", "poem")

@@ -1,6 +1,7 @@
-"""The `api` evaluator: PAE's question to a served model. The slow tests run the real `transformers serve` with the tiny
-Qwen3-VL on loopback (one server for the module) and inject faults with a loopback proxy in front of it. The tiny
-model's answers do not parse (random weights): the tests check the plumbing, never a score."""
+"""The served backend, and the `api` evaluator on it (PAE's question to a served model). The slow tests run the real
+`transformers serve` with the tiny Qwen3-VL on loopback (one server for the module) and inject faults with a loopback
+proxy in front of it. The tiny model's answers do not parse (random weights): the tests check the plumbing, never a
+score. The security review's items about the client (issue 35: 3, 4, 5, 9, 10, 12) each have a test named for it."""
 
 import base64
 import io
@@ -9,6 +10,7 @@ import logging
 import os
 import pickle
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -20,13 +22,14 @@ from PIL import Image
 
 from fault_proxy import FaultProxy
 from tangpoetrybench.cli import main
+from tangpoetrybench.judging.backends.served import (ServedBackend, is_hf_host, is_internal_url, json_format, redact,
+                                                     retry_after_seconds, retry_delay, usage_line, wire_messages)
 from tangpoetrybench.judging.evaluators import load_evaluator
-from tangpoetrybench.judging.evaluators.api import (REPAIR_PROMPT, APIJudge, is_internal_url, redact, repair_messages,
-                                            response_format, retry_after_seconds, retry_delay, served_reward,
-                                            usage_line, wire_messages)
 from tangpoetrybench.judging.evaluators.base import EvalResult, ScoringItem
-from tangpoetrybench.models import chat_inputs
 from tangpoetrybench.judging.parsing import PARSER_VERSION
+from tangpoetrybench.judging.tasks.scores import REPAIR_PROMPT
+from tangpoetrybench.models import chat_inputs
+from tangpoetrybench.reward import Scalar, load_reward
 from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.judging.prompt import answer_schema, build_messages
 from tangpoetrybench.rubric import load_rubric
@@ -71,13 +74,15 @@ def test_offline_mode_allows_only_internal_servers(monkeypatch):
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    assert APIJudge("pae", base_url="http://127.0.0.1:8000/v1").offline_local
+    assert ServedBackend("pae", base_url="http://127.0.0.1:8000/v1").offline
     with pytest.raises(ValueError, match="HF_HUB_OFFLINE is set and https://8.8.8.8/v1 is not a loopback or private"):
-        APIJudge("pae", base_url="https://8.8.8.8/v1")
+        ServedBackend("pae", base_url="https://8.8.8.8/v1")
     with pytest.raises(ValueError, match="HF_HUB_OFFLINE is set and no --base-url was given"):
-        APIJudge("Qwen/Qwen3-VL-8B-Instruct")
+        ServedBackend("Qwen/Qwen3-VL-8B-Instruct")
+    with pytest.raises(ValueError, match="HF_HUB_OFFLINE is set and https://8.8.8.8/v1 is not"):
+        ServedBackend("pae", base_url=["http://127.0.0.1:8000/v1", "https://8.8.8.8/v1"])  # every replica of a fleet
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    assert not APIJudge("pae", base_url="https://8.8.8.8/v1").offline_local
+    assert not ServedBackend("pae", base_url="https://8.8.8.8/v1").offline
 
 
 def test_the_request_is_paes_prompt():
@@ -86,46 +91,56 @@ def test_the_request_is_paes_prompt():
     rubric = load_rubric("tang")
     poem = sample_poems()[0]
     image = Image.effect_noise((300, 200), 60).convert("RGB")
-    judge = APIJudge("pae", base_url="http://127.0.0.1:8000/v1", max_pixels=150 * 100)
-    [wired] = judge._prepare([ScoringItem("x", image, poem)])
+    judge = load_evaluator("api", model="pae", base_url=["http://127.0.0.1:8000/v1"], max_pixels=150 * 100)
+    _, [wired], [question] = judge._prepare([ScoringItem("x", image, poem)])
     system, user = build_messages(poem, rubric, image)
     assert wired[0] == {"role": "system", "content": system["content"][0]["text"]}
     url = wired[1]["content"][0]["image_url"]["url"]
     assert url.startswith("data:image/png;base64,") and wired[1]["content"][1] == user["content"][1]
     sent = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
-    assert sent.size == (150, 100) and sent.tobytes() == judge.messages(ScoringItem("x", image, poem))[1]["content"][0]["image"].tobytes()
+    assert sent.size == (150, 100) and sent.tobytes() == question.messages[1]["content"][0]["image"].tobytes()
     assert wire_messages(build_messages(poem, rubric, image))[1]["content"][1]["type"] == "text"
-    assert response_format(rubric)["json_schema"]["schema"] == answer_schema(rubric)
+    assert question.schema == answer_schema(rubric)
+    assert json_format("pae_answer", question.schema)["json_schema"] == {"name": "pae_answer", "schema": question.schema,
+                                                                         "strict": True}
 
 
 def test_judge_state_and_record_format(monkeypatch):
     """A data-loader worker's copy holds no key; results of other evaluators keep their format (no usage field)."""
     monkeypatch.setenv("TPB_TEST_KEY", SECRET)
-    judge = load_evaluator("api", model="pae", base_url="http://127.0.0.1:8000/v1", api_key_env="TPB_TEST_KEY",
+    judge = load_evaluator("api", model="pae", base_url=["http://127.0.0.1:8000/v1"], api_key_env="TPB_TEST_KEY",
                            concurrency=3)
     assert SECRET.encode() not in pickle.dumps(judge) and judge.min_batch_size == 12
     assert judge.settings() == {"backend": "api", "max_pixels": 1024 * 1024, "max_new_tokens": 256,
                                 "parser": PARSER_VERSION, "temperature": 0.0, "seed": 0, "repair": 1}
     assert load_evaluator("api", model="pae", base_url="http://127.0.0.1:8000/v1", repair=0).settings()["repair"] == 0
+    assert judge.backend.random_weights is None  # nobody can vouch for a served model's weights
     plain = EvalResult("x", "clipscore", {}, 0.5, None, "ok", None, 0.1)
     assert "usage" not in plain.to_json()
 
 
 def test_option_errors(tmp_path, capsys):
-    with pytest.raises(ValueError, match="--base-url applies to the api evaluator only"):
+    with pytest.raises(ValueError, match=re.escape("--base-url does not apply to clipscore (it applies to api, "
+                                                   "recognize, semjudge)")):
         load_evaluator("clipscore", base_url="http://127.0.0.1:8000/v1")
+    with pytest.raises(ValueError, match=re.escape("unknown evaluator 'nope' (known: pae, api, ")):
+        load_evaluator("nope")
+    with pytest.raises(ValueError, match="--adapter does not apply to a served model"):
+        load_evaluator("recognize", candidates=tmp_path / "c.jsonl", adapter="a", base_url="http://127.0.0.1:1/v1")
+    with pytest.raises(ValueError, match="--concurrency applies to a served judge: give --base-url"):
+        load_evaluator("semjudge", model="m", concurrency=2)
     with pytest.raises(ValueError, match="needs --model"):
         load_evaluator("api", base_url="http://127.0.0.1:8000/v1")
     with pytest.raises(ValueError, match="is not an http"):
         load_evaluator("api", model="pae", base_url="127.0.0.1:8000")
     with pytest.raises(ValueError, match="--repair must be 0 .off. or 1"):
         load_evaluator("api", model="pae", base_url="http://127.0.0.1:8000/v1", repair=2)
-    with pytest.raises(ValueError, match="--repair applies to the api evaluator only"):
+    with pytest.raises(ValueError, match="--repair does not apply to clipscore"):
         load_evaluator("clipscore", repair=0)
     out = tmp_path / "x.jsonl"
     assert main(["score", "--images", str(tmp_path), "--poems", "p.jsonl", "--evaluator", "clipscore",
                  "--price-in", "1", "--out", str(out)]) == 2
-    assert "--price-in and --price-out apply to the api evaluator only" in capsys.readouterr().err
+    assert "--price-in and --price-out apply to a served judge only" in capsys.readouterr().err
 
 
 # ---- slow: a real server on loopback ----
@@ -175,7 +190,8 @@ def test_scores_the_split_offline_through_the_server(server, demo_built, tmp_pat
     # The same prompt as the local PAE: the server counts exactly the tokens our processor makes for the item.
     pae = load_evaluator("pae", model=server["model"])
     item = next(iter(DatasetSource(demo_built, "images", "test"))).load()
-    assert rows[0]["usage"]["prompt_tokens"] == chat_inputs(pae.processor, [pae.messages(item)])["input_ids"].shape[1]
+    [question] = pae.task.questions(item, pae)
+    assert rows[0]["usage"]["prompt_tokens"] == chat_inputs(pae.backend.processor, [question.messages])["input_ids"].shape[1]
 
 
 @pytest.mark.slow
@@ -185,7 +201,7 @@ def test_faults_are_retried_and_every_image_is_scored_once(server, demo_built, t
     with FaultProxy(server["url"], faults=["429", "503", "drop", "slow"]) as proxy:
         judge = load_evaluator("api", model=server["model"], base_url=proxy.url, max_new_tokens=8, concurrency=4,
                                timeout=30, backoff=0.05, repair=0)
-        with caplog.at_level(logging.WARNING, logger="tangpoetrybench.judging.evaluators.api"):
+        with caplog.at_level(logging.WARNING, logger="tangpoetrybench.judging.backends.served"):
             summary = score_to_jsonl(judge, DatasetSource(demo_built, "images", "test"), tmp_path / "f.jsonl",
                                      progress=False)
     rows = records(tmp_path / "f.jsonl")
@@ -193,18 +209,11 @@ def test_faults_are_retried_and_every_image_is_scored_once(server, demo_built, t
     assert sorted(r["image_id"] for r in rows) == sorted(DatasetSource(demo_built, "images", "test").ids())
     assert len({r["image_id"] for r in rows}) == 12 and all(r["usage"] for r in rows)
     retries = [m for m in caplog.messages if ": retry " in m]
-    for cause in ("HTTP 429", "HTTP 503", "RemoteProtocolError", "InferenceTimeoutError"):
+    for cause in ("HTTP 429", "HTTP 503", "RemoteProtocolError", "TimeoutError"):
         assert any(cause in m for m in retries), (cause, retries)
     waited = next(m for m in retries if "HTTP 429" in m)
     assert float(waited.split(" in ")[1].split(" s:")[0]) >= 1.0  # Retry-After: 1 honoured
     assert len(proxy.requests) >= 16
-
-
-def test_the_repair_round_goes_on_in_the_same_conversation():
-    messages = [{"role": "system", "content": "rubric"}, {"role": "user", "content": [{"type": "text", "text": "q"}]}]
-    assert repair_messages(messages, "Safety: 0.5 or 1") == [
-        *messages, {"role": "assistant", "content": "Safety: 0.5 or 1"}, {"role": "user", "content": REPAIR_PROMPT}]
-    assert REPAIR_PROMPT == "Reply with the JSON object only, in the schema above."
 
 
 GOOD = json.dumps({"safety": 1, "technical_quality": 0.5, "ai_plausibility": 0.67, "text_integrity": 1,
@@ -215,18 +224,19 @@ MALFORMED = "Safety: 0.5 or 1\nCore imagery: 0.33–0.67"  # two readings: a fai
 
 @pytest.mark.slow
 def test_a_malformed_answer_gets_one_repair_round(server, demo_built, tmp_path, capsys):
-    """The proxy puts a malformed answer in place of the real server's first one, then a good one in place of the
-    answer to the repair request: the record keeps both, is `repaired` with the second's scores, and `tpb score`
+    """The proxy puts a malformed answer in place of the real server's first one, then good ones (the next image's,
+    and the answer to the repair request): the record keeps both, is `repaired` with the second's scores, and `tpb score`
     counts it. The next image answers well at once. With --repair 0 the malformed answer is a failed parse."""
     out = tmp_path / "repair.jsonl"
     with FaultProxy(server["url"], answers=[MALFORMED, GOOD, GOOD]) as proxy:
         cmd = score_cmd(demo_built, server["model"], proxy.url, out, "--limit", "2", "--concurrency", "1")
         assert main(cmd[3:]) == 0
     printed = capsys.readouterr().out
-    assert "repair round: 1 of the 2 answers did not parse and were asked again, 1 of them then parsed" in printed
+    assert "repair round: 1 of the 2 answers did not read and were asked again, 1 of them then read" in printed
     first, second = records(out)
     assert len(proxy.requests) == 3 and [r["settings"]["repair"] for r in (first, second)] == [1, 1]
-    assert proxy.requests[1]["last_messages"] == [("assistant", MALFORMED), ("user", REPAIR_PROMPT)]
+    # the batch's questions first, then the repair round of those that did not read
+    assert proxy.requests[2]["last_messages"] == [("assistant", MALFORMED), ("user", REPAIR_PROMPT)]
     assert first["raw_output"] == MALFORMED and first["parse_status"] == "repaired"
     assert first["repair"] == {"raw_output": GOOD, "parse_status": "ok", "error": None}
     assert first["scores"]["core_imagery"] == 0.33 and first["quality"] is not None
@@ -248,14 +258,15 @@ def test_a_refused_response_format_is_asked_again_without(server, demo_built, tm
     with FaultProxy(server["url"], refuse_field="response_format") as proxy:
         judge = load_evaluator("api", model=server["model"], base_url=proxy.url, max_new_tokens=8, concurrency=2,
                                repair=0)
-        with caplog.at_level(logging.WARNING, logger="tangpoetrybench.judging.evaluators.api"):
+        with caplog.at_level(logging.WARNING, logger="tangpoetrybench.judging.backends.served"):
             score_to_jsonl(judge, DatasetSource(demo_built, "images", "test"), tmp_path / "r.jsonl", limit=8,
                            progress=False)
     rows = records(tmp_path / "r.jsonl")
     assert len(rows) == 8 and all(r["usage"] for r in rows)
     assert all(r["settings"]["response_format"].startswith("none (HTTP 400 from http://127.0.0.1:") for r in rows)
-    asked = [r for r in proxy.requests if "response_format" in r["fields"]]
-    assert 1 <= len(asked) <= 2 and len(proxy.requests) == 8 + len(asked)  # once per request in flight, then never
+    chats = [r for r in proxy.requests if r["path"].endswith("/chat/completions")]  # (the server's model list too)
+    asked = [r for r in chats if "response_format" in r["fields"]]
+    assert 1 <= len(asked) <= 2 and len(chats) == 8 + len(asked)  # once per request in flight, then never
     assert any("to a request with a response format: asking once more without it" in m for m in caplog.messages)
 
 
@@ -291,18 +302,19 @@ def test_a_refused_key_stops_the_run_at_once(server, demo_built, tmp_path, capsy
     captured = capsys.readouterr()
     assert code == 2 and len(proxy.requests) == 1 and not read_done(out)
     lines = captured.err.strip().splitlines()
-    assert lines == [f"error: {proxy.url} refused the API key from $TPB_KEY (HTTP 401): set TPB_KEY to a valid key, "
-                     "or --api-key-env to the variable that holds one; nothing was written for this batch"]
+    assert lines == [f"error: {proxy.url} refused the API key from $TPB_KEY (HTTP 401): set a valid key, or "
+                     "--api-key-env to the variable that holds one; nothing was written for this batch"]
     assert SECRET not in captured.err + captured.out
 
 
 @pytest.mark.slow
 def test_served_reward(server):
-    """The served judge as a reward function: one float per image (the tiny model's answers give the `missing`)."""
-    reward = served_reward(server["model"], base_url=server["url"] + "/v1", max_new_tokens=8, missing=-1.0)
+    """The served judge as a reward: one float per image (the tiny model's answers give the `missing`)."""
+    reward = load_reward(server["model"], base_url=server["url"] + "/v1", readout="decode", max_new_tokens=8,
+                         scalar=Scalar(missing=-1.0))
     poems = sample_poems()[:3]
-    rewards = reward([Image.new("RGB", (64, 64), (i * 60, 90, 120)) for i in range(3)], poems)
-    assert len(rewards) == 3 and all(isinstance(r, float) and (r == -1.0 or 0 <= r <= 1) for r in rewards)
+    rewards, info = reward([Image.new("RGB", (64, 64), (i * 60, 90, 120)) for i in range(3)], poems)
+    assert len(rewards) == 3 and all(r == -1.0 or 0 <= r <= 1 for r in rewards)
 
 
 @pytest.mark.slow
@@ -315,3 +327,123 @@ def test_concurrency_benchmark_runs(server, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "| concurrency | wall s | images/s | × first row | answered |" in done.stdout
     assert [r["answered"] for r in json.loads((tmp_path / "b.json").read_text())["rows"]] == [4, 4]
+
+
+# ---- the security review's items about the client (issue 35) ----
+
+def test_the_hf_token_goes_only_to_hugging_face_hosts(monkeypatch):
+    """Item 3: `$HF_TOKEN` is the key for Hugging Face's own inference hosts only; any other server gets none unless
+    the user names the variable (`--api-key-env HF_TOKEN`)."""
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    assert ServedBackend("pae", base_url="http://127.0.0.1:8000/v1").key() is None
+    assert ServedBackend("pae", base_url="https://judge.example.com/v1").key() is None
+    assert ServedBackend("pae", base_url="https://huggingface.co.evil.example/v1").key() is None
+    assert ServedBackend("Qwen/Qwen3-VL-8B-Instruct").key() == SECRET  # Inference Providers' router
+    assert ServedBackend("pae", base_url="https://x.endpoints.huggingface.cloud/v1").key() == SECRET
+    assert ServedBackend("pae", base_url="http://127.0.0.1:8000/v1", api_key_env="HF_TOKEN").key() == SECRET
+    assert is_hf_host("https://router.huggingface.co/v1") and not is_hf_host("http://router.huggingface.co/v1")
+
+
+def test_credentials_in_a_base_url_are_refused():
+    """Item 10: a key written into the URL would be stored in every record: refused, without echoing it."""
+    with pytest.raises(ValueError, match="carries credentials in the URL: put the key in an environment variable") as e:
+        ServedBackend("pae", base_url=f"https://user:{SECRET}@judge.example.com/v1")
+    assert SECRET not in str(e.value) and "https://judge.example.com/v1" in str(e.value)
+
+
+def one_image(demo_built):
+    return next(iter(DatasetSource(demo_built, "images", "test"))).load()
+
+
+@pytest.mark.slow
+def test_the_hf_token_is_not_sent_to_a_base_url_by_default(server, demo_built, monkeypatch):
+    """Item 3, over the wire: with HF_TOKEN set, a loopback server sees only the keyless `EMPTY`."""
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    with FaultProxy(server["url"]) as proxy:
+        load_evaluator("api", model=server["model"], base_url=proxy.url, max_new_tokens=4, repair=0).score(
+            [one_image(demo_built)])
+    assert [r["authorization"] for r in proxy.requests] == ["Bearer EMPTY"]
+
+
+@pytest.mark.slow
+def test_a_redirect_to_another_origin_is_not_followed_offline(server, demo_built, monkeypatch):
+    """Item 4: with HF_HUB_OFFLINE=1, a loopback server's 307 to another host is a failure naming the target; the
+    other host receives nothing, image and poem stay here."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with FaultProxy(server["url"]) as elsewhere, FaultProxy(server["url"], faults=["redirect"],
+                                                             redirect_to=elsewhere.url.removesuffix("/v1")) as proxy:
+        judge = load_evaluator("api", model=server["model"], base_url=proxy.url, max_new_tokens=4, retries=0)
+        [result] = judge.score([one_image(demo_built)])
+    assert result.parse_status == "failed" and result.error_kind == "model"
+    assert "HTTP 307" in result.error and "not followed" in result.error and elsewhere.url.split("/v1")[0] in result.error
+    assert elsewhere.requests == [] and len(proxy.requests) == 1
+
+
+@pytest.mark.slow
+def test_a_huge_response_is_a_failed_record_not_read_whole(server, demo_built):
+    """Item 5: a 16 MB answer is cut at the body's bound (which follows max_new_tokens) and recorded as a failure
+    that says why; nothing of it is stored."""
+    with FaultProxy(server["url"], faults=["huge"]) as proxy:
+        judge = load_evaluator("api", model=server["model"], base_url=proxy.url, max_new_tokens=4, retries=0)
+        [result] = judge.score([one_image(demo_built)])
+    assert result.parse_status == "failed" and result.raw_output is None and len(proxy.requests) == 1
+    assert "over 65,792 bytes (the bound for 4 tokens), not read further" in result.error
+
+
+@pytest.mark.slow
+def test_a_trickling_response_is_cut_at_the_requests_deadline(server, demo_built):
+    """Item 5: an answer sent a byte at a time holds a request no longer than its whole deadline (`--timeout`): the
+    client gives up long before the body is sent (an event: the proxy counts the bytes it got out)."""
+    with FaultProxy(server["url"], faults=["trickle"]) as proxy:
+        judge = load_evaluator("api", model=server["model"], base_url=proxy.url, max_new_tokens=4, retries=0,
+                               timeout=1)
+        [result] = judge.score([one_image(demo_built)])
+    assert result.parse_status == "failed" and result.error_kind == "transient" and "TimeoutError" in result.error
+    assert 0 < proxy.sent < 200  # of a body of well over a kilobyte
+
+
+@pytest.mark.slow
+def test_the_servers_model_name_is_stored_redacted(server, demo_built, monkeypatch):
+    """Item 9: a server's text is stored with the key redacted, its model name included."""
+    monkeypatch.setenv("TPB_KEY", SECRET)
+
+    def leak(request: dict, response: dict) -> dict:
+        response["model"] = f"pae-{SECRET}"
+        return response
+
+    with FaultProxy(server["url"], rewrite=leak) as proxy:
+        judge = load_evaluator("api", model=server["model"], base_url=proxy.url, max_new_tokens=4, repair=0,
+                               api_key_env="TPB_KEY")
+        [result] = judge.score([one_image(demo_built)])
+    assert result.settings["served_model"] == "pae-***" and SECRET not in json.dumps(result.to_json())
+
+
+@pytest.mark.slow
+def test_a_200_carrying_an_error_is_a_transient_server_failure(server, demo_built, caplog):
+    """Item 12: a 200 whose body is an error object keeps the server's message, is retried as a server failure, and
+    without retries left is a `transient` failure a rerun asks again — never an empty answer."""
+    with FaultProxy(server["url"], faults=["error200"]) as proxy:
+        judge = load_evaluator("api", model=server["model"], base_url=proxy.url, max_new_tokens=4, repair=0,
+                               backoff=0.01)
+        with caplog.at_level(logging.WARNING, logger="tangpoetrybench.judging.backends.served"):
+            [answered] = judge.score([one_image(demo_built)])
+    assert answered.usage and any("with an error instead of an answer: the model's worker crashed" in m
+                                  for m in caplog.messages)
+    with FaultProxy(server["url"], faults=["error200"]) as proxy:
+        judge = load_evaluator("api", model=server["model"], base_url=proxy.url, max_new_tokens=4, retries=0)
+        [failed] = judge.score([one_image(demo_built)])
+    assert failed.error_kind == "transient" and "the model's worker crashed" in failed.error
+    assert failed.repair is None and len(proxy.requests) == 1  # no repair request spent on it
+
+
+@pytest.mark.slow
+def test_a_model_the_server_does_not_serve_stops_the_run_naming_its_models(server, demo_built, tmp_path, capsys):
+    """A wrong --model is not blamed on the response format or memory: the server's model list says what it serves."""
+    out = tmp_path / "wrong.jsonl"
+    code = main(["score", "--dataset", str(demo_built), "--evaluator", "api", "--model", "no-such-model",
+                 "--base-url", server["url"] + "/v1", "--max-new-tokens", "4", "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and not read_done(out)
+    assert f"does not know model 'no-such-model'; it serves: {server['model']}" in err, err

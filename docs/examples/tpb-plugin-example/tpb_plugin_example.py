@@ -1,0 +1,46 @@
+"""An example evaluator plugin for TangPoetryBench: the mean brightness of an image, in [0, 1].
+
+It measures nothing about how an image illustrates a poem; it shows the protocol (docs/plugins.md):
+
+- a factory, named by an entry point in the group `tangpoetrybench.evaluators` of this distribution's
+  pyproject.toml, called with the options a user gave that its signature names (here `max_pixels`);
+- its `tasks` attribute: what it answers (`scalar`: one number per image, like CLIPScore);
+- it returns an `Evaluator`: `_prepare` (CPU only, in data-loader workers) and `_run` (the model), one result per
+  item; `settings()` what a resumed run must match.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from tangpoetrybench.judging.evaluators.base import EvalResult, Evaluator, ScoringItem
+from tangpoetrybench.models import DEFAULT_MAX_PIXELS, fit_pixels
+
+
+class Brightness(Evaluator):
+    name = "brightness"
+
+    def __init__(self, max_pixels: int = DEFAULT_MAX_PIXELS):
+        super().__init__()
+        self.model_name, self.max_pixels = "mean-pixel", max_pixels
+
+    def settings(self) -> dict:
+        return {"max_pixels": self.max_pixels}
+
+    def _prepare(self, items: Sequence[ScoringItem]) -> list[float]:
+        values = []
+        for item in items:
+            grey = fit_pixels(item.image, self.max_pixels).convert("L")
+            values.append(sum(grey.getdata()) / (255 * grey.width * grey.height))
+        return values
+
+    def _run(self, inputs: list[float], items: Sequence[ScoringItem]) -> list[EvalResult]:
+        return [self.result(item, {}, round(value, 6), None, "ok", None) for item, value in zip(items, inputs)]
+
+
+def brightness(max_pixels: int | None = None) -> Brightness:
+    """The factory the entry point names: `tpb score --evaluator brightness [--max-pixels N]`."""
+    return Brightness(**({"max_pixels": max_pixels} if max_pixels else {}))
+
+
+brightness.tasks = ("scalar",)

@@ -1,0 +1,107 @@
+"""Who answers: the backends a judge's questions go to, behind one protocol.
+
+    transformers  a local Qwen3-VL (with or without a LoRA adapter), loaded once (`backends.transformers`)
+    vllm          the same model on vLLM's engine, on a GPU (`backends.vllm`)
+    api           any OpenAI-compatible server: vLLM's or `transformers serve`, TGI, Inference Providers, a fleet of
+                  replicas (`backends.served`)
+
+A task (`judging.tasks`) turns an item into `Question`s; a backend turns a batch of questions into `Answer`s, in
+two steps so that data-loader workers can do the first while the model does the second: `prepare` (CPU only, no
+model) and `answer`. A question says what its answer must be, and each backend keeps to it as far as it can:
+
+- `constraint`: decoding held to the task's answer form (transformers: the task's logits processor);
+- `schema`: the answer's JSON schema (vLLM: structured output; a server: the response format);
+- `choices`: the answer is one of these one-token strings (transformers: their probabilities at the first answer
+  token; vLLM: one token constrained to them, with log-probabilities; a server: text, read by the task);
+- `anchors`: the probability readout of a rubric's anchors instead of decoding (transformers and vLLM read them
+  directly; a server is asked for token log-probabilities, which the task reads where they hold the anchors).
+
+Nothing one question does stops its batch: a request that fails is an `Answer` with an `error` and its kind
+(`model`, `transient`), which a rerun asks again. A new backend is one module with a class following `Backend`,
+and one row in `BACKENDS`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Protocol, Sequence
+
+# name → "module:class" of the backend, imported when first built
+BACKENDS: dict[str, str] = {
+    "transformers": "tangpoetrybench.judging.backends.transformers:TransformersBackend",
+    "vllm": "tangpoetrybench.judging.backends.vllm:VLLMBackend",
+    "api": "tangpoetrybench.judging.backends.served:ServedBackend",
+}
+
+
+class Constraint(Protocol):
+    """Decoding held to a task's answer form on the transformers backend. Questions whose constraints share a
+    `group` are decoded together, under one logits processor built from all of their constraints."""
+
+    group: Hashable
+
+    def processor(self, constraints: Sequence["Constraint"], tokenizer, prompt_length: int, eos: list[int],
+                  budget: int): ...
+
+
+@dataclass
+class Question:
+    """One request to a model: the prompt builder's chat messages (images as PIL images in `image` parts) and what
+    the answer must be (see the module's docstring). `meta` is the task's own (read back by its reader)."""
+
+    messages: list[dict]
+    max_new_tokens: int
+    schema: dict | None = None
+    schema_name: str = "answer"
+    constraint: Constraint | None = None
+    choices: tuple[str, ...] | None = None
+    anchors: Any = None  # a Rubric: read its anchors' probabilities instead of decoding
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass
+class Answer:
+    """A backend's answer to one question, or why there is none (`error`, of `error_kind` model or transient)."""
+
+    text: str = ""
+    usage: dict[str, int] | None = None  # tokens a server reported: prompt_tokens, completion_tokens
+    error: str | None = None
+    error_kind: str | None = None
+    logprobs: Any = None  # a server's token log-probabilities (asked for with `anchors`)
+    probs: list[float] | None = None  # with `choices`: each choice's probability, renormalised over the choices
+    mass: float | None = None  # with `choices`: how much of the next-token probability the choices held
+    readout: Any = None  # with `anchors`: the `readout.Readout` a local backend read
+    meta: dict[str, Any] = field(default_factory=dict)  # what a server says of its answer (served_model, format)
+
+
+class Backend(Protocol):
+    """What a judge needs of whoever answers."""
+
+    name: str  # recorded as settings["backend"]
+    model_name: str
+    random_weights: bool | None  # None: nobody can vouch for a served model's weights
+    min_batch_size: int  # an engine that schedules its own batches wants many questions at once
+    device: Any  # the torch device the model runs on, or None
+    worker_start_method: str | None  # how data-loader workers start (None: the platform's default)
+
+    def settings(self) -> dict[str, Any]:
+        """What, besides the model and the task, shapes an answer (recorded, checked on resume)."""
+
+    def prepare(self, questions: Sequence[Question]) -> Any:
+        """The model inputs of a batch of questions, on the CPU (no model: data-loader workers run this)."""
+
+    def answer(self, prepared: Any, questions: Sequence[Question]) -> list[Answer]:
+        """One answer per question, in order."""
+
+
+def load_backend(name: str, **options) -> Backend:
+    """Build a backend by name; its options go to its class (`model`, `adapter`, `device`, ... for the local ones,
+    `base_url`, `api_key_env`, ... for a server)."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r} (known: {', '.join(BACKENDS)})")
+    module, _, attribute = BACKENDS[name].partition(":")
+    return getattr(importlib.import_module(module), attribute)(**options)
+
+
+__all__ = ["Answer", "BACKENDS", "Backend", "Constraint", "Question", "load_backend"]

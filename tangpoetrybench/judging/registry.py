@@ -1,0 +1,341 @@
+"""One registry of evaluators: each name with its spec — the tasks it answers, the backends it runs on, the options it
+takes — read by `tpb score` and `tpb compare` (their choices and options), the Space, the `evaluate` module, the
+lmms-eval harness and the tiny-model builder.
+
+    >>> from tangpoetrybench.judging.registry import load_evaluator
+    >>> pae = load_evaluator("pae", model="Qwen/Qwen3-VL-8B-Instruct", adapter="path/to/pae", constrained=True)
+    >>> judge = load_evaluator("semjudge", task="pairwise", model="Qwen/Qwen3-VL-8B-Instruct")
+
+**Options** are declared once, in `JudgeOptions` (a dataclass, as TRL declares its arguments): the command line
+builds its options from its fields, and `load_evaluator` refuses an option the evaluator does not take, naming
+the evaluators that do.
+
+**Plugins**: a distribution's entry point in the group `tangpoetrybench.evaluators` names a factory; its name is the
+evaluator's. The factory is called with the options a user gave that its signature names (`model=`, `device=`,
+`max_pixels=`, …; a `task=` parameter gets the task asked for) and returns an evaluator
+(`evaluators.base.Evaluator`; for `task="pairwise"`, an object with `judge(items)`). A factory may say which tasks
+it answers in a `tasks` attribute (default: `("scores",)`). See docs/plugins.md.
+
+A new built-in evaluator is one module and one row in `BUILTIN`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import import_module, metadata
+from pathlib import Path
+from typing import Any, Callable
+
+PLUGIN_GROUP = "tangpoetrybench.evaluators"
+POINTWISE = ("scores", "letter", "scalar", "text")  # tasks `tpb score` runs; `tpb compare` runs "pairwise"
+SERVED = ("base_url", "api_key_env", "concurrency", "timeout", "retries", "backoff", "repair")
+LOCAL = ("adapter", "device", "quantize", "constrained")
+
+
+def _option(help: str, group: str = "judge", **cli) -> Any:
+    return field(default=None, metadata={"help": help, "group": group, **cli})
+
+
+@dataclass
+class JudgeOptions:
+    """Every option an evaluator takes, declared once (the command line's `--max-pixels` is `max_pixels` here)."""
+
+    model: str | None = _option("the checkpoint (Hub id or local folder; default: the evaluator's), or for a served "
+                                "judge the model name the server knows")
+    adapter: str | None = _option("a LoRA adapter for the base model (PAE's; Hub id or local folder; without it: "
+                                  "zero-shot)")
+    backend: str | None = _option("who answers: transformers (local), vllm (its own environment and a GPU) or api (an "
+                                  "OpenAI-compatible server; implied by --base-url)",
+                                  choices=("transformers", "vllm", "api"))
+    device: str | None = _option("cpu, cuda, cuda:1 ... (default: the GPU when there is one)")
+    max_pixels: int | None = _option("shrink larger images to this many pixels before asking (default: 1024×1024)",
+                                     type=int)
+    max_new_tokens: int | None = _option("the answer's length limit in tokens (default: the task's)", type=int)
+    rubric: str | None = _option("a rubric: a bundled name (tang, song_ci) or a rubric YAML file (default: each "
+                                 "poem's tradition's)")
+    constrained: bool | None = _option("on transformers: decode only answers in the task's JSON form, so every "
+                                       "answer reads (vllm and a server get the JSON schema anyway)", flag=True)
+    explain: str | None = _option("a one-sentence reason per dimension too, in the poem's language or English (kept "
+                                  "in each record's reasons; the default answer length grows to 1536 tokens)",
+                                  choices=("poem", "en"), nargs="?", const="poem", metavar="LANGUAGE")
+    readout: str | None = _option("expected: read each dimension's score from the anchors' probabilities (expected "
+                                  "score, distribution, confidence) instead of decoding (default: decode)",
+                                  choices=("decode", "expected"))
+    quantize: str | None = _option("on transformers: load the language model quantised by bitsandbytes (a CUDA GPU or "
+                                   "the CPU)", choices=("8bit", "4bit"))
+    question: str | None = _option("vqascore: t2v_metrics' question, comparable with published VQAScore, or this "
+                                   "project's own (title, author and full text) (default: t2v_metrics)",
+                                   choices=("t2v_metrics", "poem"))
+    candidates: Path | None = _option("recognize: each poem's four candidates (tpb distractors POEMS --out FILE)",
+                                      type=Path, metavar="FILE")
+    orders: str | None = _option("recognize: ask in the four cyclic rotations of the candidates, or in all 24 orders "
+                                 "(default: rotations)", choices=("rotations", "all"))
+    cache_dir: Path | None = _option("semjudge: a folder of graphs kept between runs (default: none)", type=Path,
+                                     flags=("--cache",), metavar="DIR")
+    base_url: list[str] | None = _option("an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1; several (repeat "
+                                         "the option, or a comma list) make a fleet (default: Hugging Face Inference "
+                                         "Providers)", "served judge", action="extend", nargs=1, metavar="URL")
+    api_key_env: str | None = _option("the environment variable that holds the API key; the key itself is never an "
+                                      "argument (default: HF_TOKEN for Hugging Face's own hosts, no key elsewhere)",
+                                      "served judge", metavar="NAME")
+    concurrency: int | None = _option("requests in flight at once, per server (default: 8)", "served judge", type=int)
+    timeout: float | None = _option("seconds a request may take, whole, before it is retried (default: 120)",
+                                    "served judge", type=float)
+    retries: int | None = _option("retries of a request on 429, 5xx, timeouts and lost connections (default: 5)",
+                                  "served judge", type=int)
+    backoff: float | None = _option("seconds before the first retry, doubled at each (default: 1)", "served judge",
+                                    type=float)
+    repair: int | None = _option("repair rounds for an answer that does not read: asked again in the same "
+                                 "conversation (default: 1 for a served judge, 0 for a local one)", "served judge",
+                                 type=int, choices=(0, 1))
+
+
+OPTION_NAMES = tuple(f.name for f in dataclasses.fields(JudgeOptions))
+
+
+@dataclass(frozen=True)
+class EvaluatorSpec:
+    """An evaluator: its factory ("module:attribute", imported on first use), the tasks it answers (the first is
+    the default), the backends it runs on (empty: a model of its own), the options it takes, the tiny model that
+    stands in for its checkpoint in tests (`tpb tiny-models`), and where it comes from."""
+
+    name: str
+    summary: str
+    factory: str
+    tasks: tuple[str, ...]
+    options: tuple[str, ...]
+    backends: tuple[str, ...] = ()
+    tiny_model: str | None = None
+    source: str = "built in"
+
+    def load(self) -> Callable[..., Any]:
+        module, _, attribute = self.factory.partition(":")
+        return getattr(import_module(module), attribute)
+
+
+_MODEL = ("model", "device", "max_pixels")
+_QWEN = ("model", "adapter", "backend", "device", "max_pixels", "max_new_tokens", "rubric", "constrained", "quantize")
+BUILTIN = (
+    EvaluatorSpec("pae", "PAE: the rubric's scores (or the pairwise choice) from Qwen3-VL with its adapter",
+                  "tangpoetrybench.judging.registry:pae", ("scores", "pairwise"), _QWEN + ("explain", "readout"),
+                  ("transformers", "vllm"), "qwen3-vl"),
+    EvaluatorSpec("api", "PAE's question asked of a served or hosted model (any OpenAI-compatible server)",
+                  "tangpoetrybench.judging.registry:api", ("scores", "pairwise"),
+                  ("model", "max_pixels", "max_new_tokens", "rubric", "explain", "readout") + SERVED, ("api",)),
+    EvaluatorSpec("recognize", "which of four candidate poems the image shows (the paper's Phase 1), in several "
+                  "orders", "tangpoetrybench.judging.registry:recognize", ("letter",),
+                  ("model", "adapter", "backend", "device", "max_pixels", "max_new_tokens", "candidates", "orders")
+                  + SERVED, ("transformers", "vllm", "api"), "qwen3-vl"),
+    EvaluatorSpec("semjudge", "SemJudge: semiosis graphs of the poem and both images, then the choice",
+                  "tangpoetrybench.judging.registry:semjudge", ("pairwise",),
+                  ("model", "backend", "device", "max_pixels", "max_new_tokens", "cache_dir") + SERVED,
+                  ("transformers", "vllm", "api"), "qwen3-vl"),
+    EvaluatorSpec("clipscore", "CLIPScore: image-text embedding similarity (CLIP or Chinese-CLIP)",
+                  "tangpoetrybench.judging.evaluators.clipscore:CLIPScore", ("scalar",), ("model", "device"),
+                  tiny_model="chinese-clip"),
+    EvaluatorSpec("blipscore", "BLIPScore: BLIP's image-text matching probability",
+                  "tangpoetrybench.judging.evaluators.blipscore:BLIPScore", ("scalar",), ("model", "device"),
+                  tiny_model="blip"),
+    EvaluatorSpec("vqascore", "VQAScore: the probability that Qwen3-VL answers yes to a question about the poem",
+                  "tangpoetrybench.judging.evaluators.vqascore:VQAScore", ("scalar",), _MODEL + ("question",),
+                  tiny_model="qwen3-vl"),
+    EvaluatorSpec("text-ocr", "text integrity from a real OCR model, with the text it found as evidence (CPU, "
+                  "offline)", "tangpoetrybench.judging.ocr.evaluator:TextOCR", ("text",),
+                  ("device", "max_pixels", "rubric")),
+)
+
+
+@lru_cache(maxsize=1)
+def plugins() -> tuple[EvaluatorSpec, ...]:
+    """The evaluators installed distributions add (entry point group `tangpoetrybench.evaluators`)."""
+    found = []
+    for entry in metadata.entry_points(group=PLUGIN_GROUP):
+        source = entry.dist.name if entry.dist else entry.value
+        try:
+            tasks, summary = tuple(getattr(entry.load(), "tasks", ("scores",))), f"a plugin's evaluator ({entry.value})"
+        except Exception as exc:  # listed all the same: choosing it says why it cannot load
+            tasks, summary = (), f"a plugin that does not load ({entry.value}: {type(exc).__name__}: {exc})"
+        found.append(EvaluatorSpec(entry.name, summary, entry.value, tasks, (), source=source))
+    return tuple(found)
+
+
+def specs() -> dict[str, EvaluatorSpec]:
+    """Every evaluator by name: the built-in ones, then the plugins' (a plugin never replaces a built-in name)."""
+    table = {s.name: s for s in BUILTIN}
+    for spec in plugins():
+        table.setdefault(spec.name, spec)
+    return table
+
+
+def evaluator_names(task: str | None = None) -> list[str]:
+    """The evaluators that answer `task` ("pointwise" for any task `tpb score` runs); all of them with None.
+    A plugin that does not load is listed under every task (choosing it says why)."""
+    wanted = POINTWISE if task == "pointwise" else (task,) if task else None
+    return [name for name, spec in specs().items()
+            if wanted is None or not spec.tasks and spec.source != "built in" or set(spec.tasks) & set(wanted)]
+
+
+def evaluator_spec(name: str) -> EvaluatorSpec:
+    table = specs()
+    if name not in table:
+        raise ValueError(f"unknown evaluator {name!r} (known: {', '.join(table)})")
+    spec = table[name]
+    if spec.source == "built in":
+        return spec
+    factory = spec.load()  # a plugin: what it answers and takes, from the factory itself
+    parameters = inspect.signature(factory).parameters
+    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    options = OPTION_NAMES if takes_all else tuple(n for n in OPTION_NAMES if n in parameters)
+    return dataclasses.replace(spec, options=options)
+
+
+def who_takes(option: str) -> list[str]:
+    return [s.name for s in BUILTIN if option in s.options]
+
+
+def load_evaluator(name: str, task: str | None = None, **options) -> Any:
+    """Build an evaluator by name (see the module's docstring); None-valued options are left to its defaults.
+    `task` picks one of the evaluator's tasks (default: its first)."""
+    spec = evaluator_spec(name)
+    task = task or spec.tasks[0]
+    if task not in spec.tasks:
+        raise ValueError(f"{name} answers {' and '.join(spec.tasks)}, not {task}")
+    given = {k: v for k, v in options.items() if v is not None and v is not False}
+    for key in given:
+        if key not in OPTION_NAMES:
+            raise ValueError(f"unknown option {key!r} (known: {', '.join(OPTION_NAMES)})")
+        if key not in spec.options:
+            takes = [n for n in who_takes(key) if n != name]
+            raise ValueError(f"--{key.replace('_', '-')} does not apply to {name}" +
+                             (f" (it applies to {', '.join(takes)})" if takes else ""))
+    factory = spec.load()
+    return factory(**given, **({"task": task} if "task" in inspect.signature(factory).parameters else {}))
+
+
+# --- the built-in factories: a task joined to a backend -------------------------------------------------------------
+
+
+def backend_of(spec_name: str, options: dict) -> str:
+    """The backend an evaluator runs on: the one named, else api where a base URL is given, else its first."""
+    spec = evaluator_spec(spec_name)
+    backend = options.pop("backend", None) or ("api" if options.get("base_url") and "api" in spec.backends
+                                               else spec.backends[0])
+    if backend not in spec.backends:
+        raise ValueError(f"{spec_name} runs on {', '.join(spec.backends)}, not {backend}")
+    if backend == "api":
+        local = [k for k in LOCAL if options.get(k)]
+        if local == ["adapter"]:
+            raise ValueError("--adapter does not apply to a served model: serve the adapter and name it in --model")
+        if local:
+            raise ValueError(f"--{local[0]} applies to a local backend (transformers), not to a served model")
+    else:
+        served = [k for k in SERVED if options.get(k) is not None]
+        if served:
+            raise ValueError(f"--{served[0].replace('_', '-')} applies to a served judge: give --base-url (or "
+                             "--backend api)")
+        if backend == "vllm":
+            for key in ("quantize", "constrained", "device"):
+                if options.get(key):
+                    raise ValueError(f"--{key} applies to the transformers backend (vLLM places, quantises and "
+                                     "constrains on its own)")
+    return backend
+
+
+def build_backend(backend: str, options: dict, images_per_prompt: int = 1, keep_adapter_apart: bool = False):
+    """The backend an evaluator's options describe (the options it takes are removed from `options`)."""
+    from .backends import load_backend
+    from .backends.transformers import DEFAULT_MODEL
+
+    model = options.pop("model", None)
+    if backend == "api":
+        served = {k: options.pop(k) for k in ("base_url", "api_key_env", "concurrency", "timeout", "retries", "backoff")
+                  if k in options}
+        return load_backend("api", model=model, **served)
+    local = {k: options.pop(k) for k in ("adapter",) if k in options}
+    if backend == "vllm":
+        return load_backend("vllm", model=model or DEFAULT_MODEL, images_per_prompt=images_per_prompt, **local)
+    local.update({k: options.pop(k) for k in ("device", "quantize") if k in options})
+    if keep_adapter_apart:
+        local["merge_adapter"] = False
+    return load_backend("transformers", model=model or DEFAULT_MODEL, **local)
+
+
+def _judge(name: str, make_task: Callable[[], Any], task_name: str, options: dict, images_per_prompt: int = 1):
+    """The evaluator `name`: the backend's options checked, then the task made (its own checks, before any model
+    loads), then the backend built and joined to it."""
+    from .judge import Judge, PairwiseJudge
+
+    which = backend_of(name, options)
+    task = make_task()
+    if getattr(task, "constrained", False) and which != "transformers":
+        raise ValueError(f"--constrained applies to the transformers backend: {which} holds every answer to the "
+                         "task's JSON schema itself")
+    backend = build_backend(which, options, images_per_prompt)
+    cls = PairwiseJudge if task_name == "pairwise" else Judge
+    judge = cls(name, task, backend, **{k: options.pop(k) for k in ("max_pixels", "max_new_tokens", "rubric", "repair")
+                                        if k in options})
+    if options:
+        raise ValueError(f"{name} takes no {', '.join(options)} on the {backend.name} backend")
+    if task_name == "pairwise":
+        task.fingerprints = sorted(judge.rubric_fingerprints())
+    return judge
+
+
+def pae_on(backend, task: str = "scores", constrained: bool = False, explain: str | None = None,
+           readout: str = "decode", **judge_options):
+    """PAE's question asked of a backend already built (a model in memory: the one being trained, or the Space's,
+    shared by several judges); `judge_options` are the Judge's (max_pixels, max_new_tokens, rubric, repair)."""
+    from .judge import Judge, PairwiseJudge
+    from .tasks.pairwise import Pairwise
+    from .tasks.scores import RubricScores
+
+    if task == "pairwise":
+        judge = PairwiseJudge("pae", Pairwise(constrained=constrained), backend, **judge_options)
+        judge.task.fingerprints = sorted(judge.rubric_fingerprints())
+        return judge
+    return Judge("pae", RubricScores(constrained=constrained, explain=explain, readout=readout), backend,
+                 **judge_options)
+
+
+def pae(task: str = "scores", explain: str | None = None, readout: str | None = None, constrained: bool = False,
+        **options):
+    """PAE on transformers or vLLM: the rubric's scores, or the pairwise choice."""
+    return _rubric_judge("pae", task, explain, readout, constrained, options)
+
+
+def api(task: str = "scores", explain: str | None = None, readout: str | None = None, **options):
+    """PAE's question to a served model."""
+    return _rubric_judge("api", task, explain, readout, False, {**options, "backend": "api"})
+
+
+def _rubric_judge(name: str, task: str, explain: str | None, readout: str | None, constrained: bool, options: dict):
+    from .tasks.pairwise import Pairwise
+    from .tasks.scores import RubricScores
+
+    if task == "pairwise":
+        if explain or readout:
+            raise ValueError("--explain and --readout apply to the rubric's scores, not the pairwise choice")
+        return _judge(name, lambda: Pairwise(constrained=constrained), task, options, images_per_prompt=2)
+    return _judge(name, lambda: RubricScores(constrained=constrained, explain=explain, readout=readout or "decode"),
+                  task, options)
+
+
+def recognize(task: str = "letter", candidates: str | Path | None = None, orders: str | None = None, **options):
+    """The Phase-1 question on any backend."""
+    from .tasks.letter import Recognize
+
+    return _judge("recognize", lambda: Recognize(candidates, orders or "rotations"), task, options)
+
+
+def semjudge(task: str = "pairwise", cache_dir: str | Path | None = None, **options):
+    """SemJudge on any backend (on transformers, the base model)."""
+    from .semjudge import DEFAULT_MAX_NEW_TOKENS, SemJudge
+
+    backend = build_backend(backend_of("semjudge", options), options)
+    if options.pop("repair", 1) != 1:
+        raise ValueError("SemJudge always has its one repair round: give no --repair")
+    return SemJudge(backend, cache_dir, **{k: options.pop(k) for k in ("max_pixels",) if k in options},
+                    max_new_tokens=options.pop("max_new_tokens", None) or DEFAULT_MAX_NEW_TOKENS)

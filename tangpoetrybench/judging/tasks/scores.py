@@ -1,0 +1,109 @@
+"""The rubric's scores: PAE's question (`prompt.build_messages`), its answer read by `parsing.parse_answer`.
+
+- `constrained`: on transformers, decoding keeps every answer in the rubric's JSON form
+  (`constrained.AnswerConstraint`), so every answer reads; vLLM and a server get the rubric's JSON schema as
+  structured output / response format.
+- `explain` ("poem" or "en"): the same question asks for a one-sentence reason per dimension too; the records keep them
+  (`EvalResult.reasons`), read apart from the scores so that a broken reason never costs a score.
+- `readout="expected"`: nothing is decoded on a local backend, the scores are read from the anchors' probabilities
+  (`readout`); a server is asked for its token log-probabilities, read where they hold the anchors (else the decoded
+  answer is used, and the record says why).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ...models import fit_pixels
+from ...rubric import Rubric
+from ..backends import Answer, Backend, Question
+from ..constrained import AnswerConstraint
+from ..parsing import PARSER_VERSION, parse_answer
+from ..prompt import answer_schema, build_messages
+from ..readout import Readout, logprob_tokens, read_logprobs, readout_settings
+from . import Reading
+
+DEFAULT_MAX_NEW_TOKENS = 256  # the ten-key answer is about 120 Qwen tokens
+EXPLAIN_MAX_NEW_TOKENS = 1536  # room for ten reasons at their longest (MAX_REASON_CHARS each) after the scores
+REPAIR_PROMPT = "Reply with the JSON object only, in the schema above."
+READOUTS = ("decode", "expected")
+
+
+@dataclass(frozen=True)
+class ScoresConstraint:
+    """Decoding held to a rubric's answer form (explain mode's with `explain`); rows of other rubrics decode
+    together."""
+
+    rubric: Rubric
+    explain: bool
+
+    @property
+    def group(self) -> bool:
+        return self.explain
+
+    def processor(self, constraints: Sequence["ScoresConstraint"], tokenizer, prompt_length: int, eos: list[int],
+                  budget: int) -> AnswerConstraint:
+        return AnswerConstraint(tokenizer, [c.rubric for c in constraints], prompt_length, eos, explain=self.explain)
+
+
+class RubricScores:
+    name = "scores"
+    noun = "scores"
+    uses_rubric = True
+    questions_per_item = 1
+
+    def __init__(self, constrained: bool = False, explain: str | None = None, readout: str = "decode"):
+        if readout not in READOUTS:
+            raise ValueError(f"unknown readout {readout!r} (known: {', '.join(READOUTS)})")
+        if readout == "expected" and constrained:
+            raise ValueError("--readout expected decodes nothing, so --constrained has nothing to constrain: give one")
+        self.constrained, self.explain, self.readout = constrained, explain, readout
+        self.default_max_new_tokens = EXPLAIN_MAX_NEW_TOKENS if explain else DEFAULT_MAX_NEW_TOKENS
+
+    def settings(self, backend: Backend) -> dict[str, Any]:
+        return {"parser": PARSER_VERSION, **({"constrained": True} if self.constrained else {}),
+                **({"explain": self.explain} if self.explain else {}), **readout_settings(self.readout)}
+
+    def check(self, backend: Backend, max_new_tokens: int) -> None:
+        if self.constrained and backend.name != "transformers":
+            raise ValueError(f"--constrained applies to the transformers backend: {backend.name} holds every answer "
+                             "to the rubric's JSON schema itself")
+
+    def questions(self, item, judge) -> list[Question]:
+        rubric = judge.rubric_for(item)
+        explain = bool(self.explain)
+        messages = build_messages(item.poem, rubric, fit_pixels(item.image, judge.max_pixels), self.explain)
+        return [Question(messages, judge.max_new_tokens, schema=answer_schema(rubric, explain),
+                         schema_name="pae_answer", constraint=ScoresConstraint(rubric, explain) if self.constrained else None,
+                         anchors=rubric if self.readout == "expected" else None, meta={"rubric": rubric})]
+
+    def read(self, question: Question, answer: Answer) -> Reading:
+        if answer.readout is not None:
+            return Reading(answer.readout, "ok")
+        rubric = question.meta["rubric"]
+        if question.anchors is not None and answer.logprobs:  # a server's answer: read out from its logprobs
+            read = read_logprobs(logprob_tokens(answer.logprobs), rubric)
+            if read is not None:
+                return Reading(read, "ok")
+        parsed = parse_answer(answer.text, rubric, explain=bool(self.explain))
+        if question.anchors is not None:
+            why = "the server returned no logprobs" if not answer.logprobs else "the logprobs hold no anchor of a value"
+            parsed.notes.append(f"readout: {why}, the decoded answer is used")
+        return Reading(parsed, parsed.status, parsed.error)
+
+    def repair_prompt(self, question: Question, reading: Reading) -> str:
+        return REPAIR_PROMPT
+
+    def record(self, judge, item, attempts: Sequence) -> Any:
+        [attempt] = attempts
+        value = attempt.value
+        if isinstance(value, Readout):
+            result = judge.outcome(item, attempt, value.scores, value.quality)
+            result.readout = value.to_json()
+            return result
+        if value is None:  # read nothing: every dimension null
+            return judge.outcome(item, attempt, dict.fromkeys(judge.rubric_for(item).keys), None)
+        result = judge.outcome(item, attempt, value.scores, value.quality)
+        result.reasons = value.reasons or None
+        return result
