@@ -78,7 +78,6 @@ def test_records_keep_reasons_only_when_there_are_some():
 
 
 def test_explain_options(tmp_path, capsys):
-
     with pytest.raises(ValueError, match=r"--explain does not apply to clipscore \(it applies to pae, api\)"):
         load_evaluator("clipscore", explain="en")
     judge = load_evaluator("api", model="pae", base_url="http://127.0.0.1:8000/v1", explain="en")
