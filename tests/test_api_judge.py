@@ -30,7 +30,8 @@ from tangpoetrybench.judging.parsing import PARSER_VERSION
 from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.judging.prompt import answer_schema, build_messages
 from tangpoetrybench.rubric import load_rubric
-from tangpoetrybench.judging.scoring import DatasetSource, read_done, score_to_jsonl
+from tangpoetrybench.judging.results import read_lines
+from tangpoetrybench.judging.scoring import DatasetSource, score_to_jsonl
 
 SECRET = "sk-test-0123456789abcdef"
 
@@ -289,7 +290,7 @@ def test_a_refused_key_stops_the_run_at_once(server, demo_built, tmp_path, capsy
                      "--base-url", proxy.url, "--api-key-env", "TPB_KEY", "--concurrency", "1", "--out", str(out),
                      "--quiet"])
     captured = capsys.readouterr()
-    assert code == 2 and len(proxy.requests) == 1 and not read_done(out)
+    assert code == 2 and len(proxy.requests) == 1 and not read_lines(out)
     lines = captured.err.strip().splitlines()
     assert lines == [f"error: {proxy.url} refused the API key from $TPB_KEY (HTTP 401): set TPB_KEY to a valid key, "
                      "or --api-key-env to the variable that holds one; nothing was written for this batch"]

@@ -31,8 +31,8 @@ from typing import Sequence
 import numpy as np
 
 from ..dataset.reading import dataset_rows
-from ..judging.pairwise import final_pair_records, pair_choices, pair_id, position_bias, read_pair_records
-from ..judging.scoring import read_scores
+from ..judging.pairwise import pair_choices, pair_id, position_bias
+from ..judging.results import ResultsFile
 from ..numeric import fmt, fmt_ci
 from .agree import rating_table
 from .noise_floor import RatingTable
@@ -88,23 +88,21 @@ def pair_table_of(rows: list[dict], margin: float = DEFAULT_MARGIN) -> PairTable
                      quality, recognizability, poems, human_pairs(quality, poem_of, margin), margin)
 
 
-def evaluator_choices(table: PairTable, scores: str | Path) -> tuple[str, str, np.ndarray]:
+def evaluator_choices(table: PairTable, scores: ResultsFile | str | Path) -> tuple[str, str, np.ndarray]:
     """(evaluator, model, choices per pair: 1 = x, 0 = y, 0.5 = tie, NaN = none) from a `tpb score` or a
-    `tpb compare` file."""
-    records = read_pair_records(scores)
-    if records and "pair_id" in records[0]:
-        final = final_pair_records(records)
-        by_id = pair_choices(final)
+    `tpb compare` file (or its path)."""
+    results = ResultsFile.of(scores)
+    records = results.records
+    if not results.pointwise:
+        by_id = pair_choices(records)
         choices = np.full(len(table.pairs), np.nan)
         for k, (i, (x, _)) in enumerate(zip(table.pair_ids, table.id_pairs())):
             if by_id.get(i) is not None:  # a verdict is about the record's x, which need not be the table's
-                choices[k] = by_id[i] if final[i]["x"] == x else 1.0 - by_id[i]
-        return final[next(iter(final))]["judge"], records[0].get("model", ""), choices
-    evaluator, by_image = read_scores(scores)
-    quality = np.array([np.nan if by_image.get(i, {}).get("quality") is None else by_image[i]["quality"]
+                choices[k] = by_id[i] if records[i]["x"] == x else 1.0 - by_id[i]
+        return results.name, results.model, choices
+    quality = np.array([np.nan if records.get(i, {}).get("quality") is None else records[i]["quality"]
                         for i in table.image_ids])
-    model = next(iter(by_image.values())).get("model", "")
-    return evaluator, model, pointwise_choices(quality, table.pairs)
+    return results.name, results.model, pointwise_choices(quality, table.pairs)
 
 
 def _accuracy(credit: np.ndarray, poem: np.ndarray, n_poems: int, n_bootstrap: int, seed: int) -> dict:
@@ -346,24 +344,20 @@ def generator_strengths(table: PairTable, choices: np.ndarray, n_bootstrap: int 
 # --- tpb agree ------------------------------------------------------------------------------------------------------
 
 
-def is_pair_file(path: str | Path) -> bool:
-    """Whether a results file holds `tpb compare` pair records (rather than `tpb score` image records)."""
-    records = read_pair_records(path)
-    return bool(records) and "pair_id" in records[0]
-
-
-def pair_agreement(dataset: str | Path, scores: str | Path, split: str = "test", config: str = "images",
+def pair_agreement(dataset: str | Path, scores: ResultsFile | str | Path, split: str = "test", config: str = "images",
                    margin: float = DEFAULT_MARGIN, n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0,
                    with_literal_bias: bool = False) -> dict:
     """An evaluator's pairwise accuracy on a split's human pairs beside the human ceiling, and with
-    `with_literal_bias` the literal-bias test; for a pairwise judge also its position bias."""
+    `with_literal_bias` the literal-bias test; for a pairwise judge also its position bias. `scores`: a results file
+    of either kind (or its path)."""
+    results = ResultsFile.of(scores)
     table = pair_table(dataset, split, config, margin)
-    evaluator, model, choices = evaluator_choices(table, scores)
+    evaluator, model, choices = evaluator_choices(table, results)
     result = {"evaluator": evaluator, "model": model, "margin": margin, "human_pairs": len(table.pairs),
               "poems": len(table.poems), "accuracy": pairwise_accuracy(table, choices, n_bootstrap, seed),
               "human_ceiling": human_ceiling(dataset, table, split, config, n_bootstrap, seed)}
-    if is_pair_file(scores):
-        final = final_pair_records(read_pair_records(scores))
+    if not results.pointwise:
+        final = results.records
         result["position_bias"] = position_bias(final[i] for i in table.pair_ids if i in final)
     if with_literal_bias:
         result["literal_bias"] = literal_bias(table, choices, n_bootstrap, seed=seed)
@@ -398,5 +392,5 @@ def format_pairs(result: dict) -> str:
 
 
 __all__ = ["PairTable", "pair_table", "evaluator_choices", "pairwise_accuracy", "human_ceiling", "literal_labels",
-           "literal_bias", "permutation_p", "cohens_d", "bradley_terry", "generator_strengths", "is_pair_file", "pair_agreement",
+           "literal_bias", "permutation_p", "cohens_d", "bradley_terry", "generator_strengths", "pair_agreement",
            "format_pairs"]
