@@ -55,6 +55,7 @@ _TYPES: dict[str, tuple] = {"evaluator": (str,), "judge": (str,), "model": (str,
                             "settings": (dict,), "random_weights": (bool,), "dataset": (dict, None),
                             "reasons": (dict, None), "scores": (dict, None), "orders": (list,)}
 _WORDS: dict[str, tuple] = {"parse_status": STATUSES, "error_kind": (None, *ERROR_KINDS), "verdict": (None, *VERDICTS)}
+A_RECORD = {"image": "an image record", "pair": "a pair record"}
 _TYPE_NAMES = {str: "a string", dict: "an object", bool: "true or false", list: "a list", None: "null"}
 
 
@@ -189,7 +190,7 @@ class ResultsFile:
         for line in lines:
             what, key = record_id(line.record)
             if (what == "pair") != pairwise:
-                raise ValueError(f"{line.where}: {what} {key!r}: a {what} record among "
+                raise ValueError(f"{line.where}: {what} {key!r}: {A_RECORD[what]} among "
                                  f"{'pair' if pairwise else 'image'} records (tpb score and tpb compare each write "
                                  "files of their own)")
             if line.record.get(field, "?") != first_name:
@@ -295,7 +296,7 @@ class Resume:
     def _check_same_run(self, line: Line) -> None:
         record = line.record
         if ("pair_id" in record) != (self.field == "judge"):
-            raise ValueError(f"{line.where}: a {record_id(record)[0]} record, where the run writes "
+            raise ValueError(f"{line.where}: {A_RECORD[record_id(record)[0]]}, where the run writes "
                              f"{'pair' if self.field == 'judge' else 'image'} records: {self.ADVICE}")
         if "settings" not in record:
             raise ValueError(f"{self.out} holds results without their settings (written by an older tpb; "
