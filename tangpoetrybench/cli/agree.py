@@ -39,13 +39,13 @@ def run(args: argparse.Namespace) -> None:
         result = agree_recognition(args.dataset, results, split=args.split, n_bootstrap=args.bootstrap,
                                    seed=args.seed, config=args.config)
         print(format_recognition(result, [RANDOM_WEIGHTS_NOTE] if result["random_weights"] else []))
-    else:  # tpb compare's pair records: only the pairwise statistics apply
-        result = {} if not results.pointwise else agree(args.dataset, results, split=args.split,
-                                                        n_bootstrap=args.bootstrap, seed=args.seed,
-                                                        config=args.config, margin=args.margin)
+    else:
+        pairwise = not results.pointwise  # tpb compare's pair records: only the pairwise statistics apply
+        result = {} if pairwise else agree(args.dataset, results, split=args.split, n_bootstrap=args.bootstrap,
+                                           seed=args.seed, config=args.config, margin=args.margin)
         result["pairs"] = pair_agreement(args.dataset, results, args.split, args.config, args.margin,
                                          args.bootstrap, args.seed, with_literal_bias=args.literal_bias)
-        print(("" if not results.pointwise else format_table(result) + "\n\n") + format_pairs(result["pairs"]))
+        print(("" if pairwise else format_table(result) + "\n\n") + format_pairs(result["pairs"]))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")

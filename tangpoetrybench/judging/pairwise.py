@@ -18,7 +18,8 @@ The compare machinery asks every pair in **both orders** (x then y, y then x), s
 first image cannot look right: consistent answers give the pair's verdict, opposite answers a tie ("tie"). The share
 of answers that chose the first position is the judge's position bias (0.5: none). `compare_to_jsonl` appends one
 JSON record per pair as it goes (both orders' answers, the verdict), flushed after every batch; a rerun skips every
-pair already done except those that failed in the model, and refuses a file made with other settings.
+pair already done except those that failed in the model, and refuses a file made with other settings (the resume
+logic `tpb score` uses too: `results.Resume`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,13 @@
 """Results files: what `tpb score` and `tpb compare` write, one JSON record a line, and every command reads back.
 
 - `ResultsFile.read(path)` reads a file in one open, checks every record by one rule (`record_problem`), keeps the
-  final record of each image or pair (`final_records`), and knows from its records what it holds: its `kind`
-  (`KINDS`), the evaluator or judge that made it, the model, the settings, whether a random-weight test model made
-  it, and the dataset it scored (`scored_on`). A command opens each results file once and hands this object on.
+  final record of each image or pair (`final_records`), and knows from its records what it holds: its `kind`, the
+  evaluator or judge that made it, the model, the settings, whether a random-weight test model made it, and the
+  dataset it scored (`scored_on`). A command opens each results file once and hands this object on.
+- The kinds: `pairwise`, a verdict per pair asked in both orders (`tpb compare`: records with `pair_id`);
+  `recognition`, the recognize judge's share of candidate orders answered right; `explain`, rubric scores with a
+  reason per dimension (records with `reasons`); `rubric`, rubric scores (pae, api, text-ocr); `scalar`, one number
+  per image and no rubric scores (clipscore, blipscore, vqascore).
 - `Resume` is a run adding to its results file (`tpb score` and `tpb compare` alike): what is done, checked record
   by record against the run's settings, and the one way of appending (flushed and synced to disk per batch).
 
@@ -34,13 +38,6 @@ from ..dataset.reading import dataset_fingerprint
 from ..files import json_lines
 
 RUBRIC, EXPLAIN, SCALAR, RECOGNITION, PAIRWISE = "rubric", "explain", "scalar", "recognition", "pairwise"
-KINDS = {
-    RUBRIC: "rubric scores per image (tpb score: pae, api, text-ocr)",
-    EXPLAIN: "rubric scores with a reason per dimension (explain mode)",
-    SCALAR: "one scalar per image (clipscore, blipscore, vqascore)",
-    RECOGNITION: "the share of candidate orders answered right per image (tpb score --evaluator recognize)",
-    PAIRWISE: "a verdict per pair of images, asked in both orders (tpb compare)",
-}
 RECOGNIZE = "recognize"  # the recognizability judge's evaluator name
 MODEL_FAILURES = ("model", "transient")  # `evaluators.base.error_kind`'s words: a rerun tries these again
 ERROR_KINDS = ("input", *MODEL_FAILURES, "parse")
@@ -68,8 +65,8 @@ def number_problem(value: Any, bounded: bool = True) -> str | None:
     """Why `value` is not a JSON number in [0, 1] (with `bounded`; else any finite number) or null; None if it is."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or (bounded and not 0 <= value <= 1):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not (isinstance(value, int) or math.isfinite(value)) or (bounded and not 0 <= value <= 1):
         return f"{_shown(value)} is not {'a number in [0, 1]' if bounded else 'a finite number'} or null"
     return None
 
@@ -166,7 +163,7 @@ class ResultsFile:
     """One results file, read once: its final record per image or pair id and what it says of itself."""
 
     path: Path
-    kind: str  # one of KINDS
+    kind: str  # RUBRIC, EXPLAIN, SCALAR, RECOGNITION or PAIRWISE (see the module's docstring)
     name: str  # the evaluator (tpb score) or the judge (tpb compare) that made it
     model: str
     settings: dict  # the first record's (a rubric fingerprint and a served model's name may differ per record)
