@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 
 @contextmanager
@@ -38,16 +38,35 @@ def ensure_free(out: Path, overwrite: bool) -> None:
         raise FileExistsError(f"{out} exists; choose another folder or pass --overwrite")
 
 
-def json_lines(path: Path | str) -> Iterator[tuple[int, dict]]:
-    """(line number, record) of each non-blank line of a JSON Lines file; a line that is not JSON is an error naming
-    the file and line."""
-    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+def json_lines(path: Path | str, partial: str = "read") -> Iterator[tuple[int, Any]]:
+    """(line number, value) of each non-blank line of a JSON Lines file, read in one open; a line that is not JSON
+    is an error naming the file and line. Lines end at a newline only (a U+2028 inside a string is no line break).
+
+    A last line without its newline is what a writer killed mid-line, or still writing, leaves. `partial` says what
+    to do with it: "read" it as any other line (where it is cut short, the error says so), "drop" it, or "cut" it
+    off the file and drop it (only the one process about to append to the file may cut it)."""
+    if partial not in ("read", "drop", "cut"):
+        raise ValueError(f"partial is read, drop or cut, not {partial!r}")
+    data = Path(path).read_bytes()
+    end = data.rfind(b"\n") + 1
+    if partial == "cut" and end < len(data):
+        with open(path, "r+b") as f:
+            f.truncate(end)
+    lines = (data if partial == "read" else data[:end]).split(b"\n")
+    for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            yield lineno, json.loads(line)
+            yield lineno, json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ValueError(f"{path}:{lineno}: not UTF-8 text") from None
         except json.JSONDecodeError as exc:
+            if lineno == len(lines) and end < len(data):
+                raise ValueError(f"{path}:{lineno}: a line cut short, with no newline (the run writing the file was "
+                                 "killed, or is still running): resume it, or let it finish") from None
             raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+
+
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 """What the Hub accepts as a repo id: NAME or ORG/NAME."""
 

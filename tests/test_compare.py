@@ -15,8 +15,9 @@ from PIL import Image
 from tangpoetrybench.judging.constrained import pair_state
 from tangpoetrybench.judging.evaluators import load_evaluator
 from tangpoetrybench.judging.pairwise import (Pair, PairAnswer, compare_to_jsonl, dataset_pairs, pair_id, position_bias,
-                                              read_pair_records, verdict)
+                                              verdict)
 from tangpoetrybench.judging.registry import evaluator_names
+from tangpoetrybench.judging.results import read_lines
 from tangpoetrybench.judging.parsing import parse_pair_answer
 from tangpoetrybench.judging.prompt import build_pair_messages, pair_answer_schema
 from tangpoetrybench.poems import sample_poems
@@ -87,7 +88,7 @@ def test_compare_asks_both_orders_and_resumes(tmp_path):
     # both orders, x first then y first, within one batch
     assert [(p, round(a), round(b)) for p, a, b in judge.asked[:4]] == [
         ("g1/p|g2/p", 200, 100), ("g1/p|g2/p", 100, 200), ("g1/p|g3/p", 200, 50), ("g1/p|g3/p", 50, 200)]
-    rows = read_pair_records(out)
+    rows = [line.record for line in read_lines(out)]
     assert [r["verdict"] for r in rows] == ["x", "x", None] and rows[2]["error_kind"] == "transient"
     assert [o["order"] for o in rows[0]["orders"]] == ["xy", "yx"]
     assert rows[0]["orders"][1]["winner"] == "B" and summary.bias["first_position_share"] == 0.5
@@ -168,14 +169,14 @@ def test_pae_pairwise_on_the_tiny_model_both_orders_resumes(tiny_models, demo_bu
     assert "2 pairs judged now" in first.stdout and "random weights" in first.stdout
     rest = subprocess.run(cmd, capture_output=True, text=True)
     assert rest.returncode == 0 and "2 already there" in rest.stdout, rest.stderr[-3000:]
-    rows = read_pair_records(out)
+    rows = [line.record for line in read_lines(out)]
     assert len(rows) == len(pair_table(demo_built, "test").pairs) and len({r["pair_id"] for r in rows}) == len(rows)
     for row in rows:  # constrained decoding: every answer in form, so every pair has a verdict
         assert [o["order"] for o in row["orders"]] == ["xy", "yx"]
         assert all(o["status"] == "ok" and json.loads(o["raw"])["winner"] == o["winner"] for o in row["orders"])
         assert row["verdict"] in ("x", "y", "tie") and row["settings"]["task"] == "pairwise"
     refused = subprocess.run(cmd[:-5] + ["--max-new-tokens", "48", "--out", str(out)], capture_output=True, text=True)
-    assert refused.returncode != 0 and "constrained True, not None" in refused.stderr
+    assert refused.returncode != 0 and "constrained True, not no constrained setting" in refused.stderr
     agree = subprocess.run([sys.executable, "-m", "tangpoetrybench.cli", "agree", "--dataset", str(demo_built),
                             "--scores", str(out), "--bootstrap", "100", "--literal-bias"], capture_output=True, text=True)
     assert agree.returncode == 0 and "position bias:" in agree.stdout, agree.stderr[-3000:]
@@ -193,7 +194,7 @@ def test_api_pairwise_through_transformers_serve(server, demo_built, tmp_path): 
         asked = len(proxy.requests)
         summary = compare_to_jsonl(judge, pairs, load, out)  # resumed: only the third pair is asked
         assert summary.skipped == 2 and summary.judged == 1 and len(proxy.requests) == asked + 2
-    rows = read_pair_records(out)
+    rows = [line.record for line in read_lines(out)]
     assert [r["pair_id"] for r in rows] == [p.pair_id for p in pairs]
     assert proxy.requests[0]["fault"] == "503"  # retried, then answered
     sent = [r for r in proxy.requests if r["fault"] is None]
@@ -222,7 +223,7 @@ def test_a_pairwise_answer_saved_by_the_repair_round_keeps_its_winner(server, de
         pairs, load = dataset_pairs(demo_built, "images", "test", pair_table(demo_built, "test").id_pairs()[:1])
         compare_to_jsonl(judge, pairs, load, tmp_path / "pairs.jsonl")
         assert len(proxy.requests) == 4  # each order asked, then repaired
-    [row] = read_pair_records(tmp_path / "pairs.jsonl")
+    [row] = [line.record for line in read_lines(tmp_path / "pairs.jsonl")]
     for order in row["orders"]:
         assert order["status"] == "repaired" and order["winner"] == "B", order
         assert order["reason"] == "the moon is there" and order["raw"] == "Both are lovely, in their ways."

@@ -149,7 +149,8 @@ def test_human_pairs_of_a_built_dataset(demo_built, tmp_path):
         assert x_wins == (table.quality[a] > table.quality[b])
     # an evaluator that knows human quality is always right; its reverse, always wrong
     truth = tmp_path / "truth.jsonl"
-    truth.write_text("".join(json.dumps({"image_id": i, "evaluator": "synthetic-truth", "quality": q, "scores": {}})
+    truth.write_text("".join(json.dumps({"image_id": i, "evaluator": "synthetic-truth", "scores": {},
+                                         "quality": None if np.isnan(q) else q})  # NaN is refused: null, no quality
                              + "\n" for i, q in zip(table.image_ids, table.quality)))
     _, _, choices = evaluator_choices(table, truth)
     assert pairwise_accuracy(table, choices, n_bootstrap=0)["accuracy"] == 1.0

@@ -24,7 +24,8 @@ from tangpoetrybench.judging.evaluators.base import ScoringItem
 from tangpoetrybench.judging.judge import Judge
 from tangpoetrybench.judging.parsing import parse_letter
 from tangpoetrybench.judging.prompt import build_recognize_messages
-from tangpoetrybench.judging.scoring import DatasetSource, read_done, score_to_jsonl
+from tangpoetrybench.judging.results import read_lines
+from tangpoetrybench.judging.scoring import DatasetSource, score_to_jsonl
 from tangpoetrybench.judging.tasks.letter import Recognize, order_set
 from tangpoetrybench.poems import Poem, read_poems
 from tangpoetrybench.stats.recognition import agree_recognition
@@ -275,7 +276,7 @@ def test_through_a_real_server_resumes(server, demo_built, candidates, tmp_path)
     done = subprocess.run(cmd + ["--limit", "3"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "1 scored now" in done.stdout and "2 already there" in done.stdout
-    rows = read_done(out, repair=False)
+    rows = [line.record for line in read_lines(out)]
     assert len(rows) == 3
     for r in rows:
         assert r["evaluator"] == "recognize" and r["settings"]["backend"] == "api"

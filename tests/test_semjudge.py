@@ -256,13 +256,13 @@ def test_tpb_compare_runs_semjudge_on_a_local_model_offline(tiny_models, demo_bu
     """`tpb compare --evaluator semjudge --model DIR` asks the local model (no server, offline), with its cache; random
     weights write no graph, so the pair has no verdict, each order naming the step that failed."""
     from tangpoetrybench.cli import main
-    from tangpoetrybench.judging.pairwise import read_pair_records
+    from tangpoetrybench.judging.results import read_lines
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     out = tmp_path / "semjudge.jsonl"
     assert main(["compare", "--dataset", str(demo_built), "--evaluator", "semjudge", "--model",
                  str(tiny_models["qwen3-vl"]), "--device", "cpu", "--max-new-tokens", "4", "--cache",
                  str(tmp_path / "graphs"), "--limit", "1", "--out", str(out)]) == 0
-    [row] = read_pair_records(out)
+    [row] = [line.record for line in read_lines(out)]
     assert row["judge"] == "semjudge" and row["settings"]["backend"] == "transformers" and row["verdict"] is None
     assert all(o["error"].startswith("poem_graph: still invalid after the repair round") for o in row["orders"])

@@ -33,7 +33,8 @@ from tangpoetrybench.reward import Scalar, load_reward
 from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.judging.prompt import answer_schema, build_messages
 from tangpoetrybench.rubric import load_rubric
-from tangpoetrybench.judging.scoring import DatasetSource, read_done, score_to_jsonl
+from tangpoetrybench.judging.results import read_lines
+from tangpoetrybench.judging.scoring import DatasetSource, score_to_jsonl
 
 SECRET = "sk-test-0123456789abcdef"
 
@@ -300,7 +301,7 @@ def test_a_refused_key_stops_the_run_at_once(server, demo_built, tmp_path, capsy
                      "--base-url", proxy.url, "--api-key-env", "TPB_KEY", "--concurrency", "1", "--out", str(out),
                      "--quiet"])
     captured = capsys.readouterr()
-    assert code == 2 and len(proxy.requests) == 1 and not read_done(out)
+    assert code == 2 and len(proxy.requests) == 1 and not read_lines(out)
     lines = captured.err.strip().splitlines()
     assert lines == [f"error: {proxy.url} refused the API key from $TPB_KEY (HTTP 401): set a valid key, or "
                      "--api-key-env to the variable that holds one; nothing was written for this batch"]
@@ -445,5 +446,5 @@ def test_a_model_the_server_does_not_serve_stops_the_run_naming_its_models(serve
     code = main(["score", "--dataset", str(demo_built), "--evaluator", "api", "--model", "no-such-model",
                  "--base-url", server["url"] + "/v1", "--max-new-tokens", "4", "--out", str(out), "--quiet"])
     err = capsys.readouterr().err
-    assert code == 2 and not read_done(out)
+    assert code == 2 and not read_lines(out)
     assert f"does not know model 'no-such-model'; it serves: {server['model']}" in err, err

@@ -327,9 +327,9 @@ def test_pairwise_sft_then_grpo_on_the_tiny_model(tiny_models, demo_built, tmp_p
                              "--max_completion_length", "24"], check=True, capture_output=True)
     adapter = load_file(grpo_out / "adapter_model.safetensors")
     assert adapter and all("lora_" in k and ".visual." not in k for k in adapter)
-    from tangpoetrybench.judging.pairwise import load_pairwise_judge
+    from tangpoetrybench.judging.evaluators import load_evaluator
 
-    judge = load_pairwise_judge("pae", model=base, adapter=str(grpo_out), constrained=True, max_new_tokens=32)
+    judge = load_evaluator("pae", task="pairwise", model=base, adapter=str(grpo_out), constrained=True, max_new_tokens=32)
     assert judge.settings()["task"] == "pairwise"
 
 
@@ -343,7 +343,8 @@ def test_the_tiny_pairwise_recipe_learns_the_answers_form(tiny_models, demo_buil
     from datasets import load_dataset
     from data import pair_rows
 
-    from tangpoetrybench.judging.pairwise import PairItem, load_pairwise_judge
+    from tangpoetrybench.judging.evaluators import load_evaluator
+    from tangpoetrybench.judging.pairwise import PairItem
     from tangpoetrybench.judging.prompt import format_pair_answer
 
     base, out = str(tiny_models["qwen3-vl"]), tmp_path / "pairwise"
@@ -354,9 +355,9 @@ def test_the_tiny_pairwise_recipe_learns_the_answers_form(tiny_models, demo_buil
     train = load_dataset(str(demo_built), "images")["train"]
     poem_of_image = {row["image_id"]: _poem(row) for row in train}
     items = [PairItem(r["pair"], poem_of_image[r["pair"].split("|")[0]], *r["images"]) for r in pair_rows(train)[:8]]
-    answers = load_pairwise_judge("pae", model=base, adapter=str(out), max_new_tokens=32).judge(items)
+    answers = load_evaluator("pae", task="pairwise", model=base, adapter=str(out), max_new_tokens=32).judge(items)
     assert len(answers) == 8
     for answer in answers:
         assert answer.status == "ok" and answer.raw == format_pair_answer(answer.winner), answer.raw
-    untrained = load_pairwise_judge("pae", model=base, max_new_tokens=32).judge(items[:2])
+    untrained = load_evaluator("pae", task="pairwise", model=base, max_new_tokens=32).judge(items[:2])
     assert not any(a.raw == format_pair_answer(a.winner or "A") for a in untrained)

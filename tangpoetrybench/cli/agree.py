@@ -29,19 +29,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     import json
 
+    from ..judging.results import RECOGNITION, ResultsFile
     from ..stats.agree import RANDOM_WEIGHTS_NOTE, agree, format_table
-    from ..stats.pairs import format_pairs, is_pair_file, pair_agreement
-    from ..stats.recognition import agree_recognition, format_recognition, is_recognize_file
+    from ..stats.pairs import format_pairs, pair_agreement
+    from ..stats.recognition import agree_recognition, format_recognition
 
-    pairwise = is_pair_file(args.scores)  # tpb compare's pair records: only the pairwise statistics apply
-    if not pairwise and is_recognize_file(args.scores):  # the recognize judge against the human Phase-1 track
-        result = agree_recognition(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap,
+    results = ResultsFile.read(args.scores)  # read once; its kind says which statistics apply
+    if results.kind == RECOGNITION:  # the recognize judge against the human Phase-1 track
+        result = agree_recognition(args.dataset, results, split=args.split, n_bootstrap=args.bootstrap,
                                    seed=args.seed, config=args.config)
         print(format_recognition(result, [RANDOM_WEIGHTS_NOTE] if result["random_weights"] else []))
     else:
-        result = {} if pairwise else agree(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap,
+        pairwise = not results.pointwise  # tpb compare's pair records: only the pairwise statistics apply
+        result = {} if pairwise else agree(args.dataset, results, split=args.split, n_bootstrap=args.bootstrap,
                                            seed=args.seed, config=args.config, margin=args.margin)
-        result["pairs"] = pair_agreement(args.dataset, args.scores, args.split, args.config, args.margin,
+        result["pairs"] = pair_agreement(args.dataset, results, args.split, args.config, args.margin,
                                          args.bootstrap, args.seed, with_literal_bias=args.literal_bias)
         print(("" if pairwise else format_table(result) + "\n\n") + format_pairs(result["pairs"]))
     if args.out:

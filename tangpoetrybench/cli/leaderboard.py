@@ -36,23 +36,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from ..reporting.leaderboard import build_leaderboard, write_leaderboard
+    from ..reporting.leaderboard import compute_leaderboard, lay_out, write_leaderboard
 
-    rep = build_leaderboard(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap, seed=args.seed,
-                            recognize=args.recognize or [], generation=args.generation or [])
+    data = compute_leaderboard(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap,
+                               seed=args.seed, recognize=args.recognize or [], generation=args.generation or [])
+    rep = lay_out(data)
     out = write_leaderboard(rep, args.out)
     print(f"Wrote {out / 'leaderboard.md'}, {out / 'leaderboard.html'}, {out / 'leaderboard.json'} and {out / 'figures'}/")
     if args.eval_results:
-        eval_results(args, rep.numbers)
+        eval_results(args, rep.numbers, set(data.poems))
 
 
-def eval_results(args: argparse.Namespace, numbers: dict) -> None:
+def eval_results(args: argparse.Namespace, numbers: dict, poems: set[str]) -> None:
     from ..hub.eval_results import write_eval_results
     from ..hub.publish import PLACEHOLDER_ORG, ids
 
     local = Path(args.dataset).exists()
     dataset_id = args.dataset_id or (ids(PLACEHOLDER_ORG)["dataset"] if local else args.dataset)
-    for generator, path in write_eval_results(numbers, args.eval_results, dataset_id, args.dataset_revision).items():
+    for generator, path in write_eval_results(numbers, args.eval_results, dataset_id, args.dataset_revision,
+                                               poems=poems).items():
         print(f"{generator:<16} {path}")
     if dataset_id.startswith(f"{PLACEHOLDER_ORG}/"):
         print(f"The results name the dataset {dataset_id}: give --dataset-id ORG/NAME for the real repo.")

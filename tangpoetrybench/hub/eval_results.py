@@ -202,12 +202,13 @@ def mean_recognizability(rows: list[dict], poems: set[str]) -> tuple[dict[str, f
 
 
 def write_eval_results(numbers: dict, out: Path | str, dataset_id: str, revision: str | None = None,
-                       date: str | None = None) -> dict[str, Path]:
+                       date: str | None = None, poems: set[str] | None = None) -> dict[str, Path]:
     """OUT/<generator>/.eval_results/tangpoetrybench.yaml for every generator of a leaderboard (its numbers),
-    each validated; returns generator → file."""
+    each validated; returns generator → file. `poems`: the poems the leaderboard compared every generator on (`tpb
+    leaderboard` knows them); without them they are read from its score files again."""
     from ..dataset.reading import dataset_rows
 
-    poems = _compared_poems(numbers)
+    poems = _compared_poems(numbers) if poems is None else poems
     rows = []
     for config in HUMAN_CONFIGS:
         try:

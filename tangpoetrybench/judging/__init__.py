@@ -12,7 +12,9 @@
     semjudge      SemJudge: semiosis graphs of the poem and both images, then the choice, on any backend
     pairwise      `tpb compare`: pairs, both orders, verdicts, resumable pair records
     ocr/          text-ocr: the OCR evaluator, its evidence rules and the text-label draft
-    scoring       `tpb score`: batch, resumable, data-parallel scoring to JSONL, and reading results back
+    scoring       `tpb score`: batch, resumable, data-parallel scoring to JSONL
+    results       results files: read once and checked, with their kind (`ResultsFile`); resumed and appended to
+                  by `tpb score` and `tpb compare` alike (`Resume`)
     tiny_models   `tpb tiny-models`: tiny random-weight models built from configs, for tests and the sample
 
 It imports the core modules, `dataset` and `generation`.

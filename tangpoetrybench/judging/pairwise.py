@@ -18,14 +18,13 @@ The compare machinery asks every pair in **both orders** (x then y, y then x), s
 first image cannot look right: consistent answers give the pair's verdict, opposite answers a tie ("tie"). The share
 of answers that chose the first position is the judge's position bias (0.5: none). `compare_to_jsonl` appends one
 JSON record per pair as it goes (both orders' answers, the verdict), flushed after every batch; a rerun skips every
-pair already done except those that failed in the model, and refuses a file made with other settings.
+pair already done except those that failed in the model, and refuses a file made with other settings (the resume
+logic `tpb score` uses too: `results.Resume`).
 """
 
 from __future__ import annotations
 
 import io
-import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol, Sequence
@@ -34,10 +33,9 @@ from PIL import Image
 
 from ..dataset.reading import dataset_rows
 from ..poems import Poem
-from .scoring import MODEL_FAILURES, chunks, read_done
+from .results import MODEL_FAILURES, STATUSES, WINNERS, Resume
+from .scoring import chunks
 
-WINNERS = ("A", "B")
-STATUSES = ("ok", "repaired", "failed")
 ORDERS = ("xy", "yx")  # x (the pair's first image id) shown first, then second
 DEFAULT_BATCH_SIZE = 8
 
@@ -148,34 +146,6 @@ def pair_record(pair: Pair, judge: PairwiseJudge, answers: Sequence[PairAnswer])
             "orders": orders, "verdict": verdict(*answers), "error_kind": retry}
 
 
-def read_pair_records(path: Path | str, repair: bool = False) -> list[dict]:
-    """The complete records of a pairs file, in order (`scoring.read_done`: a trailing partial line, from a kill, is
-    left out, and with `repair` cut off the file; a bad line is an error naming the file and line)."""
-    return read_done(Path(path), repair)
-
-
-def final_pair_records(records: Iterable[dict]) -> dict[str, dict]:
-    """One record per pair: a later record replaces one that failed in the model (which a rerun asks again)."""
-    out: dict[str, dict] = {}
-    for record in records:
-        held = out.get(record["pair_id"])
-        if held is None or held.get("error_kind") in MODEL_FAILURES:
-            out[record["pair_id"]] = record
-    return out
-
-
-def check_same_run(records: Sequence[dict], judge: PairwiseJudge, out: Path) -> None:
-    """A resumed file must hold pairs judged the same way, setting by setting."""
-    expected = {"judge": judge.name, "model": judge.model_name, **judge.settings()}
-    for lineno, record in enumerate(records, start=1):
-        made = {"judge": record.get("judge"), "model": record.get("model"), **record.get("settings", {})}
-        for key in sorted(expected.keys() | made.keys()):  # a setting added or dropped is a change too
-            value = expected.get(key)
-            if made.get(key) != value:
-                raise ValueError(f"{out}: record {lineno} was judged with {key} {made.get(key)!r}, not {value!r}: "
-                                 "choose another --out, or delete it to start over")
-
-
 @dataclass
 class CompareSummary:
     out: Path
@@ -195,12 +165,10 @@ def compare_to_jsonl(judge: PairwiseJudge, pairs: Sequence[Pair], load: Callable
     ids = [p.pair_id for p in pairs]
     if len(set(ids)) != len(ids):
         raise ValueError("the pairs to compare repeat a pair")
-    records = read_pair_records(out, repair=True)
-    check_same_run(records, judge, out)
-    done = {i for i, r in final_pair_records(records).items() if r.get("error_kind") not in MODEL_FAILURES}
-    todo = [p for p in pairs if p.pair_id not in done]
+    resume = Resume(judge, out, pairwise=True)  # what is done, checked against this judge
+    todo = [p for p in pairs if p.pair_id not in resume.done]
     judged = failed = 0
-    with open(out, "a", encoding="utf-8") as f:
+    with resume.appending() as append:
         for batch in chunks(todo, batch_size):
             images = {i: load(i) for p in batch for i in (p.x, p.y)}
             items = [PairItem(p.pair_id, p.poem, images[a], images[b])
@@ -209,16 +177,13 @@ def compare_to_jsonl(judge: PairwiseJudge, pairs: Sequence[Pair], load: Callable
             if len(answers) != len(items):
                 raise RuntimeError(f"{judge.name} gave {len(answers)} answers to {len(items)} questions")
             lines = [pair_record(p, judge, answers[2 * i:2 * i + 2]) for i, p in enumerate(batch)]
-            f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines))
-            f.flush()
-            os.fsync(f.fileno())
+            append(lines)
             judged += len(lines)
             failed += sum(r["verdict"] is None for r in lines)
             if progress:
                 progress(len(lines))
-    final = final_pair_records(read_pair_records(out))
     return CompareSummary(out, len(pairs), len(pairs) - len(todo), judged, failed,
-                          position_bias(final[i] for i in ids if i in final))
+                          position_bias(resume.final[i] for i in ids if i in resume.final))
 
 
 def dataset_pairs(dataset: str | Path, config: str = "images", split: str = "test",

@@ -9,7 +9,7 @@
   in the file, except those that failed in the model (out of memory, a timeout, an error of the model on that
   image alone): those are tried again and their new result replaces the old. A line cut short by a kill is
   dropped. Resuming with other settings (model, adapter, rubric, pixel budget, answer length, backend, parser)
-  is refused, naming the setting.
+  is refused, naming the setting (`results.Resume`, which `tpb compare` shares).
 - An item that fails on its own is recorded as failed and the run goes on. If every item that reached the
   model in the first batches failed in the model, the run stops (`SystematicFailure`) and records nothing
   for them: that is not one item's problem.
@@ -33,18 +33,17 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-from ..dataset.reading import dataset_fingerprint, dataset_identity, dataset_rows
+from ..dataset.reading import dataset_identity, dataset_rows
 from ..errors import DataError, Problem, SystematicFailure
-from ..files import json_lines
 from ..files import local_or_hub
-from .evaluators.base import TRANSIENT, EvalResult, Evaluator, Prepared, ScoringItem, rgb_item
+from .evaluators.base import EvalResult, Evaluator, Prepared, ScoringItem, rgb_item
+from .results import MODEL_FAILURES, Resume, final_records, read_lines
 from ..models import process_state
 from ..poems import Poem, read_poems
 from ..dataset.raw_release import IMAGE_EXTENSIONS
 
 DEFAULT_BATCH_SIZE = 8
 SYSTEMATIC_BATCHES = 3  # the first batches that must not all fail in the model
-MODEL_FAILURES = ("model", TRANSIENT)  # tried again by a rerun; unreadable images and unreadable answers are final
 
 
 @dataclass
@@ -160,110 +159,6 @@ class ScoreSummary:
         return self.process_index == 0
 
 
-def read_scores(path: Path | str) -> tuple[str, dict[str, dict]]:
-    """(evaluator, records by image_id) of a results file made by one evaluator."""
-    if not Path(path).is_file():
-        raise ValueError(f"no scores file {path}: make one with `tpb score ... --out {path}`")
-    records: dict[str, dict] = {}
-    evaluators = set()
-    for _, record in json_lines(path):
-        evaluators.add(record.get("evaluator", "?"))
-        records[record["image_id"]] = record
-    if len(evaluators) > 1:
-        raise ValueError(f"{path}: results of several evaluators ({', '.join(sorted(evaluators))}); use one file each")
-    if not records:
-        raise ValueError(f"{path}: no results")
-    return evaluators.pop(), records
-
-
-def scored_on(records: dict[str, dict], path: Path | str, dataset: str | Path, split: str,
-              configs: tuple[str, ...] = ("images",)) -> str | None:
-    """Results of `tpb score --dataset` say what they scored (the build's fingerprint, config and split): another
-    build, config or split is refused. Results that do not say it (an older tpb, or images scored from a folder)
-    cannot be checked: a warning, returned. Ids that merely match are no proof of the same images."""
-    held = {json.dumps(r["dataset"], sort_keys=True) for r in records.values() if r.get("dataset")}
-    if not held:
-        return (f"{path} does not say which dataset it scored (written by an older tpb score, or scored from a "
-                f"folder of images): it is taken to be of {dataset} because its image ids match")
-    fingerprint = dataset_fingerprint(dataset)
-    for made in map(json.loads, sorted(held)):
-        if made.get("config") not in configs or made.get("split") != split:
-            raise ValueError(f"{path} scored the {made.get('config')} config's {made.get('split')} split, not the "
-                             f"{' or '.join(configs)} config's {split} split: give the --config and --split it was "
-                             "scored on, or score that split")
-        if fingerprint and made.get("fingerprint") and made["fingerprint"] != fingerprint:
-            raise ValueError(f"{path} scored the dataset build {made['fingerprint']}, but {dataset} is build "
-                             f"{fingerprint} (another dataset, or rebuilt since): score {dataset} again "
-                             f"(tpb score --dataset {dataset} --out NEW.jsonl)")
-    return None
-
-
-def read_done(path: Path, repair: bool = True) -> list[dict]:
-    """The complete records of a results file. With `repair`, a trailing partial line (from a kill) is cut off
-    the file; only the process about to append to a file repairs it. A bad line is an error naming the file and
-    line."""
-    if not path.is_file():
-        return []
-    data = path.read_bytes()
-    end = data.rfind(b"\n") + 1
-    if repair and end < len(data):
-        with open(path, "r+b") as f:
-            f.truncate(end)
-    records = []
-    for lineno, line in enumerate(data[:end].decode("utf-8").splitlines(), start=1):
-        if line.strip():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-    return records
-
-
-def final_records(records: Iterable[dict]) -> dict[str, dict]:
-    """One record per image: a final one (scored, or an unreadable image or answer) wins over a model or transient
-    failure, which a rerun tries again, whatever file or line either is in."""
-    out: dict[str, dict] = {}
-    for record in records:
-        held = out.get(record["image_id"])
-        retried = held is not None and held.get("error_kind") in MODEL_FAILURES
-        if held is None or (retried and record.get("error_kind") not in MODEL_FAILURES):
-            out[record["image_id"]] = record
-    return out
-
-
-PER_RESULT_SETTINGS = frozenset({"rubric", "served_model", "response_format"})
-"""Settings a result records about itself (checked apart, or not at all), not settings of the run."""
-
-
-def setting_words(key: str, value: object) -> str:
-    """A setting as a sentence says it: `max_new_tokens 4`, `constrained True`, `no constrained setting`."""
-    return f"no {key} setting" if value is None else f"{key} {value!r}"
-
-
-def two_settings(key: str, one: object, other: object) -> tuple[str, str]:
-    """Two values of a setting, for "made with ONE, not OTHER": `max_new_tokens 4`, `8`; a missing one in words."""
-    return setting_words(key, one), repr(other) if None not in (one, other) else setting_words(key, other)
-
-
-def _check_same_run(records: list[dict], evaluator: Evaluator, out: Path) -> None:
-    """Resuming appends to a file: it must hold results made the same way, setting by setting."""
-    expected = {"evaluator": evaluator.name, "model": evaluator.model_name, **evaluator.settings()}
-    rubrics = evaluator.rubric_fingerprints()
-    advice = "choose another --out, or delete it to start over"
-    for record in records:
-        if "settings" not in record:
-            raise ValueError(f"{out} holds results without their settings (written by an older tpb): {advice}")
-        made = {"evaluator": record.get("evaluator"), "model": record.get("model"), **record["settings"]}
-        for key in [*expected, *(k for k in made if k not in expected and k not in PER_RESULT_SETTINGS)]:
-            if made.get(key) != expected.get(key):
-                was, now = two_settings(key, made.get(key), expected.get(key))
-                raise ValueError(f"{out} holds results made with {was}, not {now}: {advice}")
-        rubric = record["settings"].get("rubric")
-        if rubrics and rubric not in rubrics:
-            raise ValueError(f"{out} holds results made with rubric {rubric!r}, not {' or '.join(sorted(rubrics))} "
-                             f"(the rubric's content changed): {advice}")
-
-
 T = TypeVar("T")
 
 
@@ -365,11 +260,9 @@ def score_to_jsonl(
     # Part files: this run's (one per process) and any a killed run with another process count left behind.
     target = out.with_name(f"{out.name}.part{rank}") if world > 1 else out
     parts = sorted(set(out.parent.glob(f"{out.name}.part*")) | ({target} if world > 1 else set()))
-    records = [r for path in [out, *parts] for r in read_done(path, repair=path == target)]
-    _check_same_run(records, evaluator, out)
-    latest = final_records(records)
-    done = {i for i, r in latest.items() if i in order and r.get("error_kind") not in MODEL_FAILURES}
-    retry = any(r.get("error_kind") in MODEL_FAILURES for r in latest.values())
+    resume = Resume(evaluator, out, target=target, parts=parts)  # what is done, checked against this run
+    done = {i for i in resume.done if i in order}
+    retry = resume.retry
     # Items belong to processes by their place in the source, so no item falls between two processes
     # however far apart in time they read what is done.
     todo = [i for i in ids if i not in done and order[i] % world == rank]
@@ -379,7 +272,8 @@ def score_to_jsonl(
         num_workers=workers, pin_memory=evaluator.device is not None and evaluator.device.type == "cuda",
         multiprocessing_context=evaluator.worker_start_method if workers else None,
     )
-    guard = FailureGuard(trusted=any(r.get("error_kind") not in (*MODEL_FAILURES, "input") for r in records))
+    guard = FailureGuard(trusted=any(line.record.get("error_kind") not in (*MODEL_FAILURES, "input")
+                                     for line in resume.lines))
 
     scored = failed = retryable = prompt_tokens = completion_tokens = repair_rounds = repair_parsed = truncated = 0
     identity = getattr(source, "identity", lambda: None)()  # what a dataset source says it is; None for others
@@ -387,15 +281,13 @@ def score_to_jsonl(
     def with_identity(record: dict) -> dict:
         return {**record, "dataset": identity} if identity else record
 
-    with open(target, "a", encoding="utf-8") as f, tqdm(
+    with resume.appending() as append, tqdm(
         total=len(todo), desc=f"Scoring ({evaluator.name})", unit="image", disable=not progress or rank != 0
     ) as bar:
         def write(results: list[EvalResult]) -> None:
             nonlocal scored, failed, retryable, prompt_tokens, completion_tokens
             nonlocal repair_rounds, repair_parsed, truncated
-            f.write("".join(json.dumps(with_identity(r.to_json()), ensure_ascii=False) + "\n" for r in results))
-            f.flush()
-            os.fsync(f.fileno())
+            append([with_identity(r.to_json()) for r in results])
             scored += len(results)
             failed += sum(r.parse_status == "failed" for r in results)
             retryable += sum(r.error_kind in MODEL_FAILURES for r in results)
@@ -437,7 +329,7 @@ def _merge(state, out: Path, order: dict[str, int], counts: tuple[int, ...]) -> 
         state.wait_for_everyone()
     if state is None or state.is_main_process:
         parts = sorted(out.parent.glob(f"{out.name}.part*"))
-        records = final_records(r for path in [out, *parts] for r in read_done(path, repair=False))
+        records = final_records(line.record for path in [out, *parts] for line in read_lines(path, partial="drop"))
         tmp = out.with_name(out.name + ".merging")
         tmp.write_text("".join(json.dumps(records[i], ensure_ascii=False) + "\n"
                                for i in sorted(records, key=lambda i: order.get(i, len(order)))), encoding="utf-8")

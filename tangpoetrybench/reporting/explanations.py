@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..files import json_lines
-from ..judging.scoring import read_scores
+from ..judging.results import EXPLAIN, ResultsFile
 from ..numeric import fmt, mean_or_none
 from ..rubric import Rubric
 
@@ -68,15 +68,16 @@ def graph_rows(graph: dict) -> list[list[str]]:
     return [row(root, "root")] + [row(c, c["relation_to_root"]) for c in root["children"]]
 
 
-def explanations(rows: Sequence[dict], scores: Sequence[Path], graphs: Path | None, rubric: Rubric) -> dict | None:
+def explanations(rows: Sequence[dict], scores: Sequence[ResultsFile], graphs: Path | None,
+                 rubric: Rubric) -> dict | None:
     """Explain mode's reasons for each generator's weakest dimension (from every scores file with reasons) and, with
     a graphs file, one SemJudge image graph per generator; None when there is neither."""
     generator_of = {r["image_id"]: r["generator"] for r in rows}
     explained = {}
-    for path in scores:
-        evaluator, records = read_scores(path)
-        if any(r.get("reasons") for r in records.values()):
-            explained[f"{evaluator} ({Path(path).name})"] = lowest_dimension_reasons(records, generator_of, rubric)
+    for scored in scores:
+        if scored.kind == EXPLAIN:
+            explained[f"{scored.name} ({scored.path.name})"] = lowest_dimension_reasons(scored.records, generator_of,
+                                                                                         rubric)
     examples = graph_examples(graphs, generator_of) if graphs else {}
     return {"reasons": explained, "graphs": examples} if explained or examples else None
 

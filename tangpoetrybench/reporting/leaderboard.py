@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 from scipy import stats
 
 from ..stats.agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement, resample_weights
 from ..dataset.reading import dataset_rows
-from ..judging.scoring import read_scores, scored_on, two_settings
+from ..judging.results import Results, ResultsFile, two_settings
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_ci, fmt_interval
 from .pairwise import lay_out_strengths, leaderboard_strengths
 from .plots import colours_for, radar, ring_floor
@@ -44,7 +45,11 @@ class Scores:
     model: str
     settings: dict
     records: dict[str, dict]  # by image_id
-    files: list[str]
+    results: list[ResultsFile]  # the files, each read once
+
+    @property
+    def files(self) -> list[str]:
+        return [str(r.path) for r in self.results]
 
     @property
     def random_weights(self) -> bool:
@@ -66,20 +71,22 @@ def _one_rubric(records: dict[str, dict], image_ids: list[str]) -> str | None:
     return rubrics.pop() if rubrics else None
 
 
-def read_score_files(paths: list[Path]) -> Scores:
-    """Results of every file, refused unless one evaluator made them all with the same settings (model, adapter,
-    rubric, pixel budget, answer length, backend, parser) and no image is scored twice."""
-    if not paths:
+def read_score_files(files: Sequence[Results]) -> Scores:
+    """Results of every file (each a `ResultsFile` or its path), refused unless one evaluator made them all with the
+    same settings (model, adapter, rubric, pixel budget, answer length, backend, parser) and no image is scored
+    twice."""
+    if not files:
         raise ValueError("give the score files to compare (tpb score --out FILE), one or more")
+    files = [ResultsFile.of(f) for f in files]
     records: dict[str, dict] = {}
     source: dict[str, str] = {}
     first, made = None, None
-    for path in paths:
-        evaluator, these = read_scores(path)
-        if evaluator != "pae":
-            raise ValueError(f"{path} holds {evaluator} results: the leaderboard ranks PAE's rubric scores, so score "
-                             "every generator with `tpb score --evaluator pae`")
-        for image_id, record in these.items():
+    for results in files:
+        path = results.path
+        if results.name != "pae":
+            raise ValueError(f"{path} holds {results.name} results: the leaderboard ranks PAE's rubric scores, so "
+                             "score every generator with `tpb score --evaluator pae`")
+        for image_id, record in results.records.items():
             this = _made_with(record)
             if made is None:
                 first, made = path, this
@@ -97,18 +104,17 @@ def read_score_files(paths: list[Path]) -> Scores:
                                  "image once")
             records[image_id], source[image_id] = record, str(path)
     settings = {k: v for k, v in made.items() if k not in ("evaluator", "model")}
-    return Scores(made["evaluator"], made["model"] or "", settings, records, [str(p) for p in paths])
+    return Scores(made["evaluator"], made["model"] or "", settings, records, files)
 
 
-def unproven_files(files: list[str], dataset: str | Path, split: str, rated_ids: set[str]) -> list[str]:
+def unproven_files(files: Sequence[ResultsFile], dataset: str | Path, split: str, rated_ids: set[str]) -> list[str]:
     """Each file that scored the dataset's own images is checked against it (another build, config or split is
     refused); one that does not say what it scored but has ids of its images is a warning. Files of generated
     images (`tpb score --images`) have neither, and need neither."""
     warnings = []
-    for path in files:
-        _, records = read_scores(path)
-        if any(r.get("dataset") for r in records.values()) or rated_ids.intersection(records):
-            warning = scored_on(records, path, dataset, split, HUMAN_CONFIGS)
+    for results in files:
+        if results.datasets or rated_ids.intersection(results.records):
+            warning = results.scored_on(dataset, split, HUMAN_CONFIGS)
             warnings += [warning] if warning else []
     return warnings
 
@@ -203,8 +209,8 @@ class LeaderboardData:
         return out
 
 
-def build_leaderboard(dataset: str | Path, scores: list[Path], split: str = "test",
-                      n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, recognize: list[Path] = (),
+def build_leaderboard(dataset: str | Path, scores: Sequence[Results], split: str = "test",
+                      n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, recognize: Sequence[Results] = (),
                       generation: list[Path] = ()) -> Report:
     """`tpb leaderboard`: read the scores and the dataset once, compute every number, then lay it out. `recognize`:
     recognize results of the same generators (a recognizability table); `generation`: tpb generate's records (one
@@ -212,8 +218,8 @@ def build_leaderboard(dataset: str | Path, scores: list[Path], split: str = "tes
     return lay_out(compute_leaderboard(dataset, scores, split, n_bootstrap, seed, recognize, generation))
 
 
-def compute_leaderboard(dataset: str | Path, scores: list[Path], split: str = "test",
-                        n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, recognize: list[Path] = (),
+def compute_leaderboard(dataset: str | Path, scores: Sequence[Results], split: str = "test",
+                        n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, recognize: Sequence[Results] = (),
                         generation: list[Path] = ()) -> LeaderboardData:
     rubric = rubric_for_tradition("tang")
     keys = list(rubric.keys)
@@ -237,12 +243,13 @@ def compute_leaderboard(dataset: str | Path, scores: list[Path], split: str = "t
     rated = [g for g in generators if any(human_values.get((g, p), [None])[-1] is not None for p in poems)]
     weights = (resample_weights(np.random.default_rng(seed), len(poems), n_bootstrap) if n_bootstrap > 0 else None)
     board = ranked_board(generators, poems, columns, pae_values, human_values, rated, weights)
-    judge = board_recognizability(board, rows, recognize, poems, n_bootstrap, seed)  # adds it to the board's rows
+    judge = board_recognizability(board, rows, [ResultsFile.of(r) for r in recognize], poems, n_bootstrap,
+                                  seed)  # adds it to the board's rows
     return LeaderboardData(
         str(dataset), split, poems, s, n_bootstrap, seed, board, rated, is_synthetic(dataset),
         agreement_with_humans(s, rows, keep, rated, pae_values, human_values, poems, n_bootstrap, seed, weights,
                               rubric),
-        unproven_files(s.files, dataset, split, {r["image_id"] for r in rows}),
+        unproven_files(s.results, dataset, split, {r["image_id"] for r in rows}),
         leaderboard_strengths(s.records, compared, n_bootstrap, seed), judge, variant_comparison(board, generation) if generation else None)
 
 

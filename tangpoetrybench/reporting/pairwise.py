@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -18,8 +17,9 @@ import numpy as np
 from ..numeric import fmt, fmt_interval
 from ..stats.agreement import DEFAULT_BOOTSTRAP, HumanPairs, pointwise_choices
 from ..stats.noise_floor import RatingTable
+from ..judging.results import ResultsFile
 from ..stats.pairs import (BT_BOOTSTRAP, PairTable, bradley_terry, evaluator_choices, generator_strengths,
-                           human_ceiling_of, is_pair_file, literal_bias, pairwise_accuracy)
+                           human_ceiling_of, literal_bias, pairwise_accuracy)
 from .plots import heatmap
 
 
@@ -27,7 +27,7 @@ def _name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
 
 
-def compute_pairwise(table: PairTable, ratings: RatingTable, scores: Sequence[Path], split: str = "test",
+def compute_pairwise(table: PairTable, ratings: RatingTable, scores: Sequence[ResultsFile], split: str = "test",
                      n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0) -> dict:
     """Every pairwise figure of the report, as numbers: per evaluator accuracy and literal bias, the human ceiling
     (from the split's `ratings`), and generator strengths from the human winners and each evaluator's choices."""
@@ -36,12 +36,12 @@ def compute_pairwise(table: PairTable, ratings: RatingTable, scores: Sequence[Pa
            "human_ceiling": human_ceiling_of(ratings, table, n_bootstrap, seed),
            "generators": {"human": generator_strengths(table, table.pairs.x_wins.astype(float), bt_resamples, seed)},
            "evaluators": {}}
-    for path in scores:
-        evaluator, model, choices = evaluator_choices(table, path)
+    for scored in scores:
+        evaluator, model, choices = evaluator_choices(table, scored)
         if evaluator in out["evaluators"]:
-            evaluator = f"{evaluator} ({Path(path).stem})"
+            evaluator = f"{evaluator} ({scored.path.stem})"
         out["evaluators"][evaluator] = {
-            "model": model, "scores": str(path), "pairwise_judge": is_pair_file(path),
+            "model": model, "scores": str(scored.path), "pairwise_judge": not scored.pointwise,
             "accuracy": pairwise_accuracy(table, choices, n_bootstrap, seed),
             "literal_bias": literal_bias(table, choices, n_bootstrap, seed=seed)}
         out["generators"][evaluator] = generator_strengths(table, choices, bt_resamples, seed)

@@ -3,35 +3,30 @@ and each generator's judged recognizability with its interval (leaderboard), new
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from ..judging.scoring import read_scores
+from ..judging.results import RECOGNITION, ResultsFile
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt_interval
 from ..stats.agreement import resample_weights
-from ..stats.recognition import (RECOGNIZE, judge_share, recognition_agreement, recognition_data_of,
-                                 recognition_rows)
+from ..stats.recognition import judge_share, recognition_agreement, recognition_data_of, recognition_rows
 
 RANDOM_NOTE = "**Random weights.** These answers come from a tiny test model: they check the pipeline and measure nothing."
 
 
-def recognition_results(rows: list[dict], scores: Sequence[Path], n_bootstrap: int,
-                        seed: int) -> tuple[dict[str, dict], list[Path]]:
+def recognition_results(rows: list[dict], scores: Sequence[ResultsFile], n_bootstrap: int,
+                        seed: int) -> tuple[dict[str, dict], list[ResultsFile]]:
     """The agreement with the human Phase-1 track of each recognize results file among `scores` (`rows`: the
     report's split's image rows), by file stem; and the other files (for Table 4)."""
     results, rest = {}, []
-    for path in scores:
-        evaluator, records = read_scores(path)
-        if evaluator != RECOGNIZE:
-            rest.append(Path(path))
+    for scored in scores:
+        if scored.kind != RECOGNITION:
+            rest.append(scored)
             continue
-        result = recognition_agreement(recognition_data_of(rows, records), n_bootstrap, seed)
-        first = next(iter(records.values()))
-        results[Path(path).stem] = {**result, "scores": str(path), "model": first.get("model"),
-                                    "settings": first.get("settings"),
-                                    "random_weights": any(r.get("random_weights") for r in records.values())}
+        result = recognition_agreement(recognition_data_of(rows, scored.records), n_bootstrap, seed)
+        results[scored.path.stem] = {**result, "scores": str(scored.path), "model": scored.model,
+                                     "settings": scored.settings, "random_weights": scored.random_weights}
     return results, rest
 
 
@@ -49,7 +44,7 @@ def lay_out_recognition(rep: Any, results: dict[str, dict], split: str) -> None:
         rep.table(["Statistic", "Value", "95 % interval (poems resampled)"], recognition_rows(result))
 
 
-def board_recognizability(board: list[dict], rows: list[dict], files: Sequence[Path], poems: list[str],
+def board_recognizability(board: list[dict], rows: list[dict], files: Sequence[ResultsFile], poems: list[str],
                           n_bootstrap: int, seed: int) -> dict | None:
     """Each generator's judged recognizability over the leaderboard's poems, with its interval (the same resamples
     of poems as the ranking), beside the human one where people rated it (`rows`: the leaderboard's human rows).
@@ -57,12 +52,11 @@ def board_recognizability(board: list[dict], rows: list[dict], files: Sequence[P
     if not files:
         return None
     records: dict[str, dict] = {}
-    for path in files:
-        evaluator, these = read_scores(path)
-        if evaluator != RECOGNIZE:
-            raise ValueError(f"{path} holds {evaluator} results: --recognize takes tpb score --evaluator recognize "
-                             "results")
-        records.update(these)
+    for scored in files:
+        if scored.kind != RECOGNITION:
+            raise ValueError(f"{scored.path} holds {scored.name} results: --recognize takes tpb score --evaluator "
+                             "recognize results")
+        records.update(scored.records)
     human = {r["image_id"]: r["recognizability"] for r in rows}
     index = {p: i for i, p in enumerate(poems)}
     weights = (resample_weights(np.random.default_rng(seed), len(poems), n_bootstrap) if n_bootstrap > 0

@@ -20,13 +20,14 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
 from . import findings
 from ..dataset.reading import config_rows
 from ..judging.ocr.labels import ISSUES, issue_counts, ocr_table3
-from ..judging.scoring import read_scores, scored_on
+from ..judging.results import Results, ResultsFile
 from ..numeric import ZERO_WIDTH_NOTE, fmt, fmt_interval, mean_or_none
 from .pairwise import compute_pairwise, lay_out_pairwise
 from ..rubric import rubric_for_tradition
@@ -175,18 +176,24 @@ class ReportData:
         return out
 
 
-def build_report(dataset: str | Path, scores: list[Path] = (), split: str = "test",
-                 n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, ocr: Path | None = None,
-                 graphs: Path | None = None, pairs: list[Path] = ()) -> Report:
-    """`tpb report`: read the dataset once, compute every number, then lay the report out. `ocr`: text-ocr results
-    (the OCR's Table 3); `graphs`: SemJudge graphs (`tpb explain --out`), one shown per generator; `pairs`: pairwise judges' results
-    (`tpb compare`), beside the --scores evaluators in Tables 4P, 4L and 6."""
+def build_report(dataset: str | Path, scores: Sequence[Results] = (), split: str = "test",
+                 n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, ocr: Results | None = None,
+                 graphs: Path | None = None, pairs: Sequence[Results] = ()) -> Report:
+    """`tpb report`: read the dataset and each results file once, compute every number, then lay the report out.
+    `scores`: evaluators' results (`tpb score`; recognize results get their own table); `ocr`: text-ocr results (the
+    OCR's Table 3); `graphs`: SemJudge graphs (`tpb explain --out`), one shown per generator; `pairs`: pairwise
+    judges' results (`tpb compare`), beside the --scores evaluators in Tables 4P, 4L and 6. A results file may be
+    given as a `ResultsFile` already read, or as its path."""
     return lay_out(compute_report(read_inputs(dataset), scores, split, n_bootstrap, seed, ocr, graphs, pairs))
 
 
-def compute_report(inputs: ReportInputs, scores: list[Path] = (), split: str = "test",
-                   n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, ocr: Path | None = None,
-                   graphs: Path | None = None, pairs: list[Path] = ()) -> ReportData:
+def compute_report(inputs: ReportInputs, scores: Sequence[Results] = (), split: str = "test",
+                   n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, ocr: Results | None = None,
+                   graphs: Path | None = None, pairs: Sequence[Results] = ()) -> ReportData:
+    scores, pairs = [ResultsFile.of(s) for s in scores], [ResultsFile.of(p) for p in pairs]
+    for results in scores:
+        if not results.pointwise:
+            raise ValueError(f"{results.path} holds a pairwise judge's verdicts (tpb compare): give it with --pairs")
     rubric = rubric_for_tradition("tang")
     keys = list(rubric.keys)
     rows = inputs.images
@@ -197,9 +204,9 @@ def compute_report(inputs: ReportInputs, scores: list[Path] = (), split: str = "
     recognition, scores = recognition_results(split_rows, scores, n_bootstrap, seed)
     split_floor = noise_floor(split_ratings) if scores else None
     table4: list[Table4] = []
-    for path in scores:
+    for results in scores:
         taken = [t.evaluator for t in table4]
-        table4.append(table4_of(inputs, split_rows, Path(path), split, n_bootstrap, seed, taken))
+        table4.append(table4_of(inputs, split_rows, results, split, n_bootstrap, seed, taken))
     return ReportData(
         dataset=inputs.dataset, synthetic=inputs.synthetic, split=split, n_bootstrap=n_bootstrap, seed=seed,
         rows=rows, generators=generators, table2=table2, table2_ci=table2_ci,
@@ -239,21 +246,18 @@ def strong_generators(table2: dict, generators: list[str]) -> list[str]:
     return [g for g in generators if quality[g] / 100 >= best_q / 100 - STRONG_GAP]
 
 
-def table4_of(inputs: ReportInputs, rows: list[dict], path: Path, split: str, n_bootstrap: int, seed: int,
+def table4_of(inputs: ReportInputs, rows: list[dict], results: ResultsFile, split: str, n_bootstrap: int, seed: int,
               taken: list[str]) -> Table4:
     """Table 4 for one scores file against the split's image `rows`; a second file of an evaluator already `taken`
     (say two served judges) is named apart by its file name."""
-    evaluator, records = read_scores(path)
-    if evaluator in taken:
-        evaluator = f"{evaluator} ({path.stem})"
-    data = agreement_data_of(rows, records, tradition_rubric(rows, f"images/{split}"))
-    warnings = [matched(data, records, path, f"the {split} split"), scored_on(records, path, inputs.dataset, split)]
+    evaluator = f"{results.name} ({results.path.stem})" if results.name in taken else results.name
+    data = agreement_data_of(rows, results, tradition_rubric(rows, f"images/{split}"))
+    warnings = [matched(data, results, f"the {split} split"), results.scored_on(inputs.dataset, split)]
     warning = "; ".join(w for w in warnings if w) or None
     result = agreement(data, n_bootstrap=n_bootstrap, seed=seed)
-    random_weights = any(r.get("random_weights") for r in records.values())
     ok = np.isfinite(data.pred_quality) & np.isfinite(data.human_quality)
-    return Table4(evaluator, {**result, "scores": str(path), "random_weights": random_weights}, warning,
-                  list(data.human_quality[ok]), list(data.pred_quality[ok]))
+    return Table4(evaluator, {**result, "scores": str(results.path), "random_weights": results.random_weights},
+                  warning, list(data.human_quality[ok]), list(data.pred_quality[ok]))
 
 
 def compute_findings(rows, ratings, keys, generators, rubric, table2, n_bootstrap, rng) -> Findings:

@@ -11,7 +11,7 @@ import numpy as np
 from .agreement import DEFAULT_BOOTSTRAP, DEFAULT_MARGIN, AgreementData, agreement
 from ..dataset.reading import dataset_rows
 from .noise_floor import MIN_MULTI_RATED, RatingTable, floor_summary, noise_floor
-from ..judging.scoring import read_scores, scored_on
+from ..judging.results import SCALAR, ResultsFile
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, counted, fmt, fmt_interval
 from ..rubric import Rubric, rubric_for_tradition
 
@@ -29,27 +29,27 @@ def config_rubric(dataset: str | Path, config: str, split: str) -> Rubric:
     return tradition_rubric(list(dataset_rows(dataset, config, split, ["tradition"])), f"{config}/{split}")
 
 
-def matched(data: AgreementData, records: dict[str, dict], scores: Path | str, where: str) -> str | None:
+def matched(data: AgreementData, results: ResultsFile, where: str) -> str | None:
     """A scores file must be about these images: none of them is an error; some missing is a warning (returned)."""
-    found = sum(i in records for i in data.image_ids)
+    found = sum(i in results.records for i in data.image_ids)
     if found == 0:
-        raise ValueError(f"{scores} has results for none of the {len(data.image_ids)} images of {where} "
-                         f"(its {len(records)} results are for other images): check --dataset, --config and --split")
+        raise ValueError(f"{results.path} has results for none of the {len(data.image_ids)} images of {where} (its "
+                         f"{len(results.records)} results are for other images): check --dataset, --config and --split")
     if found < len(data.image_ids):
         return (f"{len(data.image_ids) - found} of the {len(data.image_ids)} images of {where} have no result in "
-                f"{scores}: they count against coverage")
+                f"{results.path}: they count against coverage")
     return None
 
 
-def agreement_data(dataset: str | Path, records: dict[str, dict], split: str, config: str = "images") -> AgreementData:
+def agreement_data(dataset: str | Path, results: ResultsFile, split: str, config: str = "images") -> AgreementData:
     rubric = config_rubric(dataset, config, split)
     rows = list(dataset_rows(dataset, config, split, ["image_id", "poem_id", "quality", *rubric.keys]))
-    return agreement_data_of(rows, records, rubric)
+    return agreement_data_of(rows, results, rubric)
 
 
-def agreement_data_of(rows: list[dict], records: dict[str, dict], rubric: Rubric) -> AgreementData:
-    """Image rows (image_id, poem_id, quality and every dimension) beside an evaluator's records."""
-    keys = list(rubric.keys)
+def agreement_data_of(rows: list[dict], results: ResultsFile, rubric: Rubric) -> AgreementData:
+    """Image rows (image_id, poem_id, quality and every dimension) beside an evaluator's results."""
+    keys, records = list(rubric.keys), results.records
     human = np.array([[np.nan if r[k] is None else r[k] for k in keys] for r in rows], dtype=float).reshape(len(rows), len(keys))
     pred = np.full_like(human, np.nan)
     pred_quality = np.full(len(rows), np.nan)
@@ -64,7 +64,7 @@ def agreement_data_of(rows: list[dict], records: dict[str, dict], rubric: Rubric
         image_ids=[r["image_id"] for r in rows], poem_ids=[r["poem_id"] for r in rows], keys=rubric.keys,
         anchors=np.array([rubric.anchor_step(k) for k in keys]), human=human, pred=pred,
         human_quality=np.array([np.nan if r["quality"] is None else r["quality"] for r in rows], dtype=float),
-        pred_quality=pred_quality, scalar=not any(r.get("scores") for r in records.values()),
+        pred_quality=pred_quality, scalar=results.kind == SCALAR,
     )
 
 
@@ -87,22 +87,25 @@ def rating_table_of(rows: list[dict], rubric: Rubric, image_config: str = "image
                        rubric.keys, np.array([rubric.anchor_step(k) for k in keys]), scores)
 
 
-def agree(dataset: str | Path, scores: Path | str, split: str = "test", n_bootstrap: int = DEFAULT_BOOTSTRAP,
-          seed: int = 0, config: str = "images", margin: float = DEFAULT_MARGIN) -> dict:
-    """SPEC §7 for one evaluator's results on one config and split (`images`: the held-out test poems;
-    `unseen_generator` and `song_ci`: the paper's two generalization tests), beside the same images' noise floor."""
-    evaluator, records = read_scores(scores)
-    data = agreement_data(dataset, records, split, config)
-    warnings = [matched(data, records, scores, f"{dataset} ({config}, {split})"),
-                scored_on(records, scores, dataset, split, (config,))]
+def agree(dataset: str | Path, scores: ResultsFile | Path | str, split: str = "test",
+          n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, config: str = "images",
+          margin: float = DEFAULT_MARGIN) -> dict:
+    """SPEC §7 for one evaluator's results (a results file, or its path) on one config and split (`images`: the
+    held-out test poems; `unseen_generator` and `song_ci`: the paper's two generalization tests), beside the same
+    images' noise floor."""
+    results = ResultsFile.of(scores)
+    if not results.pointwise:
+        raise ValueError(f"{results.path} holds a pairwise judge's verdicts (tpb compare), not scores of images: "
+                         "`stats.pairs.pair_agreement` compares them with people")
+    data = agreement_data(dataset, results, split, config)
+    warnings = [matched(data, results, f"{dataset} ({config}, {split})"),
+                results.scored_on(dataset, split, (config,))]
     warning = "; ".join(w for w in warnings if w) or None
-    first = next(iter(records.values()))
     result = {
-        "evaluator": evaluator, "model": first.get("model", ""), "dataset": str(dataset), "config": config,
-        "split": split, "scores": str(scores), "random_weights": any(r.get("random_weights") for r in records.values()),
-        "parse_status": {s: sum(records.get(i, {}).get("parse_status") == s for i in data.image_ids)
-                         for s in ("ok", "repaired", "failed")},
-        "missing": sum(i not in records for i in data.image_ids), "warning": warning,
+        "evaluator": results.name, "model": results.model, "dataset": str(dataset), "config": config,
+        "split": split, "scores": str(results.path), "random_weights": results.random_weights,
+        "parse_status": results.status_counts(data.image_ids),
+        "missing": sum(i not in results.records for i in data.image_ids), "warning": warning,
         "agreement": agreement(data, n_bootstrap=n_bootstrap, seed=seed, margin=margin),
     }
     result["noise_floor"] = noise_floor(rating_table(dataset, split, config))

@@ -22,6 +22,7 @@ people and generators fare on those choices.
 from __future__ import annotations
 
 import math
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from itertools import combinations, product
@@ -29,10 +30,11 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+from scipy.special import expit
 
 from ..dataset.reading import dataset_rows
-from ..judging.pairwise import final_pair_records, pair_choices, pair_id, position_bias, read_pair_records
-from ..judging.scoring import read_scores
+from ..judging.pairwise import pair_choices, pair_id, position_bias
+from ..judging.results import ResultsFile
 from ..numeric import fmt, fmt_ci
 from .agree import rating_table
 from .noise_floor import RatingTable
@@ -41,8 +43,8 @@ from .agreement import (DEFAULT_BOOTSTRAP, DEFAULT_MARGIN, HumanPairs, bootstrap
 
 DEFAULT_PERMUTATIONS = 10_000
 BT_BOOTSTRAP = 1_000  # Bradley–Terry is refitted per resample
-BT_ITERATIONS = 500
-BT_TOLERANCE = 1e-10
+BT_ITERATIONS = 100  # Newton steps; a strictly concave fit converges in a handful
+BT_TOLERANCE = 1e-9  # the largest change of a strength (log scale) at which the fit has converged
 
 
 @dataclass
@@ -88,23 +90,21 @@ def pair_table_of(rows: list[dict], margin: float = DEFAULT_MARGIN) -> PairTable
                      quality, recognizability, poems, human_pairs(quality, poem_of, margin), margin)
 
 
-def evaluator_choices(table: PairTable, scores: str | Path) -> tuple[str, str, np.ndarray]:
+def evaluator_choices(table: PairTable, scores: ResultsFile | str | Path) -> tuple[str, str, np.ndarray]:
     """(evaluator, model, choices per pair: 1 = x, 0 = y, 0.5 = tie, NaN = none) from a `tpb score` or a
-    `tpb compare` file."""
-    records = read_pair_records(scores)
-    if records and "pair_id" in records[0]:
-        final = final_pair_records(records)
-        by_id = pair_choices(final)
+    `tpb compare` file (or its path)."""
+    results = ResultsFile.of(scores)
+    records = results.records
+    if not results.pointwise:
+        by_id = pair_choices(records)
         choices = np.full(len(table.pairs), np.nan)
         for k, (i, (x, _)) in enumerate(zip(table.pair_ids, table.id_pairs())):
             if by_id.get(i) is not None:  # a verdict is about the record's x, which need not be the table's
-                choices[k] = by_id[i] if final[i]["x"] == x else 1.0 - by_id[i]
-        return final[next(iter(final))]["judge"], records[0].get("model", ""), choices
-    evaluator, by_image = read_scores(scores)
-    quality = np.array([np.nan if by_image.get(i, {}).get("quality") is None else by_image[i]["quality"]
+                choices[k] = by_id[i] if records[i]["x"] == x else 1.0 - by_id[i]
+        return results.name, results.model, choices
+    quality = np.array([np.nan if records.get(i, {}).get("quality") is None else records[i]["quality"]
                         for i in table.image_ids])
-    model = next(iter(by_image.values())).get("model", "")
-    return evaluator, model, pointwise_choices(quality, table.pairs)
+    return results.name, results.model, pointwise_choices(quality, table.pairs)
 
 
 def _accuracy(credit: np.ndarray, poem: np.ndarray, n_poems: int, n_bootstrap: int, seed: int) -> dict:
@@ -274,34 +274,52 @@ def literal_bias(table: PairTable, choices: np.ndarray, n_bootstrap: int = DEFAU
 # --- generators: Bradley–Terry and win rates ------------------------------------------------------------------------
 
 
-def _bt_fit(wins: np.ndarray) -> np.ndarray:
-    """Bradley–Terry strengths (log scale, mean 0) from a matrix of wins (ties already split in halves), by
-    Hunter's MM algorithm; NaN for a generator with no comparisons."""
-    n = wins.shape[0]
-    games = wins + wins.T
-    played = games.sum(1) > 0
-    p = np.ones(n)
-    total_wins = wins.sum(1)
-    for _ in range(BT_ITERATIONS):
-        with np.errstate(invalid="ignore", divide="ignore"):
-            denominator = (games / (p[:, None] + p[None, :])).sum(1)
-            new = np.where(played & (denominator > 0), (total_wins + 0.5) / denominator, 1.0)  # +0.5: no zero
-        new = new / np.exp(np.mean(np.log(new[played]))) if played.any() else new
-        if np.max(np.abs(new - p)) < BT_TOLERANCE:
-            p = new
+def _bt_fit(wins: np.ndarray, iterations: int | None = None) -> tuple[np.ndarray, bool]:
+    """Bradley–Terry strengths (log scale, mean 0) from a matrix of wins (ties already split in halves), and whether
+    the fit converged; NaN for a generator with no comparisons.
+
+    Each generator with comparisons also plays one pseudo-game against a virtual opponent of strength 0, won half and
+    lost half: a prior under which every strength is finite (a generator that won all of its few pairs is strong,
+    not infinitely so) and which pulls a generator with few comparisons toward the middle. The log-likelihood is then
+    strictly concave; Newton's method with step halving maximises it, converged once a step moves no strength by
+    more than BT_TOLERANCE."""
+    played = (wins + wins.T).sum(1) > 0
+    out = np.full(len(wins), np.nan)
+    if not played.any():
+        return out, True
+    w = wins[np.ix_(played, played)]
+    games = w + w.T
+
+    def log_likelihood(theta: np.ndarray) -> float:
+        return float(-(w * np.logaddexp(0, theta[None, :] - theta[:, None])).sum()
+                     + (0.5 * theta - np.logaddexp(0, theta)).sum())
+
+    theta, converged = np.zeros(len(w)), False
+    for _ in range(BT_ITERATIONS if iterations is None else iterations):
+        pi = expit(theta[:, None] - theta[None, :])  # P(row beats column)
+        virtual = expit(theta)  # P(beating the virtual opponent)
+        gradient = w.sum(1) - (games * pi).sum(1) + 0.5 - virtual
+        c = games * pi * (1 - pi)
+        hessian = c - np.diag(c.sum(1) + virtual * (1 - virtual))  # negative definite
+        step = np.linalg.solve(hessian, -gradient)
+        if np.max(np.abs(step)) < BT_TOLERANCE:
+            converged = True
             break
-        p = new
-    out = np.log(p)
-    out[~played] = np.nan
-    return out - np.nanmean(out) if played.any() else out
+        now, size = log_likelihood(theta), 1.0
+        while log_likelihood(theta + size * step) < now and size > 1e-6:
+            size /= 2
+        theta = theta + size * step
+    out[played] = theta - theta.mean()
+    return out, converged
 
 
 def bradley_terry(generator_x: Sequence[str], generator_y: Sequence[str], choices: np.ndarray, poem: np.ndarray,
                   n_poems: int, n_bootstrap: int = BT_BOOTSTRAP, seed: int = 0) -> dict:
-    """Per generator, a Bradley–Terry strength (log scale, mean 0; a half win added to each generator's wins keeps
-    every strength finite) with a 95 % interval (poems resampled, refitted each time), and the win-rate matrix:
-    the share of their pairs that the row's generator won (ties one half). One pair per entry: its two images'
-    generators, the choice (1: x, 0: y, 0.5: tie, NaN: none) and its poem's index."""
+    """Per generator, a Bradley–Terry strength (log scale, mean 0; one pseudo-game, half won and half lost, against
+    a virtual opponent keeps every strength finite: `_bt_fit`) with a 95 % interval (poems resampled, refitted each
+    time), and the win-rate matrix: the share of their pairs that the row's generator won (ties one half). One pair
+    per entry: its two images' generators, the choice (1: x, 0: y, 0.5: tie, NaN: none) and its poem's index. A fit
+    that does not converge is a warning."""
     generators = sorted(set(generator_x) | set(generator_y))
     g_index = {g: i for i, g in enumerate(generators)}
     gx = np.array([g_index[g] for g in generator_x], dtype=int)
@@ -317,13 +335,18 @@ def bradley_terry(generator_x: Sequence[str], generator_y: Sequence[str], choice
         return wins
 
     wins = wins_of(np.ones(len(c)))
-    strength = _bt_fit(wins)
+    strength, converged = _bt_fit(wins)
+    flags = [converged]
     intervals: list = [None] * n
     if n_bootstrap > 0 and len(c):
         rng = np.random.default_rng(seed)
-        fits = np.array([_bt_fit(wins_of(np.bincount(rng.integers(0, n_poems, n_poems), minlength=n_poems)[poem]
-                                         .astype(float))) for _ in range(n_bootstrap)])
-        intervals = [percentile_interval(col[np.isfinite(col)]) for col in fits.T]
+        fits = [_bt_fit(wins_of(np.bincount(rng.integers(0, n_poems, n_poems), minlength=n_poems)[poem]
+                                .astype(float))) for _ in range(n_bootstrap)]
+        flags += [done for _, done in fits]
+        intervals = [percentile_interval(col[np.isfinite(col)]) for col in np.array([f for f, _ in fits]).T]
+    if not all(flags):
+        warnings.warn(f"Bradley–Terry: {flags.count(False)} of {len(flags)} fits did not converge in {BT_ITERATIONS} "
+                      "Newton steps; their strengths are the last step's", RuntimeWarning, stacklevel=2)
     games = wins + wins.T
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = np.where(games > 0, wins / games, np.nan)
@@ -346,24 +369,20 @@ def generator_strengths(table: PairTable, choices: np.ndarray, n_bootstrap: int 
 # --- tpb agree ------------------------------------------------------------------------------------------------------
 
 
-def is_pair_file(path: str | Path) -> bool:
-    """Whether a results file holds `tpb compare` pair records (rather than `tpb score` image records)."""
-    records = read_pair_records(path)
-    return bool(records) and "pair_id" in records[0]
-
-
-def pair_agreement(dataset: str | Path, scores: str | Path, split: str = "test", config: str = "images",
+def pair_agreement(dataset: str | Path, scores: ResultsFile | str | Path, split: str = "test", config: str = "images",
                    margin: float = DEFAULT_MARGIN, n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0,
                    with_literal_bias: bool = False) -> dict:
     """An evaluator's pairwise accuracy on a split's human pairs beside the human ceiling, and with
-    `with_literal_bias` the literal-bias test; for a pairwise judge also its position bias."""
+    `with_literal_bias` the literal-bias test; for a pairwise judge also its position bias. `scores`: a results file
+    of either kind (or its path)."""
+    results = ResultsFile.of(scores)
     table = pair_table(dataset, split, config, margin)
-    evaluator, model, choices = evaluator_choices(table, scores)
+    evaluator, model, choices = evaluator_choices(table, results)
     result = {"evaluator": evaluator, "model": model, "margin": margin, "human_pairs": len(table.pairs),
               "poems": len(table.poems), "accuracy": pairwise_accuracy(table, choices, n_bootstrap, seed),
               "human_ceiling": human_ceiling(dataset, table, split, config, n_bootstrap, seed)}
-    if is_pair_file(scores):
-        final = final_pair_records(read_pair_records(scores))
+    if not results.pointwise:
+        final = results.records
         result["position_bias"] = position_bias(final[i] for i in table.pair_ids if i in final)
     if with_literal_bias:
         result["literal_bias"] = literal_bias(table, choices, n_bootstrap, seed=seed)
@@ -398,5 +417,5 @@ def format_pairs(result: dict) -> str:
 
 
 __all__ = ["PairTable", "pair_table", "evaluator_choices", "pairwise_accuracy", "human_ceiling", "literal_labels",
-           "literal_bias", "permutation_p", "cohens_d", "bradley_terry", "generator_strengths", "is_pair_file", "pair_agreement",
+           "literal_bias", "permutation_p", "cohens_d", "bradley_terry", "generator_strengths", "pair_agreement",
            "format_pairs"]

@@ -26,11 +26,10 @@ import numpy as np
 from scipy import stats
 
 from ..dataset.reading import dataset_rows
-from ..judging.scoring import read_scores
+from ..judging.results import RECOGNITION, ResultsFile
 from ..numeric import fmt, fmt_ci
 from .agreement import DEFAULT_BOOTSTRAP, resample_weights
 
-RECOGNIZE = "recognize"
 STATS = ("mae", "kendall_tau", "majority_accuracy", "judge_mean", "human_mean")
 LABELS = {"mae": "MAE per image", "kendall_tau": "Kendall τ per poem, mean",
           "majority_accuracy": "Accuracy against the majority", "judge_mean": "Judge's mean recognizability",
@@ -51,10 +50,10 @@ def judge_share(record: dict | None) -> float:
     return np.nan if value is None else float(value)
 
 
-def recognition_data(dataset: str | Path, records: dict[str, dict], split: str = "test",
+def recognition_data(dataset: str | Path, results: ResultsFile, split: str = "test",
                      config: str = "images") -> RecognitionData:
     return recognition_data_of(list(dataset_rows(dataset, config, split, ["image_id", "poem_id", "recognizability"])),
-                               records)
+                               results.records)
 
 
 def recognition_data_of(rows: list[dict], records: dict[str, dict]) -> RecognitionData:
@@ -115,25 +114,18 @@ def recognition_agreement(data: RecognitionData, n_bootstrap: int = DEFAULT_BOOT
     return out
 
 
-def is_recognize_file(path: Path | str) -> bool:
-    return read_scores(path)[0] == RECOGNIZE
-
-
-def agree_recognition(dataset: str | Path, scores: Path | str, split: str = "test",
+def agree_recognition(dataset: str | Path, scores: ResultsFile | Path | str, split: str = "test",
                       n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, config: str = "images") -> dict:
-    """`tpb agree` for a recognize results file."""
-    evaluator, records = read_scores(scores)
-    if evaluator != RECOGNIZE:
-        raise ValueError(f"{scores} holds {evaluator} results, not recognize results")
-    data = recognition_data(dataset, records, split, config)
+    """`tpb agree` for a recognize results file (or its path)."""
+    results = ResultsFile.of(scores)
+    if results.kind != RECOGNITION:
+        raise ValueError(f"{results.path} holds {results.name} results, not recognize results")
+    data = recognition_data(dataset, results, split, config)
     if not np.isfinite(data.judge).any():
-        raise ValueError(f"{scores} has no recognizability for any image of {dataset} ({config}, {split})")
-    first = next(iter(records.values()))
-    return {"evaluator": evaluator, "model": first.get("model", ""), "dataset": str(dataset), "config": config,
-            "split": split, "scores": str(scores), "settings": first.get("settings", {}),
-            "random_weights": any(r.get("random_weights") for r in records.values()),
-            "parse_status": {s: sum(records.get(i, {}).get("parse_status") == s for i in data.image_ids)
-                             for s in ("ok", "repaired", "failed")},
+        raise ValueError(f"{results.path} has no recognizability for any image of {dataset} ({config}, {split})")
+    return {"evaluator": results.name, "model": results.model, "dataset": str(dataset), "config": config,
+            "split": split, "scores": str(results.path), "settings": results.settings,
+            "random_weights": results.random_weights, "parse_status": results.status_counts(data.image_ids),
             "recognition": recognition_agreement(data, n_bootstrap, seed)}
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import DataError, Problem
-from ..scoring import read_scores
+from ..results import ResultsFile
 from ...dataset.raw_release import ISSUE_TYPES, TEXT_LABEL_COLUMNS, read_release
 
 DRAFT_NAME = "text_labels.draft.csv"
@@ -24,13 +24,13 @@ ISSUES = tuple(t for t in ISSUE_TYPES if t != "none")  # leakage, fake_character
 OCR_EVALUATOR = "text-ocr"
 
 
-def read_ocr(path: Path | str) -> dict[str, dict]:
-    """The records of a `tpb score --evaluator text-ocr` file, by image_id (failed ones included)."""
-    evaluator, records = read_scores(path)
-    if evaluator != OCR_EVALUATOR:
-        raise ValueError(f"{path} holds {evaluator} results, not text-ocr ones: make them with "
-                         f"`tpb score --evaluator text-ocr ... --out {path}`")
-    return records
+def read_ocr(ocr: ResultsFile | Path | str) -> dict[str, dict]:
+    """The records of a `tpb score --evaluator text-ocr` file (or its path), by image_id (failed ones included)."""
+    results = ResultsFile.of(ocr)
+    if results.name != OCR_EVALUATOR:
+        raise ValueError(f"{results.path} holds {results.name} results, not text-ocr ones: make them with "
+                         f"`tpb score --evaluator text-ocr ... --out {results.path}`")
+    return results.records
 
 
 def ocr_issue_type(record: dict) -> str | None:
@@ -129,10 +129,11 @@ def issue_counts(labels: dict[str, str], generators: list[str]) -> dict[str, dic
     return table
 
 
-def ocr_table3(rows: list[dict], ocr_path: Path | str) -> dict:
+def ocr_table3(rows: list[dict], ocr: ResultsFile | Path | str) -> dict:
     """The OCR's Table 3 beside the adjudicated one (`rows`: the report's image rows): counts per generator, the
     OCR's verdicts, and each issue type's agreement with the adjudicated labels."""
-    records = read_ocr(ocr_path)
+    results = ResultsFile.of(ocr)
+    records = read_ocr(results)
     ocr = {i: t for i, r in records.items() if (t := ocr_issue_type(r)) is not None}
     human = {r["image_id"]: r["text_issue_type"] for r in rows if r["text_issue"] is not None}
     generators = sorted({r["generator"] for r in rows})
@@ -142,6 +143,6 @@ def ocr_table3(rows: list[dict], ocr_path: Path | str) -> dict:
     for image_id in ocr:
         verdict = records[image_id]["evidence"]["verdict"]
         verdicts[verdict] = verdicts.get(verdict, 0) + 1
-    return {"scores": str(ocr_path), "by_generator": issue_counts(ocr, generators), "verdicts": verdicts,
+    return {"scores": str(results.path), "by_generator": issue_counts(ocr, generators), "verdicts": verdicts,
             "agreement": {k: v.to_json() for k, v in issue_agreement(human, ocr).items()},
             "images_compared": len(set(human) & set(ocr))}
