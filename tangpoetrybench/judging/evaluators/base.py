@@ -64,10 +64,11 @@ class EvalResult:
     repair: dict[str, Any] | None = None  # a served judge's repair round: its raw_output, parse_status and error
     reasons: dict[str, str] | None = None  # explain mode: rubric key → the judge's one-sentence reason
     readout: dict[str, Any] | None = None  # PAE's anchor distributions and confidences (`--readout expected`)
+    calibrated: dict[str, Any] | None = None  # a calibration's intervals, sets and confidences (`judging.calibrated`)
 
     def to_json(self) -> dict[str, Any]:
         record = asdict(self)
-        for optional in ("random_weights", "usage", "evidence", "repair", "reasons", "readout"):
+        for optional in ("random_weights", "usage", "evidence", "repair", "reasons", "readout", "calibrated"):
             if not record[optional]:
                 record.pop(optional)
         return record
