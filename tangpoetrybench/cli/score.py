@@ -73,6 +73,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="api: USD per million prompt tokens, for a cost estimate at the end (default: none)")
     p.add_argument("--price-out", type=float, metavar="USD",
                    help="api: USD per million completion tokens, for the cost estimate (default: none)")
+    p.add_argument("--calibration", type=Path, metavar="FILE", help="a calibration of this judge as set up here (tpb "
+                   "calibrate --out): each record gets its intervals, prediction sets and calibrated confidences")
     p.add_argument("--out", type=Path, required=True, help="the results file (JSON Lines); an existing one is resumed")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--candidates", type=Path, metavar="FILE",
@@ -82,6 +84,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    from ..judging.calibrated import Calibrated, load_calibration
     from ..judging.evaluators import load_evaluator
     from ..models import process_state
     from ..judging.scoring import score_to_jsonl, source_of
@@ -111,7 +114,10 @@ def run(args: argparse.Namespace) -> None:
     if args.explain:
         extra["explain"] = args.reason_language or "poem"
     extra.update({k: v for k, v in (("readout", args.readout), ("quantize", args.quantize)) if v is not None})
+    calibration = load_calibration(args.calibration) if args.calibration else None  # read before a model loads
     evaluator = load_evaluator(args.evaluator, model=args.model, adapter=args.adapter, backend=args.backend, **extra)
+    if calibration is not None:
+        evaluator = Calibrated(evaluator, calibration)
     summary = score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,
                              num_workers=args.num_workers, progress=not args.quiet)
     if summary.num_processes > 1:
