@@ -6,6 +6,7 @@
     evaluators/   PAE (transformers, vLLM), the `api` judge, CLIPScore, BLIPScore, VQAScore
     ocr/          text-ocr: the OCR evaluator, its evidence rules and the text-label draft
     scoring       `tpb score`: batch, resumable, data-parallel scoring to JSONL, and reading results back
+    calibrated    a calibration file applied to results: intervals, prediction sets, calibrated confidences
     tiny_models   `tpb tiny-models`: tiny random-weight models built from configs, for tests and the sample
 
 It imports the core modules, `dataset` and `generation`.

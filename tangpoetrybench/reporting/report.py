@@ -470,9 +470,14 @@ def _table4c(rep: Report, rows: list[Table4]) -> None:
                       f"{fmt(q['mean_width'])} ({percent(q['width_share'])})", ece, fmt(a.get("kendall_tau")),
                       fmt(a.get("pairwise_accuracy")), fmt(a.get("mae"))])
     rep.table(["Judge on", "Images", "Coverage [95 % CI]", "Mean width (of range)", "ECE → after T",
-               "Kendall τ", "Pairwise accuracy", "MAE"], table)
+               "Kendall τ", "Pairwise accuracy", "MAE (every dimension)"], table)
     if any(ZERO_WIDTH in row[2] for row in table):
         rep.text(ZERO_WIDTH_NOTE)
+    rep.text(f"Selective judging on `{rows[0].where}`: the images with the widest quality intervals left to people "
+             "first, and the judge's quality on the images it keeps.")
+    rep.table(["Left to people", "Kept", "MAE", "Within 0.05", "Spearman ρ", "Coverage"],
+              [[percent(r["abstain"]), str(r["kept"]), fmt(r["mae"]), fmt(r["within_0.05"]), fmt(r["spearman"]),
+                fmt(r["coverage"])] for r in rows[0].calibrated["risk_coverage"]])
     for t in rows:
         sentence = shift_sentence(t.calibrated, f"`{t.where}`")
         rep.text(f"**{sentence}**" if sentence else

@@ -521,10 +521,11 @@ def format_evaluation(result: dict, agreement: dict | None = None, where: str = 
         lines += ["", "can it rank, can it score? (quality)",
                   f"  ranking:  Kendall τ per poem {fmt(agreement.get('kendall_tau'))}, pairwise accuracy "
                   f"{fmt(agreement.get('pairwise_accuracy'))}, Spearman ρ {fmt(agreement.get('spearman'))}",
-                  f"  absolute: MAE {fmt(agreement.get('mae'))}, within 0.05 {fmt(agreement.get('within_0.05'))}, "
-                  f"CCC {fmt(agreement.get('ccc'))}; a {percent(level)} interval is {fmt(q['mean_width'])} wide on "
+                  f"  absolute: CCC {fmt(agreement.get('ccc'))}, MAE over all (image, dimension) pairs "
+                  f"{fmt(agreement.get('mae'))}; a {percent(level)} interval is {fmt(q['mean_width'])} wide on "
                   f"average ({percent(q['width_share'])} of the score range)"]
-    lines += ["", "selective judging: the widest intervals left to people first",
+    lines += ["", "selective judging: the widest intervals left to people first; the judge's quality on the images "
+                  "it keeps",
               f"  {'left to people':<16}{'kept':>6}{'MAE':>8}{'within 0.05':>13}{'Spearman':>10}{'coverage':>10}"]
     for row in result["risk_coverage"]:
         lines.append(f"  {row['abstain']:<16.0%}{row['kept']:>6}{fmt(row['mae']):>8}{fmt(row['within_0.05']):>13}"
