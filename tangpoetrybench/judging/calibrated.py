@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 from ..errors import DataError, Problem
 from .evaluators.base import EvalResult, Evaluator, Prepared, ScoringItem
 from .scoring import PER_RESULT_SETTINGS, two_settings
@@ -322,8 +324,6 @@ class Calibrated(Evaluator):
 def interval_info(results: Sequence[EvalResult]) -> dict[str, Any]:
     """What a reward's `info` adds for calibrated results (none for others): `quality_interval` (N, 2) with NaN
     where a result has none, `score_intervals` per dimension, and `calibrated_confidence` per dimension."""
-    import numpy as np
-
     blocks = [r.calibrated or {} for r in results]
     if not any("quality" in b for b in blocks):
         return {}

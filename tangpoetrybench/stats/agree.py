@@ -88,7 +88,8 @@ def judged_file(dataset: str | Path, scores: Path | str, split: str, config: str
     judged = judged_of(rows, records, rubric, str(scores))
     extra = len(set(records) - set(judged.data.image_ids))
     outside = f"{counted(extra, 'result')} in {scores} for images not in {config}/{split}: left out" if extra else None
-    warnings = [scored_on(records, scores, dataset, split, (config,)), outside]
+    warnings = [matched(judged.data, records, scores, f"{dataset} ({config}, {split})"),
+                scored_on(records, scores, dataset, split, (config,)), outside]
     return judged, records, [w for w in warnings if w]
 
 
