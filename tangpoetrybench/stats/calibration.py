@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -78,6 +78,12 @@ def conformal_quantile(scores: Sequence[float], alpha: float, per_poem: int = 1)
     if k > len(ordered):
         raise TooFew(len(ordered), alpha, per_poem)
     return float(ordered[k - 1])
+
+
+def poem_index(poem_ids: Sequence[str]) -> np.ndarray:
+    """Each image's poem as an index into the sorted poem ids (the bootstrap's units)."""
+    poems = {p: i for i, p in enumerate(sorted(set(poem_ids)))}
+    return np.array([poems[p] for p in poem_ids], dtype=int)
 
 
 def most_per_poem(poem_of: np.ndarray) -> int:
@@ -134,8 +140,7 @@ class Judged:
 
     @property
     def poem_of(self) -> np.ndarray:
-        poems = {p: i for i, p in enumerate(sorted(set(self.data.poem_ids)))}
-        return np.array([poems[p] for p in self.data.poem_ids], dtype=int)
+        return poem_index(self.data.poem_ids)
 
     @property
     def rated(self) -> np.ndarray:
@@ -238,8 +243,8 @@ def fit_sets(target: Target, probs: np.ndarray, labels: np.ndarray, poem_of: np.
     except TooFew:
         threshold = None
     fit = has_label & has_dist
-    return Target(target.n, target.per_poem, target.q_plain, target.q_normalised, len(rows), threshold,
-                  fit_temperature(probs[fit], labels[fit]))
+    return replace(target, set_n=len(rows), set_threshold=threshold,
+                   temperature=fit_temperature(probs[fit], labels[fit]))
 
 
 def fit(judged: Judged, made: dict[str, Any], identity: dict[str, Any], alpha: float = DEFAULT_ALPHA,
@@ -289,8 +294,7 @@ def evaluate(calibration: Calibration, judged: Judged, n_bootstrap: int = 0, see
     for name, (human, intervals, target) in targets.items():
         ok = rated & np.isfinite(human)
         covered, widths = covered_by(intervals, human, ok)
-        sums[name] = (per_unit_sums(covered.astype(float), poem_of, n_poems), per_unit_sums(ok.astype(float), poem_of,
-                                                                                          n_poems))
+        sums[name] = hits_by_poem(covered, ok, poem_of, n_poems)
         width = float(widths.mean()) if len(widths) else None
         found[name] = {"n_pairs": int(ok.sum()), "coverage": _ratio(covered.sum(), ok.sum()), "mean_width": width,
                        "width_share": None if width is None else width / RANGE_WIDTH, "method": target.method,
@@ -307,8 +311,7 @@ def evaluate(calibration: Calibration, judged: Judged, n_bootstrap: int = 0, see
             covered = np.array([bool(ok[i] and b and texts[labels[i]] in b.get("sets", {}).get(key, []))
                                 for i, b in enumerate(blocks)])
             sizes = [len(blocks[i]["sets"][key]) for i in np.flatnonzero(ok) if blocks[i] and key in blocks[i]["sets"]]
-            sums[f"{key}/set"] = (per_unit_sums(covered.astype(float), poem_of, n_poems),
-                                  per_unit_sums(ok.astype(float), poem_of, n_poems))
+            sums[f"{key}/set"] = hits_by_poem(covered, ok, poem_of, n_poems)
             found[key].update(set_pairs=int(ok.sum()), set_coverage=_ratio(covered.sum(), ok.sum()),
                               mean_set_size=float(np.mean(sizes)) if sizes else None)
         if len(rows):
@@ -351,6 +354,12 @@ def covered_by(intervals: Sequence[list[float] | None], human: np.ndarray, ok: n
     return covered, (high - low)[ok & np.isfinite(low)]
 
 
+def hits_by_poem(covered: np.ndarray, ok: np.ndarray, poem_of: np.ndarray, n_poems: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Per poem, the covered pairs and the pairs counted: what the coverage's bootstrap resamples."""
+    return per_unit_sums(covered.astype(float), poem_of, n_poems), per_unit_sums(ok.astype(float), poem_of, n_poems)
+
+
 def carried_coverage(records: Sequence[dict], human: np.ndarray, poem_ids: Sequence[str], n_bootstrap: int = 0,
                      seed: int = 0) -> dict | None:
     """The coverage of the quality intervals that calibrated records carry (`tpb score --calibration`) over the
@@ -358,18 +367,16 @@ def carried_coverage(records: Sequence[dict], human: np.ndarray, poem_ids: Seque
     blocks = [(r or {}).get("calibrated") or {} for r in records]
     if not any(b.get("quality") for b in blocks):
         return None
-    poems = {p: i for i, p in enumerate(sorted(set(poem_ids)))}
-    poem_of = np.array([poems[p] for p in poem_ids], dtype=int)
+    poem_of, n_poems = poem_index(poem_ids), len(set(poem_ids))
     ok = np.isfinite(human)
     covered, widths = covered_by([b.get("quality") for b in blocks], human, ok)
-    hit, total = per_unit_sums(covered.astype(float), poem_of, len(poems)), per_unit_sums(ok.astype(float), poem_of,
-                                                                                           len(poems))
+    hit, total = hits_by_poem(covered, ok, poem_of, n_poems)
     alpha = next(b["alpha"] for b in blocks if "alpha" in b)
     out = {"level": 1 - alpha, "calibration": sorted({b["calibration"] for b in blocks if "calibration" in b}),
            "n_images": int(ok.sum()), "coverage": _ratio(covered.sum(), ok.sum()),
            "mean_width": float(widths.mean()) if len(widths) else None}
-    if n_bootstrap > 0 and len(poems):
-        draws = bootstrap_draws(lambda w: {"c": (w @ hit) / (w @ total)}, len(poems), n_bootstrap, seed)
+    if n_bootstrap > 0 and n_poems:
+        draws = bootstrap_draws(lambda w: {"c": (w @ hit) / (w @ total)}, n_poems, n_bootstrap, seed)
         out["coverage_ci"] = percentile_interval(draws["c"])
     out["holds"] = holds(out["coverage"], out.get("coverage_ci"), out["level"])
     return out
@@ -404,7 +411,7 @@ def risk_coverage(pred: np.ndarray, human: np.ndarray, intervals: list[list[floa
         kept = order[int(round(share * len(order))):]
         scored = kept[np.isfinite(pred[kept])]
         err = np.abs(pred[scored] - human[scored])
-        inside = [intervals[i] is not None and intervals[i][0] - EPS <= human[i] <= intervals[i][1] + EPS for i in kept]
+        inside, _ = covered_by([intervals[i] for i in kept], human[kept], np.ones(len(kept), dtype=bool))
         rho = (stats.spearmanr(pred[scored], human[scored]).statistic
                if len(scored) > 2 and np.ptp(pred[scored]) > 0 and np.ptp(human[scored]) > 0 else None)
         rows.append({"abstain": share, "kept": len(kept), "mae": float(err.mean()) if len(err) else None,
