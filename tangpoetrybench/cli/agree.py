@@ -32,21 +32,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     import json
 
+    from ..judging.calibrated import load_calibration
     from ..stats.agree import RANDOM_WEIGHTS_NOTE, agree, format_table
     from ..stats.pairs import format_pairs, is_pair_file, pair_agreement
     from ..stats.recognition import agree_recognition, format_recognition, is_recognize_file
 
     pairwise = is_pair_file(args.scores)  # tpb compare's pair records: only the pairwise statistics apply
-    if not pairwise and is_recognize_file(args.scores):  # the recognize judge against the human Phase-1 track
+    recognize = not pairwise and is_recognize_file(args.scores)
+    if args.calibration is not None and (pairwise or recognize):
+        kind = "pairwise" if pairwise else "recognize"
+        raise ValueError(f"--calibration applies to a rubric judge's scores, not to {kind} records ({args.scores})")
+    if recognize:  # the recognize judge against the human Phase-1 track
         result = agree_recognition(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap,
                                    seed=args.seed, config=args.config)
         print(format_recognition(result, [RANDOM_WEIGHTS_NOTE] if result["random_weights"] else []))
     else:
-        calibration = None
-        if args.calibration is not None:
-            from ..judging.calibrated import load_calibration
-
-            calibration = load_calibration(args.calibration)
+        calibration = load_calibration(args.calibration) if args.calibration else None
         result = {} if pairwise else agree(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap,
                                            seed=args.seed, config=args.config, margin=args.margin,
                                            calibration=calibration)
