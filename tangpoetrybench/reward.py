@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
 from PIL import Image
 
+from .judging.calibrated import Calibrated, interval_info, load_calibration
 from .judging.evaluators import load_evaluator
 from .judging.evaluators.base import EvalResult, Evaluator, as_poem
 from .poems import Poem
@@ -117,7 +119,7 @@ class PAEReward:
                 "quality": vector(r.quality for r in results),
                 "quality_confidence": vector((r.readout or {}).get("quality_confidence") for r in results),
                 "quality_sd": vector((r.readout or {}).get("quality_sd") for r in results),
-                "status": [r.parse_status for r in results]}
+                "status": [r.parse_status for r in results], **interval_info(results)}
         return np.array([self.scalar(r) for r in results], dtype=np.float64), info
 
     def trl(self, prompts: Sequence[Any] | None = None, completions: Any = None, **kwargs) -> list[float]:
@@ -132,12 +134,16 @@ class PAEReward:
 
 def load_reward(model: str | None = None, adapter: str | None = None, *, base_url: str | None = None,
                 poems: Mapping[str, Poem] | Sequence[Poem] = (), scalar: Scalar | None = None,
-                readout: str = "expected", batch_size: int = 16, **kwargs) -> PAEReward:
+                readout: str = "expected", batch_size: int = 16, calibration: str | Path | None = None,
+                **kwargs) -> PAEReward:
     """The reward, its judge loaded once. Without `base_url`: a local PAE (`model`, `adapter`, and `device`,
     `quantize`, `max_pixels`, `rubric` in kwargs). With `base_url`: the served judge (`model` is the name the server
-    knows; `api_key_env`, `concurrency`, ... in kwargs), its readout from the server's logprobs."""
+    knows; `api_key_env`, `concurrency`, ... in kwargs), its readout from the server's logprobs. `calibration` (a
+    `tpb calibrate` file for this judge as set up here) adds each image's intervals to `info` (docs/calibration.md)."""
     if base_url:
         evaluator = load_evaluator("api", model=model, base_url=base_url, readout=readout, **kwargs)
     else:
         evaluator = load_evaluator("pae", model=model, adapter=adapter, readout=readout, **kwargs)
+    if calibration is not None:
+        evaluator = Calibrated(evaluator, load_calibration(calibration))
     return PAEReward(evaluator, poems, scalar, batch_size)

@@ -65,6 +65,10 @@ class Dimension:
         """The distinct non-excluded scores, best first."""
         return tuple(sorted({o.score for o in self.options if o.score is not None}, reverse=True))
 
+    def nearest_score(self, value: float) -> float:
+        """The distinct score nearest to `value` (a mean of raters may lie between two; ties go to the higher)."""
+        return min(self.scores, key=lambda s: (abs(s - value), -s))
+
 
 @dataclass(frozen=True)
 class Rubric:

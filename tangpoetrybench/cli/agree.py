@@ -21,6 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, help="also write every figure as JSON here")
     p.add_argument("--margin", type=float, default=0.05,
                    help="human pairs: two images of a poem whose human quality differs by at least this")
+    p.add_argument("--calibration", type=Path, metavar="FILE",
+                   help="a calibration of this judge (tpb calibrate --out): the coverage of its intervals here, their "
+                        "width, ECE and reliability before and after temperature scaling, and selective judging")
     p.add_argument("--literal-bias", action="store_true",
                    help="also the literal-bias test: accuracy when the more recognizable image wins minus when the "
                         "less recognizable one does, with a bootstrap bound, Cohen's d and a permutation p")
@@ -29,20 +32,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     import json
 
+    from ..judging.calibrated import load_calibration
     from ..judging.results import RECOGNITION, ResultsFile
     from ..stats.agree import RANDOM_WEIGHTS_NOTE, agree, format_table
     from ..stats.pairs import format_pairs, pair_agreement
     from ..stats.recognition import agree_recognition, format_recognition
 
     results = ResultsFile.read(args.scores)  # read once; its kind says which statistics apply
+    if args.calibration is not None and (results.kind == RECOGNITION or not results.pointwise):
+        raise ValueError(f"--calibration applies to a rubric judge's scores, not to {results.kind} records "
+                         f"({args.scores})")
     if results.kind == RECOGNITION:  # the recognize judge against the human Phase-1 track
         result = agree_recognition(args.dataset, results, split=args.split, n_bootstrap=args.bootstrap,
                                    seed=args.seed, config=args.config)
         print(format_recognition(result, [RANDOM_WEIGHTS_NOTE] if result["random_weights"] else []))
     else:
         pairwise = not results.pointwise  # tpb compare's pair records: only the pairwise statistics apply
+        calibration = load_calibration(args.calibration) if args.calibration else None
         result = {} if pairwise else agree(args.dataset, results, split=args.split, n_bootstrap=args.bootstrap,
-                                           seed=args.seed, config=args.config, margin=args.margin)
+                                           seed=args.seed, config=args.config, margin=args.margin,
+                                           calibration=calibration)
         result["pairs"] = pair_agreement(args.dataset, results, args.split, args.config, args.margin,
                                          args.bootstrap, args.seed, with_literal_bias=args.literal_bias)
         print(("" if pairwise else format_table(result) + "\n\n") + format_pairs(result["pairs"]))

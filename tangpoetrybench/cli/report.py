@@ -23,13 +23,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", default="test", help="the split the scores cover")
     p.add_argument("--bootstrap", type=int, default=10_000, help="resamples for the 95%% intervals")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+    p.add_argument("--calibration", type=Path, metavar="FILE",
+                   help="a judge's calibration (tpb calibrate --out): Table 4C, its intervals' coverage and width, ECE "
+                        "and reliability on that judge's --scores, beside ranking and absolute agreement")
+    p.add_argument("--unseen-scores", type=Path, metavar="FILE",
+                   help="with --calibration: the same judge's results on the unseen_generator config, Table 4C's "
+                        "shifted row")
     p.add_argument("--graphs", type=Path, metavar="GRAPHS.jsonl",
                    help="SemJudge graphs (tpb explain --out): one image's graph per generator in the report")
 
 
 def run(args: argparse.Namespace) -> None:
+    from ..judging.calibrated import load_calibration
     from ..reporting.report import build_report, write_report
 
+    calibration = load_calibration(args.calibration) if args.calibration else None
     out = write_report(build_report(args.dataset, args.scores or [], split=args.split, n_bootstrap=args.bootstrap,
-                                    seed=args.seed, ocr=args.ocr, graphs=args.graphs, pairs=args.pairs or []), args.out)
+                                    seed=args.seed, ocr=args.ocr, graphs=args.graphs, pairs=args.pairs or [],
+                                    calibration=calibration, unseen=args.unseen_scores), args.out)
     print(f"Wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'numbers.json'} and {out / 'figures'}/")

@@ -39,11 +39,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a served judge: USD per million prompt tokens, for a cost estimate at the end (default: none)")
     p.add_argument("--price-out", type=float, metavar="USD",
                    help="a served judge: USD per million completion tokens, for the cost estimate (default: none)")
+    p.add_argument("--calibration", type=Path, metavar="FILE", help="a calibration of this judge as set up here (tpb "
+                   "calibrate --out): each record gets its intervals, prediction sets and calibrated confidences")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_judge_options(p)
 
 
 def run(args: argparse.Namespace) -> None:
+    from ..judging.calibrated import Calibrated, load_calibration
     from ..judging.evaluators import load_evaluator
     from ..judging.registry import evaluator_spec
     from ..judging.scoring import score_to_jsonl, source_of
@@ -57,7 +60,10 @@ def run(args: argparse.Namespace) -> None:
     if args.backend == "vllm" and state.num_processes > 1:
         raise ValueError("the vLLM backend runs as one process that uses its GPUs itself: start tpb score without "
                          "accelerate launch or torchrun")
+    calibration = load_calibration(args.calibration) if args.calibration else None  # read before a model loads
     evaluator = load_evaluator(args.evaluator, **judge_options(args))
+    if calibration is not None:
+        evaluator = Calibrated(evaluator, calibration)
     summary = score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,
                              num_workers=args.num_workers, progress=not args.quiet)
     if summary.num_processes > 1:

@@ -7,7 +7,8 @@ PAE_MODEL), `PAE_POEMS` (a SPEC poems file; default the bundled poems), `PAE_MAX
 the Leaderboard tab), `PAE_CONSTRAINED` (default 1: PAE's answer is decoded in the rubric's JSON form, as the
 vLLM backend always does, so even a small or untrained model gives a readable answer; 0 turns it off),
 `PAE_EXPLAIN`, `PAE_SEMJUDGE_URL` / `PAE_SEMJUDGE_MODEL` (the server the compare tab's SemJudge asks; default the
-Space's own base model); gradio reads `GRADIO_SERVER_NAME` / `GRADIO_SERVER_PORT`
+Space's own base model), `PAE_CALIBRATION` (a `tpb calibrate` file for PAE as set up here: an interval beside each
+score); gradio reads `GRADIO_SERVER_NAME` / `GRADIO_SERVER_PORT`
 itself. Models load on first use and stay loaded. Every problem a visitor can cause or meet is a
 `UserError` with a plain message.
 """
@@ -28,6 +29,7 @@ from PIL import Image, ImageDraw, UnidentifiedImageError
 from ..errors import DataError
 from ..numeric import counted
 from ..judging.backends.transformers import DEFAULT_MODEL, TransformersBackend
+from ..judging.calibrated import Calibrated, load_calibration
 from ..judging.evaluators import Evaluator, ScoringItem, load_evaluator
 from ..judging.evaluators.vqascore import VQAScore
 from ..judging.pairwise import PairAnswer, PairItem, verdict
@@ -155,6 +157,7 @@ class SpaceConfig:
     constrained: bool = True
     semjudge_url: str | None = None  # PAE_SEMJUDGE_URL: SemJudge asks this server; else the Space's own base model
     semjudge_model: str | None = None  # PAE_SEMJUDGE_MODEL: the model name the server knows (default PAE_MODEL)
+    calibration: str | None = None  # PAE_CALIBRATION: a calibration file for PAE as set up here
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> "SpaceConfig":
@@ -170,6 +173,7 @@ class SpaceConfig:
             concurrency=int(get("PAE_CONCURRENCY", 1)), leaderboard=get("PAE_LEADERBOARD"), explain=get("PAE_EXPLAIN"),
             constrained=get("PAE_CONSTRAINED", "1").strip().lower() not in ("0", "false", "no", "off"),
             semjudge_url=get("PAE_SEMJUDGE_URL"), semjudge_model=get("PAE_SEMJUDGE_MODEL"),
+            calibration=get("PAE_CALIBRATION"),
         )
 
 
@@ -183,6 +187,7 @@ class SpaceResult:
     error: str | None = None  # why PAE's answer failed, when it did
     baselines: list[list] = field(default_factory=list)  # metric, score, scale, note (why a baseline has no score)
     reasons: str = ""  # explain mode: each dimension's reason, Markdown
+    calibrated: dict | None = None  # with PAE_CALIBRATION: the result's intervals (`judging.calibrated`)
 
 
 @dataclass
@@ -240,9 +245,16 @@ def nearest_anchor(dim: Dimension, score: float | None, failed: bool = False) ->
     return f"{option.letter}: {option.label['en']} / {option.label['zh']}"
 
 
-def dimension_table(scores: Mapping[str, float | None], rubric: Rubric, failed: bool = False) -> list[list]:
-    return [[f"{d.name['en']} / {d.name['zh']}", None if scores.get(d.key) is None else round(scores[d.key], 2),
-             nearest_anchor(d, scores.get(d.key), failed), d.description["en"]] for d in rubric.dimensions]
+def dimension_table(scores: Mapping[str, float | None], rubric: Rubric, failed: bool = False,
+                    intervals: Mapping[str, list[float] | None] | None = None) -> list[list]:
+    """One row per dimension; with a calibration's `intervals`, each score is shown with its interval."""
+    def score(key: str):
+        value = None if scores.get(key) is None else round(scores[key], 2)
+        interval = (intervals or {}).get(key)
+        return value if value is None or not interval else f"{value:.2f} [{interval[0]:.2f}, {interval[1]:.2f}]"
+
+    return [[f"{d.name['en']} / {d.name['zh']}", score(d.key), nearest_anchor(d, scores.get(d.key), failed),
+             d.description["en"]] for d in rubric.dimensions]
 
 
 def summary_line(result: "SpaceResult", name: str, random_weights: bool) -> str:
@@ -252,6 +264,12 @@ def summary_line(result: "SpaceResult", name: str, random_weights: bool) -> str:
         return (f"**{name}: the answer failed, so there are no scores** — {result.error or 'no reason given'}. "
                 f"The raw answer is below.{note}")
     quality = "—" if result.quality is None else f"{result.quality:.3f}"
+    block = result.calibrated or {}
+    if block.get("quality"):
+        low, high = block["quality"]
+        quality += f", {100 * (1 - block['alpha']):.0f} % interval [{low:.3f}, {high:.3f}]"
+    elif block.get("not_applied"):
+        quality += f" (no interval: {block['not_applied']})"
     return (f"**{name}: quality {quality}** (mean of the applicable dimensions; answer parse: "
             f"{result.parse_status}){note}")
 
@@ -331,6 +349,8 @@ class Scorer:
                                                         **kwargs)
                 else:
                     self._loaded[name] = load_evaluator(name, **kwargs)
+                if name == "pae" and c.calibration:
+                    self._loaded[name] = Calibrated(self._loaded[name], load_calibration(c.calibration))
             except UserError:
                 raise
             except Exception as exc:  # any failure to load is reported, never a stack trace
@@ -354,10 +374,12 @@ class Scorer:
         figure = None if failed else radar({name: result.scores}, rubric,
                                            title=label(f"{name} · 《{poem.title}》 {poem.author}", f"{name} profile"))
         shown = [self.baseline(name, image, poem) for name in baselines()] if with_baselines else []
-        return SpaceResult(table=dimension_table({} if failed else result.scores, rubric, failed),
+        intervals = (result.calibrated or {}).get("scores")
+        return SpaceResult(table=dimension_table({} if failed else result.scores, rubric, failed, intervals),
                            quality=None if result.quality is None else round(result.quality, 3), figure=figure,
                            raw_output=result.raw_output or "", parse_status=result.parse_status, error=result.error,
-                           baselines=shown, reasons=reasons_markdown(result.reasons, rubric))
+                           baselines=shown, reasons=reasons_markdown(result.reasons, rubric),
+                           calibrated=result.calibrated)
 
     def pairwise_judge(self):
         """PAE's model asked the pairwise question (constrained to its form), sharing the loaded model."""

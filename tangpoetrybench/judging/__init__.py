@@ -15,6 +15,7 @@
     scoring       `tpb score`: batch, resumable, data-parallel scoring to JSONL
     results       results files: read once and checked, with their kind (`ResultsFile`); resumed and appended to
                   by `tpb score` and `tpb compare` alike (`Resume`)
+    calibrated    a calibration file applied to results: intervals, prediction sets, calibrated confidences
     tiny_models   `tpb tiny-models`: tiny random-weight models built from configs, for tests and the sample
 
 It imports the core modules, `dataset` and `generation`.

@@ -178,7 +178,21 @@ class ResultsFile:
         if not path.is_file():
             raise ValueError(f"no scores file {path}: make one with `tpb score ... --out {path}` (pairs: `tpb compare "
                              f"... --out {path}`)")
-        lines = read_lines(path)
+        return cls.of_lines(path, read_lines(path))
+
+    @classmethod
+    def of_records(cls, records: Iterable[dict], where: str = "records in memory") -> "ResultsFile":
+        """Records already in memory (a simulation's, say), checked by the same rule as a file's lines."""
+        lines = []
+        for number, record in enumerate(records, start=1):
+            problem = record_problem(record)
+            if problem is not None:
+                raise ValueError(f"{where}:{number}: {problem}")
+            lines.append(Line(Path(where), number, record))
+        return cls.of_lines(Path(where), lines)
+
+    @classmethod
+    def of_lines(cls, path: Path, lines: list["Line"]) -> "ResultsFile":
         if not lines:
             raise ValueError(f"{path}: no results")
         pairwise = "pair_id" in lines[0].record

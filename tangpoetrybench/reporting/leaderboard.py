@@ -24,6 +24,7 @@ import numpy as np
 from scipy import stats
 
 from ..stats.agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement, resample_weights
+from ..stats.calibration import carried_coverage, percent
 from ..dataset.reading import dataset_rows
 from ..judging.results import Results, ResultsFile, two_settings
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_ci, fmt_interval
@@ -415,6 +416,9 @@ def agreement_with_humans(s: Scores, rows: list[dict], keep: set[str], rated: li
     per_image = agreement(data, n_bootstrap=n_bootstrap, seed=seed)
     result["per_image"] = {k: per_image.get(k) for k in ("n_images", "n_poems", "kendall_tau", "kendall_tau_ci",
                                                          "kendall_tau_poems", "spearman", "spearman_ci", "mae", "mae_ci")}
+    coverage = carried_coverage(records, data.human_quality, data.poem_ids, n_bootstrap, seed)
+    if coverage is not None:  # calibrated records (tpb score --calibration): how often their intervals hold
+        result["interval_coverage"] = coverage
     return result
 
 
@@ -437,6 +441,12 @@ def _agreement(rep: Report, result: dict) -> None:
                 fmt_ci(p.get("kendall_tau_ci"))],
                ["Spearman ρ over images", fmt(p["spearman"]), fmt_ci(p.get("spearman_ci"))],
                ["MAE over (image, dimension) pairs", fmt(p["mae"]), fmt_ci(p.get("mae_ci"))]])
+    c = result.get("interval_coverage")
+    if c is not None:
+        verdict = "." if c["holds"] else ": below the promised level, so here the guarantee does not hold (a shift)."
+        rep.text(f"The judge's {percent(c['level'])} intervals (calibration {', '.join(c['calibration'])}) hold the "
+                 f"human quality of {fmt(c['coverage'])} {fmt_ci(c.get('coverage_ci'))} of the {c['n_images']} rated "
+                 f"images (mean width {fmt(c['mean_width'])}){verdict}")
 
 
 def write_leaderboard(rep: Report, out: Path | str) -> Path:

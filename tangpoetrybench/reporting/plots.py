@@ -1,4 +1,5 @@
-"""Figures: radar charts of per-dimension profiles (like the paper's Figure 2) and a score scatter.
+"""Figures: radar charts of per-dimension profiles (like the paper's Figure 2), a score scatter, a win-rate heatmap
+and a reliability diagram.
 
 Built with matplotlib's object-oriented API (no pyplot state, no display needed)."""
 
@@ -78,6 +79,27 @@ def scatter(x: list[float], y: list[float], xlabel: str, ylabel: str, title: str
     ax.plot([lo, hi], [lo, hi], color="#999999", linewidth=0.8, linestyle="--")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return fig
+
+
+def reliability_diagram(reliability: Mapping[str, Mapping], title: str = "") -> Figure:
+    """Accuracy against mean confidence per bin, before and after temperature scaling (`stats.calibration
+    .reliability`'s bins, the empty ones left out), beside the diagonal of perfect calibration."""
+    fig = Figure(figsize=(4.5, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    ax.plot([0, 1], [0, 1], color="#999999", linewidth=0.8, linestyle="--")
+    for (name, found), colour in zip(reliability.items(), PALETTE):
+        bins = [b for b in found["bins"] if b["n"]]
+        if bins:
+            ax.plot([b["confidence"] for b in bins], [b["accuracy"] for b in bins], marker="o", color=colour,
+                    label=f"{name} (ECE {found['ece']:.3f})")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("confidence of the most likely anchor")
+    ax.set_ylabel("share where it is the people's anchor")
+    ax.legend(loc="upper left", fontsize=8)
     if title:
         ax.set_title(title, fontsize=10)
     return fig

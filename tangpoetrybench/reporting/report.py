@@ -25,18 +25,20 @@ from typing import Sequence
 import numpy as np
 
 from . import findings
-from ..dataset.reading import config_rows
+from ..dataset.reading import config_rows, dataset_rows
+from ..judging.calibrated import Calibration
 from ..judging.ocr.labels import ISSUES, issue_counts, ocr_table3
 from ..judging.results import Results, ResultsFile
-from ..numeric import ZERO_WIDTH_NOTE, fmt, fmt_interval, mean_or_none
+from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_interval, mean_or_none
 from .pairwise import compute_pairwise, lay_out_pairwise
 from ..rubric import rubric_for_tradition
 from ..stats.agree import RATING_COLUMNS as AGREE_RATING_COLUMNS
 from ..stats.agree import agreement_data_of, matched, rating_table_of, tradition_rubric
 from ..stats.agreement import DEFAULT_BOOTSTRAP, STAT_LABELS, agreement
+from ..stats.calibration import Judged, evaluate_records, percent, shift_sentence
 from ..stats.noise_floor import MIN_MULTI_RATED, floor_summary, noise_floor
 from ..stats.pairs import pair_table_of
-from .plots import radar, ring_floor, scatter
+from .plots import radar, reliability_diagram, ring_floor, scatter
 from .explanations import explanations, lay_out_explanations
 from .recognition import lay_out_recognition, recognition_results
 
@@ -121,6 +123,8 @@ class Table4:
     warning: str | None
     human_quality: list[float]  # per image where both qualities are present: the scatter's points
     predicted_quality: list[float]
+    calibrated: dict | None = None  # with a calibration of this judge: how its intervals fare (Table 4C)
+    where: str = ""  # config/split
 
 
 @dataclass
@@ -154,6 +158,7 @@ class ReportData:
     split_floor: dict | None
     noise_floor: dict
     findings: Findings
+    calibrated: list[Table4] = field(default_factory=list)  # Table 4C's rows: test, then the unseen generator
 
     def numbers(self) -> dict:
         """numbers.json."""
@@ -172,24 +177,30 @@ class ReportData:
             out["pairwise"] = self.pairwise
         if self.explanations is not None:
             out["explanations"] = self.explanations
+        if self.calibrated:
+            out["calibration"] = {t.where: {"evaluator": t.evaluator, **t.calibrated} for t in self.calibrated}
         out.update(noise_floor=self.noise_floor, findings=self.findings.numbers)
         return out
 
 
 def build_report(dataset: str | Path, scores: Sequence[Results] = (), split: str = "test",
                  n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, ocr: Results | None = None,
-                 graphs: Path | None = None, pairs: Sequence[Results] = ()) -> Report:
+                 graphs: Path | None = None, pairs: Sequence[Results] = (), calibration: Calibration | None = None,
+                 unseen: Results | None = None) -> Report:
     """`tpb report`: read the dataset and each results file once, compute every number, then lay the report out.
     `scores`: evaluators' results (`tpb score`; recognize results get their own table); `ocr`: text-ocr results (the
     OCR's Table 3); `graphs`: SemJudge graphs (`tpb explain --out`), one shown per generator; `pairs`: pairwise
-    judges' results (`tpb compare`), beside the --scores evaluators in Tables 4P, 4L and 6. A results file may be
-    given as a `ResultsFile` already read, or as its path."""
-    return lay_out(compute_report(read_inputs(dataset), scores, split, n_bootstrap, seed, ocr, graphs, pairs))
+    judges' results (`tpb compare`), beside the --scores evaluators in Tables 4P, 4L and 6; `calibration`: a judge's
+    calibration, whose intervals Table 4C tests on that judge's --scores and on `unseen`, its results on the unseen
+    generator. A results file may be given as a `ResultsFile` already read, or as its path."""
+    return lay_out(compute_report(read_inputs(dataset), scores, split, n_bootstrap, seed, ocr, graphs, pairs,
+                                  calibration, unseen))
 
 
 def compute_report(inputs: ReportInputs, scores: Sequence[Results] = (), split: str = "test",
                    n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, ocr: Results | None = None,
-                   graphs: Path | None = None, pairs: Sequence[Results] = ()) -> ReportData:
+                   graphs: Path | None = None, pairs: Sequence[Results] = (), calibration: Calibration | None = None,
+                   unseen: Results | None = None) -> ReportData:
     scores, pairs = [ResultsFile.of(s) for s in scores], [ResultsFile.of(p) for p in pairs]
     for results in scores:
         if not results.pointwise:
@@ -206,7 +217,19 @@ def compute_report(inputs: ReportInputs, scores: Sequence[Results] = (), split: 
     table4: list[Table4] = []
     for results in scores:
         taken = [t.evaluator for t in table4]
-        table4.append(table4_of(inputs, split_rows, results, split, n_bootstrap, seed, taken))
+        table4.append(table4_of(inputs, split_rows, results, split, n_bootstrap, seed, taken, calibration))
+    calibrated = [t for t in table4 if t.calibrated is not None]
+    if unseen is not None:
+        if calibration is None:
+            raise ValueError("--unseen-scores is Table 4C's second row: give --calibration too")
+        rubric_keys = list(rubric_for_tradition("tang").keys)
+        unseen_rows = list(dataset_rows(inputs.dataset, "unseen_generator", split,
+                                        ["image_id", "poem_id", "tradition", "quality", *rubric_keys]))
+        calibrated.append(table4_of(inputs, unseen_rows, ResultsFile.of(unseen), split, n_bootstrap, seed, [],
+                                    calibration, "unseen_generator"))
+    if calibration is not None and not calibrated:
+        raise ValueError(f"none of the --scores files holds results of the calibrated judge "
+                         f"({calibration.evaluator}, {calibration.model}): Table 4C needs its test results")
     return ReportData(
         dataset=inputs.dataset, synthetic=inputs.synthetic, split=split, n_bootstrap=n_bootstrap, seed=seed,
         rows=rows, generators=generators, table2=table2, table2_ci=table2_ci,
@@ -220,6 +243,7 @@ def compute_report(inputs: ReportInputs, scores: Sequence[Results] = (), split: 
                                   seed) if [*scores, *pairs] else None,
         table4=table4, split_floor=split_floor, noise_floor=noise_floor(rating_table_of(inputs.ratings, rubric)),
         findings=compute_findings(rows, inputs.ratings, keys, generators, rubric, table2, n_bootstrap, rng),
+        calibrated=calibrated,
     )
 
 
@@ -247,17 +271,23 @@ def strong_generators(table2: dict, generators: list[str]) -> list[str]:
 
 
 def table4_of(inputs: ReportInputs, rows: list[dict], results: ResultsFile, split: str, n_bootstrap: int, seed: int,
-              taken: list[str]) -> Table4:
+              taken: list[str], calibration: Calibration | None = None, config: str = "images") -> Table4:
     """Table 4 for one scores file against the split's image `rows`; a second file of an evaluator already `taken`
-    (say two served judges) is named apart by its file name."""
+    (say two served judges) is named apart by its file name. With a `calibration` of the file's judge, how its
+    intervals fare there too (Table 4C)."""
     evaluator = f"{results.name} ({results.path.stem})" if results.name in taken else results.name
-    data = agreement_data_of(rows, results, tradition_rubric(rows, f"images/{split}"))
-    warnings = [matched(data, results, f"the {split} split"), results.scored_on(inputs.dataset, split)]
+    rubric = tradition_rubric(rows, f"{config}/{split}")
+    data = agreement_data_of(rows, results, rubric)
+    warnings = [matched(data, results, f"the {split} split"), results.scored_on(inputs.dataset, split, (config,))]
     warning = "; ".join(w for w in warnings if w) or None
     result = agreement(data, n_bootstrap=n_bootstrap, seed=seed)
     ok = np.isfinite(data.pred_quality) & np.isfinite(data.human_quality)
+    calibrated = None
+    if calibration is not None and not calibration.mismatch(results.name, results.model, results.settings):
+        judged = Judged(data, [results.records.get(i) for i in data.image_ids], rubric, str(results.path))
+        calibrated = evaluate_records(calibration, judged, results.records, inputs.dataset, n_bootstrap, seed)
     return Table4(evaluator, {**result, "scores": str(results.path), "random_weights": results.random_weights},
-                  warning, list(data.human_quality[ok]), list(data.pred_quality[ok]))
+                  warning, list(data.human_quality[ok]), list(data.pred_quality[ok]), calibrated, f"{config}/{split}")
 
 
 def compute_findings(rows, ratings, keys, generators, rubric, table2, n_bootstrap, rng) -> Findings:
@@ -300,6 +330,7 @@ def lay_out(data: ReportData) -> Report:
     lay_out_recognition(rep, data.recognition, data.split)
     for t in data.table4:
         _table4(rep, t, data.split, data.split_floor)
+    _table4c(rep, data.calibrated)
     lay_out_pairwise(rep, data.pairwise, {t.evaluator: t.result for t in data.table4})
     lay_out_explanations(rep, data.explanations, rubric)
     _table5(rep, data.noise_floor, rubric)
@@ -415,6 +446,58 @@ def _table4(rep: Report, t: Table4, split: str, nf: dict) -> None:
         rep.figure(f"scatter_{name}.png", scatter(t.human_quality, t.predicted_quality,
                                                   "human quality", f"{evaluator} quality"),
                    f"{evaluator}: predicted against human quality, one point per image.")
+
+
+def _table4c(rep: Report, rows: list[Table4]) -> None:
+    """Table 4C: the calibrated intervals on test and on the unseen generator, beside ranking and absolute
+    agreement, with a reliability diagram per row and the dimensions' figures."""
+    if not rows:
+        return
+    first = rows[0].calibrated
+    rep.heading(f"Table 4C — calibrated intervals ({percent(first['level'])}): can the judge score, or only rank?")
+    rep.text(f"Split-conformal intervals fitted on `{first['calibrated_on']}` (calibration {first['calibration']}, "
+             f"α = {first['alpha']:g}), tested on poems it never saw. The guarantee is marginal: over poems "
+             "exchangeable with the calibration's, a share 1 − α of images has its human quality inside its interval "
+             "— not each image, and not under a shift (docs/calibration.md). Coverage intervals resample poems; ECE: "
+             "the most likely anchor's probability against how often it is the people's anchor, pooled over "
+             "dimensions, before → after temperature scaling. Ranking (τ per poem, pairwise accuracy) and absolute "
+             "agreement (MAE, coverage and width) side by side.")
+    table = []
+    for t in rows:
+        c, a, q = t.calibrated, t.result, t.calibrated["quality"]
+        ece = f"{fmt(c['reliability']['before']['ece'])} → {fmt(c['reliability']['after']['ece'])}"
+        table.append([f"{t.evaluator} on `{t.where}`", str(q["n_pairs"]),
+                      f"{fmt(q['coverage'])} {fmt_interval(q.get('coverage_ci'), 3)}",
+                      f"{fmt(q['mean_width'])} ({percent(q['width_share'])})", ece, fmt(a.get("kendall_tau")),
+                      fmt(a.get("pairwise_accuracy")), fmt(a.get("mae"))])
+    rep.table(["Judge on", "Images", "Coverage [95 % CI]", "Mean width (of range)", "ECE → after T",
+               "Kendall τ", "Pairwise accuracy", "MAE (every dimension)"], table)
+    if any(ZERO_WIDTH in row[2] for row in table):
+        rep.text(ZERO_WIDTH_NOTE)
+    rep.text(f"Selective judging on `{rows[0].where}`: the images with the widest quality intervals left to people "
+             "first, and the judge's quality on the images it keeps.")
+    rep.table(["Left to people", "Kept", "MAE", "Within 0.05", "Spearman ρ", "Coverage"],
+              [[percent(r["abstain"]), str(r["kept"]), fmt(r["mae"]), fmt(r["within_0.05"]), fmt(r["spearman"]),
+                fmt(r["coverage"])] for r in rows[0].calibrated["risk_coverage"]])
+    for t in rows:
+        sentence = shift_sentence(t.calibrated, f"`{t.where}`")
+        rep.text(f"**{sentence}**" if sentence else
+                 f"On `{t.where}` the coverage is consistent with the promised {percent(first['level'])}.")
+        if t.calibrated["unrated"] or t.calibrated["missing"]:
+            rep.text(f"`{t.where}`: {len(t.calibrated['unrated'])} images with a result but no human score (left "
+                     f"out), {len(t.calibrated['missing'])} without a result (counted as misses).")
+        dims = t.calibrated["per_dimension"]
+        rep.table(["Dimension", "Pairs", "Coverage", "Mean width", "Set coverage", "Set size", "ECE → after T", "T"],
+                  [[k, str(d["n_pairs"]), fmt(d["coverage"]) if d["intervals"] else "too few to calibrate",
+                    fmt(d["mean_width"]), fmt(d.get("set_coverage")), fmt(d.get("mean_set_size"), 2),
+                    f"{fmt(d.get('ece_before'))} → {fmt(d.get('ece_after'))}", fmt(d.get("temperature"), 2)]
+                   for k, d in dims.items()])
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{t.evaluator}_{t.where}")
+        reliability = t.calibrated["reliability"]
+        if reliability["before"]["n"]:
+            rep.figure(f"reliability_{name}.png", reliability_diagram(reliability, f"{t.evaluator} on {t.where}"),
+                       f"{t.evaluator} on {t.where}: reliability of the most likely anchor's probability, before and "
+                       "after temperature scaling (the diagonal is perfect calibration).")
 
 
 def _table5(rep: Report, nf: dict, rubric) -> None:

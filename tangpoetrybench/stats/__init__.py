@@ -2,7 +2,8 @@
 
     agreement          agreement statistics with bootstrap intervals (poems resampled)
     noise_floor        the human noise floor (a rater against the others)
-    agree              `tpb agree`: a scores file against a built dataset's human ratings
+    agree              `tpb agree` and `tpb calibrate`: a scores file against a built dataset's human ratings
+    calibration        conformal intervals, prediction sets and temperatures: fitted, and tested on held-out images
     external_ratings   multi-rater ratings of other text-to-image benchmarks
     evaluate_metric    the glue behind the `evaluate` module (metric/pae)
 

@@ -1,5 +1,6 @@
 """`tpb agree`: an evaluator's scores (JSON Lines from `tpb score`) against a built dataset's human scores,
-with intervals and the human noise floor of the same split, as JSON and as a table for the terminal."""
+with intervals and the human noise floor of the same split, as JSON and as a table for the terminal; with a
+calibration, how its intervals fare there. `tpb calibrate`: a calibration fitted on a split's scores."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pathlib import Path
 import numpy as np
 
 from .agreement import DEFAULT_BOOTSTRAP, DEFAULT_MARGIN, AgreementData, agreement
-from ..dataset.reading import dataset_rows
+from .calibration import DEFAULT_ALPHA, Judged, evaluate_records, fit, format_evaluation, one_way
+from ..dataset.reading import dataset_identity, dataset_rows
+from ..judging.calibrated import SPREAD_FLOOR, Calibration
 from .noise_floor import MIN_MULTI_RATED, RatingTable, floor_summary, noise_floor
 from ..judging.results import SCALAR, ResultsFile
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, counted, fmt, fmt_interval
@@ -68,6 +71,39 @@ def agreement_data_of(rows: list[dict], results: ResultsFile, rubric: Rubric) ->
     )
 
 
+def judged_of(rows: list[dict], results: ResultsFile, rubric: Rubric, where: str) -> Judged:
+    """Image rows (image_id, poem_id, quality and every dimension) beside a rubric judge's records, for calibration."""
+    data = agreement_data_of(rows, results, rubric)
+    if data.scalar:
+        raise ValueError(f"{where} holds a scalar metric's scores, on its own scale, not the people's: there is no "
+                         "residual to calibrate (calibrate a rubric judge: pae, api)")
+    return Judged(data, [results.records.get(i) for i in data.image_ids], rubric, where)
+
+
+def judged_file(dataset: str | Path, scores: ResultsFile | Path | str, split: str,
+                config: str) -> tuple[Judged, ResultsFile, list[str]]:
+    """A results file read once beside a config's split: (judged, the results, warnings)."""
+    results = ResultsFile.of(scores)
+    rubric = config_rubric(dataset, config, split)
+    rows = list(dataset_rows(dataset, config, split, ["image_id", "poem_id", "quality", *rubric.keys]))
+    judged = judged_of(rows, results, rubric, str(results.path))
+    extra = len(set(results.records) - set(judged.data.image_ids))
+    outside = (f"{counted(extra, 'result')} in {results.path} for images not in {config}/{split}: left out"
+               if extra else None)
+    warnings = [matched(judged.data, results, f"{dataset} ({config}, {split})"),
+                results.scored_on(dataset, split, (config,)), outside]
+    return judged, results, [w for w in warnings if w]
+
+
+def calibrate(dataset: str | Path, scores: ResultsFile | Path | str, alpha: float = DEFAULT_ALPHA,
+              split: str = "validation", config: str = "images",
+              floor: float = SPREAD_FLOOR) -> tuple[Calibration, list[str]]:
+    """`tpb calibrate`: (the calibration, warnings) from a rubric judge's results on a split of a built dataset."""
+    judged, results, warnings = judged_file(dataset, scores, split, config)
+    return fit(judged, one_way(results.records, results.path), dataset_identity(dataset, config, split), alpha,
+               floor), warnings
+
+
 RATING_COLUMNS = ["image_id", "image_config", "poem_id", "rater_id"]
 
 
@@ -89,10 +125,11 @@ def rating_table_of(rows: list[dict], rubric: Rubric, image_config: str = "image
 
 def agree(dataset: str | Path, scores: ResultsFile | Path | str, split: str = "test",
           n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, config: str = "images",
-          margin: float = DEFAULT_MARGIN) -> dict:
+          margin: float = DEFAULT_MARGIN, calibration: Calibration | None = None) -> dict:
     """SPEC §7 for one evaluator's results (a results file, or its path) on one config and split (`images`: the
     held-out test poems; `unseen_generator` and `song_ci`: the paper's two generalization tests), beside the same
-    images' noise floor."""
+    images' noise floor; with a `calibration`, how its intervals fare on these images
+    (`calibration.evaluate_records`)."""
     results = ResultsFile.of(scores)
     if not results.pointwise:
         raise ValueError(f"{results.path} holds a pairwise judge's verdicts (tpb compare), not scores of images: "
@@ -109,6 +146,10 @@ def agree(dataset: str | Path, scores: ResultsFile | Path | str, split: str = "t
         "agreement": agreement(data, n_bootstrap=n_bootstrap, seed=seed, margin=margin),
     }
     result["noise_floor"] = noise_floor(rating_table(dataset, split, config))
+    if calibration is not None:
+        judged = Judged(data, [results.records.get(i) for i in data.image_ids], config_rubric(dataset, config, split),
+                        str(results.path))
+        result["calibration"] = evaluate_records(calibration, judged, results.records, dataset, n_bootstrap, seed)
     return result
 
 
@@ -169,6 +210,9 @@ def format_table(result: dict) -> str:
                       f"{MIN_MULTI_RATED} needed), so none is shown"]
     if any(ZERO_WIDTH in line for line in lines):
         lines += [ZERO_WIDTH_NOTE]
+    if "calibration" in result:
+        where = f"{result.get('config', 'images')}/{result['split']}"
+        lines += ["", format_evaluation(result["calibration"], a, where)]
     return "\n".join(lines)
 
 

@@ -2,6 +2,8 @@
 known bias for a built one."""
 
 from .demo_release import PAINTERS, write_demo_release
-from .evaluators import simulated_scores, write_simulated_scores
+from .evaluators import (simulated_readout, simulated_readout_scores, simulated_scores, write_records,
+                         write_simulated_scores)
 
-__all__ = ["PAINTERS", "simulated_scores", "write_demo_release", "write_simulated_scores"]
+__all__ = ["PAINTERS", "simulated_readout", "simulated_readout_scores", "simulated_scores", "write_demo_release",
+           "write_records", "write_simulated_scores"]

@@ -66,10 +66,12 @@ class EvalResult:
     readout: dict[str, Any] | None = None  # PAE's anchor distributions and confidences (`--readout expected`)
     winner: str | None = None  # a pairwise question's answer: "A" (shown first) or "B"
     reason: str | None = None  # a pairwise answer's one sentence
+    calibrated: dict[str, Any] | None = None  # a calibration's intervals, sets and confidences (`judging.calibrated`)
 
     def to_json(self) -> dict[str, Any]:
         record = asdict(self)
-        for optional in ("random_weights", "usage", "evidence", "repair", "reasons", "readout", "winner", "reason"):
+        for optional in ("random_weights", "usage", "evidence", "repair", "reasons", "readout", "winner", "reason",
+                         "calibrated"):
             if not record[optional]:
                 record.pop(optional)
         return record

@@ -1,0 +1,375 @@
+"""Conformal calibration (`tpb calibrate`, `judging.calibrated`, `stats.calibration`): known truth from a synthetic
+judge on the synthetic release, independent recomputation of small cases by hand, bad input, and the command line,
+the records, the reward, the Space and the leaderboard on the tiny random-weight models."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tangpoetrybench.cli import main
+from tangpoetrybench.dataset.reading import dataset_identity, dataset_rows
+from tangpoetrybench.dataset.synthetic import simulated_readout, simulated_readout_scores, write_records
+from tangpoetrybench.errors import DataError
+from tangpoetrybench.judging.calibrated import Calibration, Target, load_calibration, prediction_set, scaled, spread_of
+from tangpoetrybench.rubric import rubric_for_tradition
+from tangpoetrybench.judging.results import ResultsFile
+from tangpoetrybench.stats.agree import calibrate, judged_file, judged_of
+from tangpoetrybench.stats.calibration import (TooFew, conformal_quantile, conformal_rank, evaluate, evaluate_records,
+                                               fit, fit_sets, fit_temperature, needed, one_way, reliability)
+
+TANG = rubric_for_tradition("tang")
+COLUMNS = ["image_id", "poem_id", "generator", "quality", *TANG.keys]
+SEEDS = range(20)
+
+
+def rows(dataset: Path, split: str, config: str = "images") -> list[dict]:
+    return list(dataset_rows(dataset, config, split, COLUMNS))
+
+
+def by_id(records: list[dict]) -> dict[str, dict]:
+    return {r["image_id"]: r for r in records}
+
+
+def results(records: dict[str, dict]) -> ResultsFile:
+    """A SIMULATED judge's records as a results file (read by the one rule, never written)."""
+    return ResultsFile.of_records(records.values(), "simulated.jsonl")
+
+
+def fitted(dataset: Path, train: list[dict], alpha: float, **judge) -> tuple[Calibration, dict]:
+    records = by_id(simulated_readout(train, TANG, **judge))
+    judged = judged_of(train, results(records), TANG, "train")
+    return fit(judged, one_way(records, "train"), dataset_identity(dataset, "images", "train"), alpha), records
+
+
+# --- by hand ---
+
+def test_the_conformal_quantile_and_its_finite_sample_correction_by_hand():
+    scores = [0.9, 0.1, 0.5, 0.3, 0.7, 0.2, 0.8, 0.4, 0.6]  # n = 9
+    assert conformal_rank(9, 0.2) == 8 and conformal_quantile(scores, 0.2) == 0.8  # ⌈0.8 · 10⌉ = 8
+    assert conformal_rank(9, 0.1) == 9 and conformal_quantile(scores, 0.1) == 0.9  # ⌈0.9 · 10⌉, not 10 (float)
+    assert conformal_rank(9, 0.2, per_poem=2) == 9 and conformal_quantile(scores, 0.2, 2) == 0.9  # ⌈0.8 · 11⌉
+    with pytest.raises(TooFew, match="8 calibration images, but α = 0.1 needs at least 9"):
+        conformal_quantile(scores[:8], 0.1)
+    assert needed(0.1) == 9 and needed(0.2) == 4 and needed(0.1, per_poem=4) == 36 and needed(0.5, 4) == 4
+    assert conformal_rank(36, 0.1, 4) == 36 and conformal_rank(35, 0.1, 4) == 36  # 35 is one too few
+    assert conformal_quantile([math.inf, *scores[:8]], 0.2) == 0.9  # one miss among nine: still finite
+    assert conformal_quantile([math.inf, math.inf, *scores[:7]], 0.2) == math.inf  # two: the whole range
+
+
+def test_intervals_sets_and_confidences_applied_by_hand():
+    calibration = Calibration(
+        alpha=0.2, evaluator="pae", model="m", settings={"rubric": "r"}, dataset={}, poems=[], n_images=9,
+        quality=Target(9, 1, q_plain=0.2, q_normalised=2.0),
+        dimensions={"safety": Target(9, 1, 0.3, None, 9, set_threshold=0.75, temperature=2.0)}, spread_floor=0.01)
+    readout = {"quality_sd": 0.04, "dimensions": {"safety": {"distribution": {"1.0": 0.6, "0.5": 0.3, "0.0": 0.1}}}}
+    block = calibration.apply({"safety": 0.75}, 0.5, readout)
+    assert block["quality"] == [0.4, 0.6]  # 0.5 ± 2 · (0.04 + 0.01)
+    assert block["scores"]["safety"] == [0.45, 1.0]  # plain: 0.75 ± 0.3, cut at 1
+    assert block["sets"]["safety"] == ["1.0", "0.5"]  # p ≥ 1 − 0.75
+    top = 0.6 ** 0.5 / (0.6 ** 0.5 + 0.3 ** 0.5 + 0.1 ** 0.5)  # p^(1/T), T = 2
+    assert block["confidence"]["safety"] == pytest.approx(top, abs=1e-6)
+    assert calibration.apply({"safety": 0.75}, 0.5, None)["quality"] == [0.3, 0.7]  # no spread: the plain interval
+    assert calibration.apply({}, None, None) is None  # a failed answer has no interval
+    assert prediction_set({"1.0": 0.6, "0.5": 0.3, "0.0": 0.1}, 0.5) == ["1.0"]
+    assert prediction_set({"1.0": 0.6, "0.5": 0.3, "0.0": 0.1}, 1.0) == ["1.0", "0.5", "0.0"]
+    assert scaled({"a": 0.9, "b": 0.1}, 2.0)["a"] == pytest.approx(0.75)  # 3 / (3 + 1)
+    mean = 0.6 + 0.15
+    assert spread_of(readout["dimensions"]["safety"]) == pytest.approx(
+        math.sqrt(0.6 * (1 - mean) ** 2 + 0.3 * (0.5 - mean) ** 2 + 0.1 * mean ** 2))
+    assert spread_of({"distribution": {"1.0": 0.0, "null": 1.0}}) is None
+
+
+def test_ece_the_prediction_set_threshold_and_the_temperature_by_hand():
+    found = reliability([0.95, 0.95, 0.65, 0.65, 0.25, 0.7], [1, 0, 1, 1, 0, 1])
+    # bins: 0.9–1.0 (conf 0.95, acc 0.5), 0.6–0.7 (0.65, 0.65, 0.7 on its upper edge: conf 2/3, acc 1), 0.2–0.3
+    assert found["ece"] == pytest.approx(2 / 6 * 0.45 + 3 / 6 * (1 - 2 / 3) + 1 / 6 * 0.25)
+    assert [b["n"] for b in found["bins"]] == [0, 0, 1, 0, 0, 0, 3, 0, 0, 2]
+    probs = np.array([[0.9, 0.1], [0.6, 0.4], [0.3, 0.7], [0.2, 0.8]])
+    labels = np.array([0, 0, 0, 1])  # 1 − p(label): 0.1, 0.4, 0.7, 0.2; n = 4, α = 0.5: k = ⌈0.5 · 5⌉ = 3 → 0.4
+    target = fit_sets(Target(4, 1, 0.1), probs, labels, np.arange(4), 0.5)
+    assert target.set_threshold == pytest.approx(0.4) and target.set_n == 4
+    # p = (0.9, 0.1) throughout and the top anchor right 3 times in 4: p_T(top) = 9^(1/T) / (9^(1/T) + 1) = 3/4 at
+    # T = ln 9 / ln 3 = 2, which minimises the negative log-likelihood
+    assert fit_temperature(np.array([[0.9, 0.1]] * 4), np.array([0, 0, 0, 1])) == pytest.approx(2.0, abs=1e-4)
+    assert fit_temperature(np.zeros((0, 2)), np.zeros(0, int)) is None
+
+
+# --- known truth: the synthetic judge on the synthetic release ---
+
+def test_coverage_over_twenty_seeds_is_in_the_band_and_adaptive_intervals_follow_the_spread(demo_built):
+    """The synthetic judge's quality error is σ·z with σ drawn per image and reported as `quality_sd`: the normalised
+    residuals are exchangeable across images, so test coverage has a known distribution. Over 20 seeds, pooled
+    coverage of the held-out images lies within the binomial band (plus the calibration quantile's own spread)
+    between the promised 1 − α and the finite-sample correction's k / (n + 1)."""
+    alpha = 0.2
+    train, held = rows(demo_built, "train"), rows(demo_built, "validation") + rows(demo_built, "test")
+    covered, spread, width = [], [], []
+    adaptive_low_high, plain_low_high = [], []
+    for seed in SEEDS:
+        calibration, _ = fitted(demo_built, train, alpha, seed=seed)
+        records = by_id(simulated_readout(held, TANG, seed=seed))
+        assert evaluate(calibration, judged_of(held, results(records), TANG, "held"))["quality"]["method"] == "normalised"
+        plain = dataclasses.replace(calibration, quality=dataclasses.replace(calibration.quality, q_normalised=None))
+        sd = np.array([r["readout"]["quality_sd"] for r in records.values()])
+        human = np.array([r["quality"] for r in held])
+        small = sd < np.median(sd)
+        for cal, store in ((calibration, adaptive_low_high), (plain, plain_low_high)):
+            intervals = [cal.apply(r["scores"], r["quality"], r["readout"])["quality"] for r in records.values()]
+            inside = np.array([lo <= h <= hi for (lo, hi), h in zip(intervals, human)])
+            store.append((inside[small].mean(), inside[~small].mean()))
+            if cal is calibration:
+                covered += list(inside)
+                spread += list(sd)
+                width += [hi - lo for lo, hi in intervals]
+    n, n_test = calibration.quality.n, len(held)
+    top = conformal_rank(n, alpha, calibration.quality.per_poem) / (n + 1)
+    p = (1 - alpha + top) / 2
+    sd = math.sqrt((p * (1 - p) / (n + 2) + p * (1 - p) / n_test) / len(SEEDS))
+    assert 1 - alpha - 3 * sd <= np.mean(covered) <= top + 3 * sd
+    spread, width = np.array(spread), np.array(width)
+    low = spread < np.median(spread)
+    assert width[low].mean() < 0.6 * width[~low].mean()  # narrow where the judge is sure
+    adaptive, plain = np.mean(adaptive_low_high, axis=0), np.mean(plain_low_high, axis=0)
+    assert abs(adaptive[0] - adaptive[1]) < abs(plain[0] - plain[1])  # plain over-covers the sure images
+    assert plain[0] > adaptive[0]
+
+
+def test_temperature_scaling_lowers_an_over_confident_readouts_ece_on_held_out_images(demo_built):
+    train, test = rows(demo_built, "train"), rows(demo_built, "test")
+    before, after, temperatures = [], [], []
+    for seed in SEEDS:
+        calibration, _ = fitted(demo_built, train, 0.2, seed=seed, overconfidence=3.0)
+        records = by_id(simulated_readout(test, TANG, seed=seed, overconfidence=3.0))
+        found = evaluate(calibration, judged_of(test, results(records), TANG, "test"))["reliability"]
+        before.append(found["before"]["ece"])
+        after.append(found["after"]["ece"])
+        temperatures += [t.temperature for t in calibration.dimensions.values()]
+    assert np.mean(after) < 0.8 * np.mean(before) and sum(a < b for a, b in zip(after, before)) >= 15
+    assert np.median(temperatures) > 1.2  # over-confident: spread out, not sharpened
+    calibrated, _ = fitted(demo_built, train, 0.2, seed=0)  # a calibrated readout gets no such push
+    assert np.median([t.temperature for t in calibrated.dimensions.values()]) < np.median(temperatures)
+
+
+def write_judge(dataset: Path, folder: Path, **judge) -> dict[str, Path]:
+    """The synthetic judge's results on train, test and the unseen generator, as tpb score would write them."""
+    files = {"train": ("train", "images"), "test": ("test", "images"), "unseen": ("test", "unseen_generator")}
+    return {name: write_records(simulated_readout_scores(dataset, split, config, **judge), folder / f"{name}.jsonl")
+            for name, (split, config) in files.items()}
+
+
+def test_a_shifted_generator_loses_coverage_and_agree_and_the_report_say_so(demo_built, tmp_path, capsys):
+    files = write_judge(demo_built, tmp_path, shift={"painter_e": 0.5})
+    cal = tmp_path / "calibration.json"
+    assert main(["calibrate", "--dataset", str(demo_built), "--scores", str(files["train"]), "--split", "train",
+                 "--alpha", "0.2", "--out", str(cal)]) == 0
+    assert "synthetic judge" in capsys.readouterr().out
+    out = tmp_path / "unseen.json"
+    assert main(["agree", "--dataset", str(demo_built), "--scores", str(files["unseen"]), "--config",
+                 "unseen_generator", "--calibration", str(cal), "--bootstrap", "200", "--out", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "WARNING: Coverage drops on unseen_generator/test" in shown and "not under" not in shown
+    assert "can it rank, can it score?" in shown and "selective judging" in shown
+    found = json.loads(out.read_text())["calibration"]
+    assert found["quality"]["holds"] is False and found["quality"]["coverage_ci"][1] < 0.8
+    assert main(["agree", "--dataset", str(demo_built), "--scores", str(files["test"]), "--calibration", str(cal),
+                 "--bootstrap", "200"]) == 0
+    assert "Coverage drops" not in capsys.readouterr().out
+    report = tmp_path / "report"
+    assert main(["report", "--dataset", str(demo_built), "--scores", str(files["test"]), "--calibration", str(cal),
+                 "--unseen-scores", str(files["unseen"]), "--bootstrap", "200", "--out", str(report)]) == 0
+    text = (report / "report.md").read_text()
+    assert "Table 4C" in text and "**Coverage drops on `unseen_generator/test`" in text
+    assert "On `images/test` the coverage is consistent with the promised 80 %." in text
+    assert (report / "figures" / "reliability_synthetic-readout_images_test.png").is_file()
+    numbers = json.loads((report / "numbers.json").read_text())["calibration"]
+    assert set(numbers) == {"images/test", "unseen_generator/test"}
+
+
+# --- bad input ---
+
+def test_too_few_images_for_alpha_are_refused_with_the_number_needed(demo_built, tmp_path, capsys):
+    scores = write_records(simulated_readout_scores(demo_built, "validation"), tmp_path / "val.jsonl")
+    with pytest.raises(ValueError, match=r"quality: 4 calibration images, but α = 0.1 needs at least 36 \(with up "
+                                         r"to 4 images of one poem\)"):
+        calibrate(demo_built, scores)
+    assert main(["calibrate", "--dataset", str(demo_built), "--scores", str(scores), "--out", str(tmp_path / "c.json")
+                 ]) == 2
+    assert "needs at least 36" in capsys.readouterr().err and not (tmp_path / "c.json").exists()
+    calibration, _ = calibrate(demo_built, scores, alpha=0.5)  # 4 images of one poem: enough for α = 0.5
+    assert calibration.n_images == 4 and calibration.dimensions["emotional_resonance"].q_plain is None
+
+
+def test_a_calibration_refuses_other_settings_evaluators_builds_and_its_own_poems(demo_built, tmp_path):
+    train, test = rows(demo_built, "train"), rows(demo_built, "test")
+    calibration, train_records = fitted(demo_built, train, 0.2)
+    other = by_id(simulated_readout(test, TANG, overconfidence=2.0))
+    with pytest.raises(ValueError, match="made with overconfidence 2.0, but the calibration .images/train. with 1.0"):
+        evaluate_records(calibration, judged_of(test, results(other), TANG, "t.jsonl"), other, demo_built)
+    scalar = {i: {**r, "evaluator": "synthetic-literal"} for i, r in by_id(simulated_readout(test, TANG)).items()}
+    with pytest.raises(ValueError, match="made with evaluator 'synthetic-literal', but the calibration .images/train. "
+                                         "with 'synthetic-readout'"):
+        evaluate_records(calibration, judged_of(test, results(scalar), TANG, "t.jsonl"), scalar, demo_built)
+    with pytest.raises(ValueError, match="10 poems of these images .* were calibrated on .images/train.: coverage "
+                                         "there would be in-sample"):
+        evaluate_records(calibration, judged_of(train, results(train_records), TANG, "train.jsonl"), train_records, demo_built)
+    elsewhere = dataclasses.replace(calibration, dataset={**calibration.dataset, "fingerprint": "0" * 16})
+    same = by_id(simulated_readout(test, TANG))
+    with pytest.raises(ValueError, match="fitted on dataset build 0000000000000000"):
+        evaluate_records(elsewhere, judged_of(test, results(same), TANG, "t.jsonl"), same, demo_built)
+    # a file: read back as written; edited or incomplete, refused naming the field
+    path = calibration.write(tmp_path / "c.json")
+    assert load_calibration(path).fingerprint == calibration.fingerprint
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "alpha": 0.3}))
+    with pytest.raises(DataError, match="fingerprint: .* does not match the file's content"):
+        load_calibration(path)
+    broken = {k: v for k, v in data.items() if k != "poems"}
+    broken["quality"] = {**data["quality"], "n": -1}
+    path.write_text(json.dumps(broken))
+    with pytest.raises(DataError, match=r"c.json: poems: missing or not a list(.|\n)*quality.n: missing or not a"):
+        load_calibration(path)
+
+
+def test_records_without_human_scores_are_reported_never_dropped(demo_built, tmp_path, capsys):
+    """The train split has three unrated images: a calibration fitted on test, applied to train (poem-disjoint),
+    lists them; so does a calibration fitted on train."""
+    files = write_judge(demo_built, tmp_path)
+    calibration, _ = calibrate(demo_built, files["test"], alpha=0.5, split="test")
+    judged, read, _ = judged_file(demo_built, files["train"], "train", "images")
+    unrated = sorted(r["image_id"] for r in rows(demo_built, "train") if r["quality"] is None)
+    found = evaluate_records(calibration, judged, read.records, demo_built)
+    assert len(unrated) == 3 and sorted(found["unrated"]) == unrated and found["quality"]["n_pairs"] == 37
+    cal = calibration.write(tmp_path / "c.json")
+    assert main(["agree", "--dataset", str(demo_built), "--scores", str(files["train"]), "--split", "train",
+                 "--calibration", str(cal), "--bootstrap", "0"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "with a result but no human score" in x)
+    assert line.startswith("3 images with a result but no human score, left out: ") and all(i in line for i in unrated)
+    on_train, _ = calibrate(demo_built, files["train"], alpha=0.2, split="train")
+    assert sorted(on_train.diagnostics["unrated"]) == unrated and on_train.n_images == 37
+
+
+def test_tpb_calibrate_selects_the_widest_intervals_for_people(demo_built, tmp_path, capsys):
+    files = write_judge(demo_built, tmp_path)
+    cal = tmp_path / "calibration.json"
+    assert main(["calibrate", "--dataset", str(demo_built), "--scores", str(files["train"]), "--split", "train",
+                 "--alpha", "0.2", "--out", str(cal), "--select", "3", "--pool", str(files["test"]), "--select-out",
+                 str(tmp_path / "first.txt")]) == 0
+    ids = (tmp_path / "first.txt").read_text().splitlines()
+    calibration = load_calibration(cal)
+    records = [json.loads(line) for line in files["test"].read_text().splitlines()]
+    widths = {r["image_id"]: np.subtract(*calibration.apply(r["scores"], r["quality"], r["readout"])["quality"][::-1])
+              for r in records}
+    assert ids == sorted(widths, key=lambda i: (-widths[i], i))[:3]
+    capsys.readouterr()
+    assert main(["calibrate", "--calibration", str(cal), "--select", "2", "--pool", str(files["test"]),
+                 "--select-out", str(tmp_path / "first.jsonl")]) == 0
+    chosen = [json.loads(line) for line in (tmp_path / "first.jsonl").read_text().splitlines()]
+    assert [c["image_id"] for c in chosen] == ids[:2] and chosen[0]["poem_id"] == ids[0].split("/")[1]
+    assert chosen[0]["interval"][0] <= chosen[0]["quality"] <= chosen[0]["interval"][1]
+    assert main(["calibrate", "--calibration", str(cal), "--out", str(tmp_path / "x.json")]) == 2
+    assert main(["calibrate", "--calibration", str(cal), "--select", "2"]) == 2
+    assert "needs --pool" in capsys.readouterr().err
+
+
+# --- the tiny random-weight models: records, resume, reward, Space, leaderboard ---
+
+@pytest.fixture(scope="module")
+def tiny_calibrations(demo_built, tiny_models, tmp_path_factory) -> dict[str, Path]:
+    """Calibrations (α = 0.5: four validation images of one poem are enough) of the tiny PAE with the readout and
+    decoding constrained (the Space's default)."""
+    root = tmp_path_factory.mktemp("tiny_cal")
+    out = {}
+    for name, options in (("expected", ["--readout", "expected"]), ("constrained", ["--constrained"])):
+        scores = root / f"val_{name}.jsonl"
+        assert main(["score", "--dataset", str(demo_built), "--split", "validation", "--evaluator", "pae", "--model",
+                     str(tiny_models["qwen3-vl"]), *options, "--out", str(scores), "--quiet"]) == 0
+        calibration, _ = calibrate(demo_built, scores, alpha=0.5)
+        out[name] = calibration.write(root / f"{name}.json")
+    return out
+
+
+@pytest.mark.slow
+def test_score_with_a_calibration_writes_intervals_and_a_resume_never_mixes(demo_built, tiny_models,
+                                                                            tiny_calibrations, tmp_path, capsys):
+    model, cal = str(tiny_models["qwen3-vl"]), str(tiny_calibrations["expected"])
+    out = tmp_path / "test.jsonl"
+    score = ["score", "--dataset", str(demo_built), "--evaluator", "pae", "--model", model, "--readout", "expected",
+             "--out", str(out), "--quiet"]
+    assert main([*score, "--calibration", cal]) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    fingerprint = load_calibration(cal).fingerprint
+    assert len(records) == 12 and all(r["settings"]["calibration"] == fingerprint for r in records)
+    for r in records:
+        low, high = r["calibrated"]["quality"]
+        assert r["calibrated"]["alpha"] == 0.5 and 0 <= low <= r["quality"] <= high <= 1
+        assert set(r["calibrated"]["sets"]) <= set(TANG.keys) and r["calibrated"]["confidence"]
+    capsys.readouterr()
+    assert main(score) == 2  # the same file without the calibration
+    assert "made with calibration" in capsys.readouterr().err
+    assert main([*score[:-3], "--out", str(tmp_path / "other.jsonl"), "--max-pixels", "200000", "--calibration",
+                 cal]) == 2
+    assert "made with max_pixels 200000, but the calibration" in capsys.readouterr().err
+    assert main(["agree", "--dataset", str(demo_built), "--scores", str(out), "--calibration", cal, "--bootstrap",
+                 "100"]) == 0
+    shown = capsys.readouterr().out
+    assert "NOTE: random weights" in shown and "Calibrated intervals at 50 %" in shown
+    board = tmp_path / "board"
+    assert main(["leaderboard", "--dataset", str(demo_built), "--scores", str(out), "--bootstrap", "100", "--out",
+                 str(board)]) == 0
+    coverage = json.loads((board / "leaderboard.json").read_text())["agreement_with_humans"]["interval_coverage"]
+    assert coverage["calibration"] == [fingerprint] and coverage["n_images"] == 12 and coverage["level"] == 0.5
+    assert f"The judge's 50 % intervals (calibration {fingerprint}) hold the human quality of" in (
+        board / "leaderboard.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_reward_carries_the_intervals(tiny_models, tiny_calibrations):
+    from PIL import Image
+
+    from tangpoetrybench.poems import sample_poems
+    from tangpoetrybench.reward import load_reward
+
+    poems = sample_poems()
+    reward = load_reward(model=str(tiny_models["qwen3-vl"]), device="cpu", poems=poems, batch_size=2,
+                         calibration=tiny_calibrations["expected"])
+    images = [Image.new("RGB", (64, 64), (40 * i, 90, 160)) for i in range(3)]
+    scores, info = reward(images, [p.poem_id for p in poems[:3]])
+    assert info["quality_interval"].shape == (3, 2) and info["alpha"] == 0.5
+    assert np.all(info["quality_interval"][:, 0] <= info["quality"])
+    assert np.all(info["quality"] <= info["quality_interval"][:, 1])
+    assert set(info["score_intervals"]) == set(info["scores"]) and set(info["calibrated_confidence"])
+    with pytest.raises(ValueError, match="calibration does not apply"):
+        load_reward(model=str(tiny_models["qwen3-vl"]), device="cpu", readout="decode",
+                    calibration=tiny_calibrations["expected"])
+
+
+@pytest.mark.slow
+def test_the_space_shows_the_interval_beside_each_score(demo_built, tiny_models, tiny_calibrations, tmp_path):
+    from PIL import Image
+
+    from tangpoetrybench.hub.space import RUBRICS, Scorer, SpaceConfig, summary_line
+    from tangpoetrybench.poems import sample_poems
+
+    scorer = Scorer(SpaceConfig(model=str(tiny_models["qwen3-vl"]), device="cpu",
+                                calibration=str(tiny_calibrations["constrained"])))
+    image = tmp_path / "moon.png"
+    Image.new("RGB", (96, 96), (200, 180, 90)).save(image)
+    poem = sample_poems()[0]
+    result = scorer.score(str(image), poem.text, poem.title, poem.author, "Tang poetry (唐诗)", with_baselines=False)
+    assert "50 % interval [" in summary_line(result, scorer.pae_label, scorer.random_weights)
+    intervals = result.calibrated["scores"]
+    assert any(intervals.values())
+    for row, key in zip(result.table, TANG.keys):
+        if row[1] is not None and intervals[key]:
+            assert row[1].endswith(f" [{intervals[key][0]:.2f}, {intervals[key][1]:.2f}]")
+        elif row[1] is not None:
+            assert isinstance(row[1], float)  # a dimension the calibration could not cover: its score alone
+    song = next(name for name, key in RUBRICS.items() if key == "song_ci")
+    other = scorer.score(str(image), poem.text, poem.title, poem.author, song, with_baselines=False)
+    assert "no interval: calibrated under rubric tang@" in summary_line(other, scorer.pae_label, False)
