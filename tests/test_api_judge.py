@@ -26,7 +26,7 @@ from tangpoetrybench.judging.evaluators.api import (REPAIR_PROMPT, APIJudge, is_
                                             usage_line, wire_messages)
 from tangpoetrybench.judging.evaluators.base import EvalResult, ScoringItem
 from tangpoetrybench.models import chat_inputs
-from tangpoetrybench.judging.parsing import PARSER_VERSION
+from tangpoetrybench.judging.reading import VERSIONS
 from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.judging.prompt import answer_schema, build_messages
 from tangpoetrybench.rubric import load_rubric
@@ -105,7 +105,7 @@ def test_judge_state_and_record_format(monkeypatch):
                            concurrency=3)
     assert SECRET.encode() not in pickle.dumps(judge) and judge.min_batch_size == 12
     assert judge.settings() == {"backend": "api", "max_pixels": 1024 * 1024, "max_new_tokens": 256,
-                                "parser": PARSER_VERSION, "temperature": 0.0, "seed": 0, "repair": 1}
+                                "parser": VERSIONS["scores"], "temperature": 0.0, "seed": 0, "repair": 1}
     assert load_evaluator("api", model="pae", base_url="http://127.0.0.1:8000/v1", repair=0).settings()["repair"] == 0
     plain = EvalResult("x", "clipscore", {}, 0.5, None, "ok", None, 0.1)
     assert "usage" not in plain.to_json()

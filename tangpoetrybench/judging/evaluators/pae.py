@@ -16,8 +16,8 @@ from typing import Any, Sequence
 import torch
 
 from ..constrained import AnswerConstraint
-from ..parsing import PARSER_VERSION, parse_answer
 from ..prompt import build_messages
+from ..reading import VERSIONS, parse_answer
 from ..readout import check_readout, read_prepared, readout_settings
 from ...rubric import Rubric
 from .base import EvalResult, Evaluator, ScoringItem
@@ -71,7 +71,7 @@ class PAE(Evaluator):
 
     def settings(self) -> dict[str, Any]:
         return {"backend": self.backend, "max_pixels": self.max_pixels, "max_new_tokens": self.max_new_tokens,
-                "parser": PARSER_VERSION, **({"constrained": True} if self.constrained else {}),
+                "parser": VERSIONS["scores"], **({"constrained": True} if self.constrained else {}),
                 **({"explain": self.explain} if self.explain else {}), **readout_settings(self.readout, self.quantize)}
 
     def messages(self, item: ScoringItem) -> list[dict]:

@@ -1,6 +1,6 @@
 """PAE asked which of two illustrations is better (`tpb compare --evaluator pae`): the pointwise PAE's model, batching,
 per-item failure handling and constrained decoding, with the pairwise prompt (`prompt.build_pair_messages`), the
-pairwise parser (`parsing.parse_pair_answer`) and the pairwise constraint (`constrained.PairAnswerConstraint`).
+pairwise reader (`reading.parse_pair_answer`) and the pairwise constraint (`constrained.PairAnswerConstraint`).
 
 `PairwiseMode` is what turns an evaluator of the PAE family into a pairwise judge (`pairwise.PairwiseJudge`): each
 ordered question is a `PairScoringItem` (image A as the item's image, image B beside it), scored by the evaluator's
@@ -16,8 +16,8 @@ from PIL import Image
 
 from ..constrained import PairAnswerConstraint
 from ..pairwise import PairAnswer, PairItem
-from ..parsing import PAIR_PARSER_VERSION, parse_pair_answer
 from ..prompt import build_pair_messages, pair_answer_schema
+from ..reading import VERSIONS, parse_pair_answer
 from ...models import fit_pixels
 from ...rubric import Rubric
 from .base import EvalResult, ScoringItem
@@ -38,7 +38,7 @@ class PairwiseMode:
     task = "pairwise"
 
     def settings(self) -> dict[str, Any]:
-        settings = {**super().settings(), "task": self.task, "parser": PAIR_PARSER_VERSION}
+        settings = {**super().settings(), "task": self.task, "parser": VERSIONS["winner"]}
         settings["rubric"] = sorted(self.rubric_fingerprints())
         return settings
 

@@ -8,7 +8,7 @@ answers one letter is right in exactly one rotation of four, 25 %, whatever the 
 them, the letter probabilities are kept too (`evidence.p_correct`: the mean probability of the right letter over
 the orders, and `evidence.candidate_probs`: each candidate's, position bias averaged out).
 
-Three backends, one question (`prompt.build_recognize_messages`) and one parser (`parsing.parse_letter`):
+Three backends, one question (`prompt.build_recognize_messages`) and one reader (`reading.parse_letter`):
 
 - transformers (`RecognizePAE`): PAE's base model (Qwen3-VL; an adapter too), one forward pass per question; the
   answer is the likeliest of the option letters at the first answer token, with their probabilities (so every answer
@@ -35,8 +35,8 @@ import torch
 from ...dataset.distractors import read_candidates
 from ...models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels
 from ...poems import Poem
-from ..parsing import LETTER_PARSER_VERSION, parse_letter
 from ..prompt import LETTERS, build_recognize_messages, with_image_parts
+from ..reading import VERSIONS, parse_letter
 from .base import TRANSIENT, EvalResult, Evaluator, ScoringItem
 from .pae import DEFAULT_MODEL, PAE
 from .pae_vllm import MIN_CHUNK, PAEVLLM
@@ -109,7 +109,7 @@ class Recognizer:
         self.fingerprint = candidates_fingerprint(self.candidates)
 
     def recognize_settings(self) -> dict[str, Any]:
-        return {"orders": self.order_name, "candidates": self.fingerprint, "parser": LETTER_PARSER_VERSION,
+        return {"orders": self.order_name, "candidates": self.fingerprint, "parser": VERSIONS["letter"],
                 "readout": self.letter_readout}
 
     def candidates_for(self, item: ScoringItem) -> list[Poem]:
