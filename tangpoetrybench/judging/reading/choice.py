@@ -41,6 +41,7 @@ from .core import (CORRECTION, NEGATION_BEFORE, STRONG_CORRECTION, Conflict, Pai
                    label, loads, normalise, provisional, segments, strike, unfence)
 
 LETTERS = "ABCDEFGH"
+NEAR = 120  # characters around a reference that its cues are looked for in
 ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8,
             "1st": 1, "2nd": 2, "3rd": 3, "4th": 4, "5th": 5, "6th": 6, "7th": 7, "8th": 8}
 CHINESE_NUMBERS = {c: i + 1 for i, c in enumerate("一二三四五六七八")}
@@ -90,8 +91,9 @@ class Choice:
 
 # --- the words around a reference ----------------------------------------------------------------------------------
 
-FILLER = re.compile(r"(?:[ \t*_\"'`“”‘’]|\b(?:the|clearly|definitely|obviously|certainly|surely|probably|likely|"
-                    r"undoubtedly|indeed|still|simply|just)\b)*$", re.I)
+FILLER_MARKS = " \t*_\"'`“”‘’"
+FILLER_WORDS = {"the", "clearly", "definitely", "obviously", "certainly", "surely", "probably", "likely",
+                "undoubtedly", "indeed", "still", "simply", "just"}
 CHOSEN_BEFORE = re.compile(
     r"(?:\b(?:answer|winner|verdict|choice|pick|selection|decision|conclusion|preference|output|result)s?"
     r"|\bbetter (?:one|image|illustration|picture|match|choice|fit)|\bbest (?:one|image|illustration|match|fit|choice)"
@@ -197,8 +199,8 @@ def _references(text: str, options: Options) -> list[_Ref]:
 def _not_a_letter(text: str, m: re.Match) -> bool:
     """Whether a letter standing alone is an English word or part of an abbreviation: "A lone fisherman", "a boat",
     "e.g."."""
-    letter, after = m.group(0), text[m.end():]
-    if re.search(r"[A-Za-z]\.\Z", text[:m.start()]):
+    letter, after = m.group(0), text[m.end():m.end() + 40]
+    if re.search(r"[A-Za-z]\.\Z", text[max(0, m.start() - 2):m.start()]):
         return True
     word = re.match(r"\s+([A-Za-z]+)", after)
     if letter == "A":
@@ -332,24 +334,24 @@ def _prose(text: str, options: Options, at: float | None = None) -> tuple[list[_
             phrases[-1].append(ref)
         else:
             phrases.append([ref])
-    leaders = {p[0].label for p in phrases if LINE_START.search(text[:p[0].start])
-               and re.match(r"\s*[.:)\-—–]", text[p[-1].end:])}
+    leaders = {p[0].label for p in phrases if LINE_START.search(_near(text, p[0].start))
+               and re.match(r"\s*[.:)\-—–]", text[p[-1].end:p[-1].end + 4])}
     listing = len(leaders) > 1  # "A: …\nB: …\nC: …": a walk through the options, none chosen by its place
     claims, rejected = [], []
     for i, phrase in enumerate(phrases):
         start, end = phrase[0].start, phrase[-1].end
-        pre, post = _before(text[:start]), text[end:]
+        pre, post = _before(_near(text, start)), text[end:end + NEAR]
         named = sorted({r.label for r in phrase} - {None})  # a phrase that names no option: an invalid choice
         item = _Claim(start if at is None else at, end, named[0] if len(named) == 1 else None, text[start:end],
                       clash=len(named) > 1)
         alternative = (i + 1 < len(phrases) and ALTERNATIVE.match(text[end:phrases[i + 1][0].start])
                        or i and ALTERNATIVE.match(text[phrases[i - 1][-1].end:start]))
-        line = text[text.rfind("\n", 0, start) + 1:start]
+        line = text[text.rfind("\n", max(0, start - NEAR), start) + 1:start]
         if alternative or EXAMPLE_BEFORE.search(pre) or provisional(label(line)):
             continue
         if INVERSE_BEFORE.search(pre):
             claims.append(item)
-        elif _denied(text[:start]) or REJECTED_AFTER.match(post):
+        elif _denied(_near(text, start)) or REJECTED_AFTER.match(post):
             rejected.append(item)
         elif HEDGE_BEFORE.search(pre) or HEDGE_AFTER.match(post) or QUESTION.match(post):
             item.hedged = True
@@ -368,9 +370,9 @@ def _one_name(text: str, phrase: list[_Ref], ref: _Ref) -> bool:
     """Whether a reference names again what the phrase before it names: in brackets that close right after it
     ("B (the second image)", not "B (image A lacks the moon)"), after a dash or a colon where it ends the clause
     ("C — 《江雪》"), or beside a title ("《江雪》, letter B", "B 《江雪》", "(C) 《登鹳雀楼》"); neither one denied."""
-    last, after = phrase[-1], text[ref.end:]
+    last, after = phrase[-1], text[ref.end:ref.end + NEAR]
     between = text[last.end:ref.start]
-    if _denied(text[:phrase[0].start]) or _denied(text[:ref.start]):
+    if _denied(_near(text, phrase[0].start)) or _denied(_near(text, ref.start)):
         return False
     if APPOSITION.match(between):
         if re.search(r"[(\[（【]", between):
@@ -380,13 +382,28 @@ def _one_name(text: str, phrase: list[_Ref], ref: _Ref) -> bool:
     return bool(titled or ref.text[:1] in "([【" and not between.strip())
 
 
+def _near(text: str, start: int) -> str:
+    """The text before a reference that its cues stand in: a bounded window, so that a long answer reads in linear
+    time (a window cut inside a line is not taken for the line's start)."""
+    window = text[max(0, start - NEAR):start]
+    return window if start <= NEAR else "\u2026" + window
+
+
 def _before(pre: str) -> str:
-    """The text before a reference, without the filler words and marks between it and its cue."""
-    return pre[:FILLER.search(pre).start()]
+    """The text before a reference, without the filler words and marks between it and its cue ("the answer is
+    **clearly** B"), its last 60 characters: a cue is short."""
+    while True:
+        pre = pre.rstrip(FILLER_MARKS)
+        start = len(pre)
+        while start and pre[start - 1].isascii() and pre[start - 1].isalpha():
+            start -= 1
+        if not pre[start:] or pre[start:].lower() not in FILLER_WORDS or start and pre[start - 1].isalnum():
+            return pre if len(pre) <= 60 else "\u2026" + pre[-60:]  # cut: not the start of a line
+        pre = pre[:start]
 
 
 def _denied(pre: str) -> bool:
-    return bool(NEGATION_BEFORE.search(_before(pre)))
+    return bool(NEGATION_BEFORE.search(_before(pre)[-30:]))
 
 
 def _decide(claims: list[_Claim], rejected: list[_Claim], body: str, reason: str | None,
