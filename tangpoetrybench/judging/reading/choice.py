@@ -92,8 +92,8 @@ class Choice:
 # --- the words around a reference ----------------------------------------------------------------------------------
 
 FILLER_MARKS = " \t*_\"'`“”‘’"
-FILLER_WORDS = {"the", "clearly", "definitely", "obviously", "certainly", "surely", "probably", "likely",
-                "undoubtedly", "indeed", "still", "simply", "just"}
+FILLER_WORDS = set("the clearly definitely obviously certainly surely probably likely undoubtedly indeed still simply "
+                   "just".split())
 CHOSEN_BEFORE = re.compile(
     r"(?:\b(?:answer|winner|verdict|choice|pick|selection|decision|conclusion|preference|output|result)s?"
     r"|\bbetter (?:one|image|illustration|picture|match|choice|fit)|\bbest (?:one|image|illustration|match|fit|choice)"
