@@ -26,7 +26,7 @@ _API = {
     "Rubric": "rubric", "load_rubric": "rubric", "rubric_for_tradition": "rubric",
     "Poem": "poems", "read_poems": "poems",
     "build_dataset": "dataset.builder",
-    "parse_answer": "judging.parsing", "system_prompt": "judging.prompt", "user_prompt": "judging.prompt",
+    "parse_answer": "judging.reading", "system_prompt": "judging.prompt", "user_prompt": "judging.prompt",
     "load_evaluator": "judging.evaluators", "EvalResult": "judging.evaluators.base",
     "score": "judging.scoring", "score_to_jsonl": "judging.scoring",
     "AgreementData": "stats.agreement", "agreement": "stats.agreement",
@@ -63,7 +63,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names load o
     from .hub.publish import publish
     from .judging.evaluators import load_evaluator
     from .judging.evaluators.base import EvalResult
-    from .judging.parsing import parse_answer
+    from .judging.reading import parse_answer
     from .judging.prompt import system_prompt, user_prompt
     from .judging.scoring import score, score_to_jsonl
     from .poems import Poem, read_poems

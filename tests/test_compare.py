@@ -18,7 +18,7 @@ from tangpoetrybench.judging.pairwise import (Pair, PairAnswer, compare_to_jsonl
                                               verdict)
 from tangpoetrybench.judging.registry import evaluator_names
 from tangpoetrybench.judging.results import read_lines
-from tangpoetrybench.judging.parsing import parse_pair_answer
+from tangpoetrybench.judging.reading import parse_pair_answer
 from tangpoetrybench.judging.prompt import build_pair_messages, pair_answer_schema
 from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.rubric import load_rubric
@@ -147,7 +147,8 @@ def test_the_pairwise_prompt_and_parser():
     assert parse_pair_answer('{"winner": "B", "reason": "quieter"}').status == "ok"
     repaired = parse_pair_answer('I prefer B.\n```json\n{"winner": "b", "reason": "x"}\n```')
     assert repaired.winner == "B" and repaired.status == "repaired" and "code fence" in repaired.error
-    for bad in ('{"winner": "tie"}', "A", "", None, '{"reason": "A is better"}'):
+    assert parse_pair_answer("A").winner == "A" and parse_pair_answer("A").status == "repaired"  # a bare letter
+    for bad in ('{"winner": "tie"}', "", None, '{"reason": "A is better"}', "Not B."):
         assert parse_pair_answer(bad).status == "failed" and parse_pair_answer(bad).winner is None
 
 

@@ -13,7 +13,7 @@ from tangpoetrybench.models import fit_pixels
 from tangpoetrybench.judging.backends.vllm import engine_kwargs, sampling_kwargs
 from tangpoetrybench.judging.tasks.pairwise import Pairwise, PairScoringItem
 from tangpoetrybench.judging.tasks.scores import RubricScores
-from tangpoetrybench.judging.parsing import PARSER_VERSION
+from tangpoetrybench.judging.reading import VERSIONS
 from tangpoetrybench.poems import Poem, sample_poems
 from tangpoetrybench.judging.prompt import answer_schema, build_messages
 from tangpoetrybench.rubric import load_rubric
@@ -42,7 +42,7 @@ def test_end_to_end_over_the_demo_dataset(name, model, bounds, tiny_models, demo
             assert r["parse_status"] in ("ok", "repaired", "failed") and isinstance(r["raw_output"], str)
             assert set(r["scores"]) == set(load_rubric("tang").keys)
             assert r["settings"] == {"backend": "transformers", "max_pixels": 1024 * 1024, "max_new_tokens": 256,
-                                     "parser": PARSER_VERSION, "rubric": load_rubric("tang").fingerprint}
+                                     "parser": VERSIONS["scores"], "rubric": load_rubric("tang").fingerprint}
             if r["parse_status"] == "failed":
                 assert all(v is None for v in r["scores"].values()) and r["quality"] is None and r["error"]
                 assert r["error_kind"] == "parse"
@@ -283,7 +283,7 @@ def test_constrained_decoding_makes_every_answer_a_whole_rubric_answer(tiny_mode
     """A random-weight model answers gibberish; constrained, the same model's answers are whole rubric answers,
     with null only where a dimension can be excluded, in a batch that mixes two rubrics."""
     from tangpoetrybench.judging.constrained import Grammar, state
-    from tangpoetrybench.judging.parsing import parse_answer
+    from tangpoetrybench.judging.reading import parse_answer
     from tangpoetrybench.judging.prompt import format_answer
 
     tang, song = load_rubric("tang"), load_rubric("song_ci")

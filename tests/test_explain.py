@@ -11,7 +11,7 @@ from PIL import Image
 from tangpoetrybench.judging.constrained import Grammar, state
 from tangpoetrybench.judging.evaluators import load_evaluator
 from tangpoetrybench.judging.evaluators.base import EvalResult, ScoringItem
-from tangpoetrybench.judging.parsing import parse_answer
+from tangpoetrybench.judging.reading import parse_answer
 from tangpoetrybench.judging.prompt import MAX_REASON_CHARS, answer_schema, format_answer, system_prompt
 from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.rubric import load_rubric

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tangpoetrybench.judging.parsing import parse_answer
+from tangpoetrybench.judging.reading import parse_answer
 from tangpoetrybench.judging.prompt import format_answer
 from tangpoetrybench.rubric import load_rubric
 

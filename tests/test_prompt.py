@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from tangpoetrybench.judging.parsing import parse_answer
+from tangpoetrybench.judging.reading import parse_answer
 from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.judging.prompt import answer_schema, build_messages, format_answer, system_prompt, user_prompt
 from tangpoetrybench.rubric import load_rubric

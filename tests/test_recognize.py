@@ -22,7 +22,7 @@ from tangpoetrybench.judging.backends.vllm import choice_probs, sampling_kwargs
 from tangpoetrybench.judging.evaluators import load_evaluator
 from tangpoetrybench.judging.evaluators.base import ScoringItem
 from tangpoetrybench.judging.judge import Judge
-from tangpoetrybench.judging.parsing import parse_letter
+from tangpoetrybench.judging.reading import parse_letter
 from tangpoetrybench.judging.prompt import build_recognize_messages
 from tangpoetrybench.judging.results import read_lines
 from tangpoetrybench.judging.scoring import DatasetSource, score_to_jsonl
@@ -113,7 +113,8 @@ def test_letter_parser_never_guesses():
     assert parse_letter("（C）").letter == "C"
     assert parse_letter("答案：D").status == "repaired" and parse_letter("答案：D").letter == "D"
     assert parse_letter("<think>A? or B?</think>\nC").letter == "C"
-    for bad in ("", "A or B", "E", "none of them", "A moonlit river, so B"):
+    assert parse_letter("A moonlit river, so B").letter == "B"  # an English article is not option A
+    for bad in ("", "A or B", "E", "none of them", "The answer is not B.", "Definitely not A."):
         assert parse_letter(bad).status == "failed" and parse_letter(bad).letter is None, bad
 
 

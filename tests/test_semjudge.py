@@ -9,9 +9,9 @@ import pytest
 from PIL import Image
 
 from fault_proxy import FaultProxy
+from tangpoetrybench.judging.reading import read_json, schema_problems
 from tangpoetrybench.judging.semjudge import (RANDOM_WEIGHTS_NOTE, SCHEMAS, GraphCache, PairItem, box_problems,
-                                              check, graph_tree, prompts, read_json,
-                                              validate)
+                                              check, graph_tree, prompts)
 from tangpoetrybench.judging.evaluators import load_evaluator
 from tangpoetrybench.poems import sample_poems
 
@@ -38,16 +38,16 @@ def test_the_prompts_are_versioned_data_with_a_schema_each():
 
 
 def test_schemas_and_validation():
-    assert validate(graph(), SCHEMAS["poem_graph"]) == []
-    assert validate(graph([[1, 2, 3, 4]]), SCHEMAS["image_graph"]) == []
-    assert validate(graph([[1, 2, 3, 4]]), SCHEMAS["poem_graph"])[0].endswith("unexpected 'bounding_boxes'")
-    assert "6 items, not 3–5" in validate(graph(children=6), SCHEMAS["poem_graph"])[0]
+    assert schema_problems(graph(), SCHEMAS["poem_graph"]) == []
+    assert schema_problems(graph([[1, 2, 3, 4]]), SCHEMAS["image_graph"]) == []
+    assert schema_problems(graph([[1, 2, 3, 4]]), SCHEMAS["poem_graph"])[0].endswith("unexpected 'bounding_boxes'")
+    assert "6 items, not 3–5" in schema_problems(graph(children=6), SCHEMAS["poem_graph"])[0]
     bad = graph()
     bad["hsg_root"]["semiosis"]["expected_grounds"] = ["mystical"]
-    assert validate(bad, SCHEMAS["poem_graph"]) == [
+    assert schema_problems(bad, SCHEMAS["poem_graph"]) == [
         "$.hsg_root.semiosis.expected_grounds[0]: 'mystical' is not one of iconic, indexical, symbolic"]
-    assert validate(graph([[1, 2, 3]]), SCHEMAS["image_graph"])[0].endswith("3 items, not 4–4")
-    assert validate({"discussion": "", "winner": "C"}, SCHEMAS["judgment"]) == [
+    assert schema_problems(graph([[1, 2, 3]]), SCHEMAS["image_graph"])[0].endswith("3 items, not 4–4")
+    assert schema_problems({"discussion": "", "winner": "C"}, SCHEMAS["judgment"]) == [
         "$.discussion: empty", "$.winner: 'C' is not one of A, B"]
 
 

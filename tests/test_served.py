@@ -26,7 +26,7 @@ from tangpoetrybench.judging.backends.served import (ServedBackend, is_hf_host, 
                                                      retry_after_seconds, retry_delay, usage_line, wire_messages)
 from tangpoetrybench.judging.evaluators import load_evaluator
 from tangpoetrybench.judging.evaluators.base import EvalResult, ScoringItem
-from tangpoetrybench.judging.parsing import PARSER_VERSION
+from tangpoetrybench.judging.reading import VERSIONS
 from tangpoetrybench.judging.tasks.scores import REPAIR_PROMPT
 from tangpoetrybench.models import chat_inputs
 from tangpoetrybench.reward import Scalar, load_reward
@@ -113,7 +113,7 @@ def test_judge_state_and_record_format(monkeypatch):
                            concurrency=3)
     assert SECRET.encode() not in pickle.dumps(judge) and judge.min_batch_size == 12
     assert judge.settings() == {"backend": "api", "max_pixels": 1024 * 1024, "max_new_tokens": 256,
-                                "parser": PARSER_VERSION, "temperature": 0.0, "seed": 0, "repair": 1}
+                                "parser": VERSIONS["scores"], "temperature": 0.0, "seed": 0, "repair": 1}
     assert load_evaluator("api", model="pae", base_url="http://127.0.0.1:8000/v1", repair=0).settings()["repair"] == 0
     assert judge.backend.random_weights is None  # nobody can vouch for a served model's weights
     plain = EvalResult("x", "clipscore", {}, 0.5, None, "ok", None, 0.1)

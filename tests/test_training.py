@@ -18,7 +18,7 @@ import rewards  # noqa: E402
 from lora_setup import CHECKPOINTING, VISION, assert_vision_frozen  # noqa: E402
 from data import grpo_row, has_target, load_images, sft_row, to_sft  # noqa: E402
 
-from tangpoetrybench.judging.parsing import parse_answer  # noqa: E402
+from tangpoetrybench.judging.reading import parse_answer  # noqa: E402
 from tangpoetrybench.judging.prompt import build_messages  # noqa: E402
 from tangpoetrybench.rubric import load_rubric  # noqa: E402
 
@@ -287,14 +287,14 @@ def test_pairwise_rewards_hand_cases():
     right, wrong = plain('{"winner": "A", "reason": ""}'), plain('{"winner": "B", "reason": ""}')
     fenced = plain('```json\n{"winner": "A", "reason": ""}\n```')
     got = rewards.winner_reward([right, wrong, fenced, plain("A"), plain('{"winner": "tie"}')], winner=["A"] * 5)
-    assert got == [1.0, 0.0, 1.0, 0.0, 0.0]  # a readable winner counts, whatever its form
+    assert got == [1.0, 0.0, 1.0, 1.0, 0.0]  # a readable winner counts, whatever its form (a bare "A" too)
     assert rewards.pair_format_reward([right, wrong, fenced, plain("A")]) == [1.0, 1.0, 0.0, 0.0]
 
 
 def test_pairwise_rows_are_the_human_pairs_in_both_orders(demo_built):
     from data import pair_rows, to_pairwise_sft
 
-    from tangpoetrybench.judging.parsing import parse_pair_answer
+    from tangpoetrybench.judging.reading import parse_pair_answer
     from tangpoetrybench.judging.prompt import build_pair_messages
 
     train = load_images(str(demo_built))["train"]

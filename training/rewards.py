@@ -6,7 +6,7 @@ not applicable) and `tradition` (which rubric)."""
 
 from __future__ import annotations
 
-from tangpoetrybench.judging.parsing import parse_answer, parse_pair_answer
+from tangpoetrybench.judging.reading import parse_answer, parse_pair_answer
 from tangpoetrybench.rubric import rubric_for_tradition
 
 REWARD_WEIGHTS = (1.0, 0.2)  # accuracy, format

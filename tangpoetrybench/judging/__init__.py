@@ -1,7 +1,8 @@
 """The judging room: everything that turns an image and a poem into scores, a choice or a letter.
 
     prompt        the one prompt builder (inference, SFT and GRPO)
-    parsing       reading a judge's answer: scores, reasons, a pairwise winner, a letter (a failed read, never a guess)
+    reading/      reading a judge's answer, every task's (scores, reasons, winner, letter, SemJudge's steps) on one
+                  core (a failed read, never a guess)
     constrained   decoding that keeps an answer in its JSON form (transformers)
     readout       the probability readout: scores from the anchors' probabilities, not decoded
     backends/     who answers: transformers (a local Qwen3-VL), vLLM, a served model or a fleet of them

@@ -11,7 +11,7 @@ over the anchors. From that distribution come
 - the confidence: 1 − the distribution's entropy / log(number of anchors), in [0, 1];
 - the answer text: every dimension at its most likely anchor, which is what the next dimension is conditioned on.
 
-Quality is the mean of the expected scores (`parsing.answer_quality`); its confidence is the mean of the
+Quality is the mean of the expected scores (`reading.answer_quality`); its confidence is the mean of the
 confidences of the dimensions in it, and `quality_sd` the standard deviation of that mean with the dimensions taken
 as independent. Nothing is sampled and nothing is parsed, so the readout is deterministic and cannot fail to parse.
 
@@ -33,7 +33,7 @@ from typing import Any, Sequence
 import torch
 
 from .constrained import Grammar
-from .parsing import answer_quality
+from .reading import answer_quality
 from .prompt import format_value
 from ..rubric import Rubric
 

@@ -6,7 +6,7 @@ for the poem and for each image, then chooses between two images from the three 
     >>> [answer] = judge.judge([PairItem("p1/g1-g2", poem, image_a, image_b)])
     >>> answer.winner, answer.reason, answer.extra["graphs"]["A"]
 
-Three steps, each one request with its own JSON schema, validated:
+Three steps, each one request with its own JSON schema, read and validated by `reading.steps` (jsonschema):
 
 1. `poem_graph`: the poem's HSG — a root (sign, object, interpretant, expected grounds: iconic, indexical or
    symbolic) and 3–5 sub-signs with their relation to the root. Asked once per poem, and cached on disk keyed by
@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -46,13 +45,12 @@ from ..poems import Poem
 from .backends import Backend, Question
 from .judge import Attempt, ask
 from .pairwise import PairAnswer, PairItem
+from .reading import VERSIONS, read_json, schema_problems
 from .tasks import Reading
 
 GROUNDS = ("iconic", "indexical", "symbolic")
 DEFAULT_MAX_NEW_TOKENS = 1536  # a graph of five sub-signs with boxes is about 800 Qwen tokens
 RANDOM_WEIGHTS_NOTE = "random weights: a plumbing check, not an interpretation"
-FENCE = re.compile(r"^```[a-zA-Z]*\s*(.*?)\s*```$", re.S)
-THINK = re.compile(r"^\s*<think>.*?</think>", re.S)
 
 
 # ---- prompts and schemas ----
@@ -91,34 +89,6 @@ JUDGMENT_SCHEMA = _object({"discussion": _text(), "winner": {"enum": ["A", "B"]}
 SCHEMAS = {"poem_graph": graph_schema(False), "image_graph": graph_schema(True), "judgment": JUDGMENT_SCHEMA}
 
 
-def validate(value: Any, schema: dict, where: str = "$") -> list[str]:
-    """What in `value` breaks `schema` (the JSON Schema subset the steps use: type, enum, properties, required,
-    additionalProperties false, items, min/maxItems, minLength), one line each, with its JSON path."""
-    kind = schema.get("type")
-    if "enum" in schema and value not in schema["enum"]:
-        return [f"{where}: {value!r} is not one of {', '.join(map(str, schema['enum']))}"]
-    checks = {"object": isinstance(value, dict), "array": isinstance(value, list), "string": isinstance(value, str),
-              "number": isinstance(value, (int, float)) and not isinstance(value, bool)}
-    if kind and not checks[kind]:
-        return [f"{where}: expected {'a' if kind != 'object' else 'an'} {kind}, got {type(value).__name__}"]
-    problems = []
-    if kind == "string" and len(value.strip()) < schema.get("minLength", 0):
-        problems.append(f"{where}: empty")
-    if kind == "array":
-        if not schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value)):
-            problems.append(f"{where}: {len(value)} items, not {schema.get('minItems', 0)}–"
-                            f"{schema.get('maxItems', 'any')}")
-        for i, item in enumerate(value):
-            problems += validate(item, schema.get("items", {}), f"{where}[{i}]")
-    if kind == "object":
-        problems += [f"{where}: missing {k!r}" for k in schema.get("required", []) if k not in value]
-        problems += [f"{where}: unexpected {k!r}" for k in value if k not in schema.get("properties", {})]
-        for key, sub in schema.get("properties", {}).items():
-            if key in value:
-                problems += validate(value[key], sub, f"{where}.{key}")
-    return problems
-
-
 def box_problems(graph: dict, size: tuple[int, int]) -> list[str]:
     """The boxes of an image graph that are not inside the image (0 ≤ x_min < x_max ≤ width, likewise for y)."""
     width, height = size
@@ -131,23 +101,12 @@ def box_problems(graph: dict, size: tuple[int, int]) -> list[str]:
     return problems
 
 
-def read_json(text: str) -> tuple[Any, str | None]:
-    """(value, None) for an answer that is one JSON value (a code fence or a leading thinking block around it
-    removed), else (None, why)."""
-    body = THINK.sub("", text).strip()
-    body = fenced.group(1) if (fenced := FENCE.match(body)) else body
-    try:
-        return json.loads(body), None
-    except ValueError as exc:
-        return None, f"not valid JSON ({exc})"
-
-
 def check(step: str, text: str, size: tuple[int, int] | None = None) -> tuple[Any, list[str]]:
     """(value, problems) of one step's answer: valid when there are no problems."""
     value, error = read_json(text)
     if error:
         return None, [error]
-    problems = validate(value, SCHEMAS[step])
+    problems = schema_problems(value, SCHEMAS[step])
     if not problems and size is not None:
         problems = box_problems(value, size)
     return value, problems
@@ -267,7 +226,8 @@ class SemJudge:
         self.requests = 0  # sent by this judge, repairs included
 
     def settings(self) -> dict[str, Any]:
-        return {"prompt_version": prompts()["version"], "max_pixels": self.max_pixels, "backend": self.backend.name,
+        return {"prompt_version": prompts()["version"], "parser": VERSIONS["steps"], "max_pixels": self.max_pixels,
+                "backend": self.backend.name,
                 "max_new_tokens": self.max_new_tokens, **self.backend.settings()}
 
     def ask(self, step: str, conversations: list[list[dict]],

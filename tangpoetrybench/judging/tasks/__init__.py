@@ -1,5 +1,5 @@
 """What is asked: each task turns an item into questions for a backend (`judging.backends`), reads each answer with
-its reader (`judging.parsing`), and makes the item's record from what was read. One evaluator (`judging.judge.Judge`)
+its reader (`judging.reading`), and makes the item's record from what was read. One evaluator (`judging.judge.Judge`)
 joins a task to a backend, and writes the batching, the repair round, the token accounting and the failure records
 once for all of them.
 

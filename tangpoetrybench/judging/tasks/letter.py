@@ -10,7 +10,7 @@ them, the letters' probabilities are kept too (`evidence.p_correct`: the mean pr
 the orders, and `evidence.candidate_probs`: each candidate's, position bias averaged out): transformers reads them
 at the first answer token (every answer a letter, and `letter_mass`: how much of the next-token probability the
 letters held), vLLM from one token constrained to the letters; a server answers in text, read by
-`parsing.parse_letter` (with the repair round where it reads nothing).
+`reading.parse_letter` (with the repair round where it reads nothing).
 
 Records are `tpb score`'s (`scores.recognizability` and `quality` = the share); the settings hold the orders, the
 candidates' fingerprint and the reader's version, so a resume with other candidates is refused.
@@ -28,7 +28,7 @@ from ...dataset.distractors import read_candidates
 from ...models import fit_pixels
 from ...poems import Poem
 from ..backends import Answer, Backend, Question
-from ..parsing import LETTER_PARSER_VERSION, parse_letter
+from ..reading import VERSIONS, parse_letter
 from ..prompt import LETTERS, build_recognize_messages
 from . import Reading
 
@@ -76,7 +76,7 @@ class Recognize:
         self.letters = tuple(LETTERS[:N_CANDIDATES])
 
     def settings(self, backend: Backend) -> dict[str, Any]:
-        return {"parser": LETTER_PARSER_VERSION, "orders": self.order_name, "candidates": self.fingerprint,
+        return {"parser": VERSIONS["letter"], "orders": self.order_name, "candidates": self.fingerprint,
                 "readout": READOUT.get(backend.name, "text")}
 
     def check(self, backend: Backend, max_new_tokens: int) -> None:
@@ -99,7 +99,7 @@ class Recognize:
                 for order in self.orders]
 
     def read(self, question: Question, answer: Answer) -> Reading:
-        parsed = parse_letter(answer.text)
+        parsed = parse_letter(answer.text, len(self.letters), titles=question.meta["titles"])
         return Reading(parsed.letter, parsed.status, parsed.error)
 
     def repair_prompt(self, question: Question, reading: Reading) -> str:

@@ -1,5 +1,5 @@
 """Which of two illustrations of one poem is better: the pairwise question (`prompt.build_pair_messages`, image A shown
-first), its answer `{"winner": "A" | "B", "reason": "…"}` read by `parsing.parse_pair_answer`. With `constrained`, on
+first), its answer `{"winner": "A" | "B", "reason": "…"}` read by `reading.parse_pair_answer`. With `constrained`, on
 transformers every answer is decoded in that form (`constrained.PairAnswerConstraint`); vLLM and a server get its
 JSON schema."""
 
@@ -14,7 +14,7 @@ from ...models import fit_pixels
 from ..backends import Answer, Backend, Question
 from ..constrained import PairAnswerConstraint
 from ..evaluators.base import ScoringItem
-from ..parsing import PAIR_PARSER_VERSION, parse_pair_answer
+from ..reading import VERSIONS, parse_pair_answer
 from ..prompt import build_pair_messages, pair_answer_schema
 from . import Reading
 from .scores import REPAIR_PROMPT
@@ -50,7 +50,7 @@ class Pairwise:
         self.fingerprints: list[str] = []
 
     def settings(self, backend: Backend) -> dict[str, Any]:
-        return {"parser": PAIR_PARSER_VERSION, **({"constrained": True} if self.constrained else {}),
+        return {"parser": VERSIONS["winner"], **({"constrained": True} if self.constrained else {}),
                 "task": self.name, "rubric": self.fingerprints}
 
     def check(self, backend: Backend, max_new_tokens: int) -> None:

@@ -1,4 +1,4 @@
-"""The rubric's scores: PAE's question (`prompt.build_messages`), its answer read by `parsing.parse_answer`.
+"""The rubric's scores: PAE's question (`prompt.build_messages`), its answer read by `reading.parse_answer`.
 
 - `constrained`: on transformers, decoding keeps every answer in the rubric's JSON form
   (`constrained.AnswerConstraint`), so every answer reads; vLLM and a server get the rubric's JSON schema as
@@ -19,7 +19,7 @@ from ...models import fit_pixels
 from ...rubric import Rubric
 from ..backends import Answer, Backend, Question
 from ..constrained import AnswerConstraint
-from ..parsing import PARSER_VERSION, parse_answer
+from ..reading import VERSIONS, parse_answer
 from ..prompt import answer_schema, build_messages
 from ..readout import Readout, logprob_tokens, read_logprobs, readout_settings
 from . import Reading
@@ -62,7 +62,7 @@ class RubricScores:
         self.default_max_new_tokens = EXPLAIN_MAX_NEW_TOKENS if explain else DEFAULT_MAX_NEW_TOKENS
 
     def settings(self, backend: Backend) -> dict[str, Any]:
-        return {"parser": PARSER_VERSION, **({"constrained": True} if self.constrained else {}),
+        return {"parser": VERSIONS["scores"], **({"constrained": True} if self.constrained else {}),
                 **({"explain": self.explain} if self.explain else {}), **readout_settings(self.readout)}
 
     def check(self, backend: Backend, max_new_tokens: int) -> None:

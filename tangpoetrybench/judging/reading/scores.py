@@ -1,30 +1,36 @@
-"""Reading PAE's answer. Never raises, and never guesses.
+"""Reading a judge's rubric scores. Never raises, and never guesses.
 
-The rule: a careful human reading the answer beside the rubric agrees with every score the parser returns, or the
-parser returns none. Where two readings remain, the answer fails; a value that is not a score is null.
+The rule: a careful human reading the answer beside the rubric agrees with every score the reader returns, or the
+reader returns none. Where two readings remain, the answer fails; a value that is not a score is null.
 
-1. The text is normalised first (Unicode NFKC: full-width digits and punctuation become ASCII). A `<think>…</think>`
-   block (or everything before a lone `</think>`) is dropped. Of several code fences the last one wins, or the last
-   one labelled as the answer ("Final:"); one labelled as a draft, a confidence or reasons is never read.
+1. The core comes first (`core`): NFKC, the thinking dropped, struck-through text deleted, code fences opened.
 2. The answer is the last whole JSON object that names a rubric dimension with a usable score (`//` and `/* */`
    comments removed) — directly, in a container named as the answer (`scores`, `final`, `answer`; never one named
    `confidence`, `draft`, `reasons`), or as a list of `{"dimension": …, "score": …}` or `[dimension, score]` pairs;
    objects that each name other dimensions are merged. A nested object gives its score or its option (both must
    agree). Two containers that disagree (`scores` and `final`) fail. An object labelled in the prose as a draft, a
-   confidence or reasons is skipped. An object cut off before its closing brace is read only when there is no
-   whole one, and fails unless every dimension made it, each value ended by a separator.
-3. Without an object, "key: value" pairs are read from the text: a dimension's key, English or Chinese name (also
+   confidence, reasons, an example or a format is skipped. Two answer objects that disagree fail, unless the later
+   one is labelled or introduced as a correction or as final ("Correction:", "On reflection:", "Final:"), which
+   then corrects the earlier one (dimension by dimension where it names fewer). An object that does not load as a
+   whole (a reason broken by an unescaped quote) gives the named objects inside it that do (`"scores": {…}`). An
+   object cut off before its closing brace is read only when there is no whole one, and fails unless every
+   dimension made it, each value ended by a separator.
+3. Prose after the answer that corrects it ("Wait, core_imagery should be 0.33", "更正：核心意象应为0.33") is read
+   where it is unambiguous: one value for each dimension it names; a correction without a readable value, two
+   values, or "wait, that's wrong" fails the answer. Prose after it that gives a dimension another value without
+   a correction ("Core imagery: 0.33" after 0.67 in the object) fails it too.
+4. Without an object, "key: value" pairs are read from the text: a dimension's key, English or Chinese name (also
    `core_imagery_score`, `情感共鸣（Emotional resonance）`, `**Safety**`), then `:`, `=` or a dash, then the value;
    a dimension's heading with a later "Score: …" line; markdown table rows (a score column and an option column
-   must agree). Sections headed as a draft,
-   a confidence or reasons are skipped.
-4. A key given twice keeps its last value (JSON's own rule), with a note.
-5. A value is a number (`0.67`, `.5`, `0,67`, `80%`, `4/5`, `4 out of 5`), an option letter with or without its
+   must agree). Sections headed as a draft, a confidence or reasons are skipped. A later line that corrects an
+   earlier one ("On second thought, overall impression: 0.75", "Wait, core imagery should be 0.33") is read.
+5. A key given twice with the same value is read once; with different values (and no correction) it fails.
+6. A value is a number (`0.67`, `.5`, `0,67`, `80%`, `4/5`, `4 out of 5`), an option letter with or without its
    label (`b`, `(b)`, `b: minor flaws`, `a (coherent)`) or an option's label alone, or an "N/A" word (null).
    A number followed by a noun is a count (`0 issues found`), not a score: null. A range (`0.33–0.67`) or a
-   correction (`0.67, actually 0.33`, `0.75 → 0.5`) leaves two readings: the answer fails; so does a letter whose
-   label is another option's.
-6. Numbers are on the 0–1 scale the prompt asks for. Another scale counts only when it is stated — in the value
+   correction inside one value (`0.67, actually 0.33`, `0.75 → 0.5`) leaves two readings: the answer fails; so does
+   a letter whose label is another option's.
+7. Numbers are on the 0–1 scale the prompt asks for. Another scale counts only when it is stated — in the value
    ("4/5", "4 out of 5", "80%") or in the prose around the answer ("on a 1-5 scale", "scale of 0 to 10",
    "out of 10") — and only for numbers above 1. Unstated, numbers above 1 are read as 0–100 when one is above
    10 and none is a fraction of 1; a value above 1 beside fractions such as 0.67 is out of range; any other
@@ -34,39 +40,28 @@ parser returns none. Where two readings remain, the answer fails; a value that i
 `ok`: the whole answer is one JSON object with exactly the rubric's keys, once each, every value a number in
 [0, 1] (or null where the dimension can be excluded). `repaired`: scores were read, and the notes say every
 repair. `failed`: nothing usable — no rubric key, every score null, a truncated object, two readings. `quality` is
-the mean of the scores, and null unless every dimension that always applies has one. `PARSER_VERSION` changes
-whenever these rules do.
+the mean of the scores, and null unless every dimension that always applies has one.
 
 Explain mode (`explain=True`): `ok` is also `{"scores": <the plain answer>, "reasons": {…}}` exactly; anything else
-is read by the rules above (the scores one level down). The reasons are read beside the scores, never instead of
-them: a rubric key's non-empty sentence is kept, a missing or empty one is left out, and neither changes a score.
+is read by the rules above (the scores one level down). The reasons are read apart (`reasons.read_reasons`), never
+instead of the scores: a broken reason loses that reason, never a score.
 """
 
 from __future__ import annotations
 
-import ast
-import functools
 import json
 import math
 import re
-import unicodedata
 from dataclasses import dataclass, field
 
-from ..numeric import whole_mean
-from ..rubric import Dimension, Rubric
+from ...numeric import whole_mean
+from ...rubric import Dimension, Rubric
+from .core import (CORRECTION, STRONG_CORRECTION, Conflict, Pairs, collect, drop_thinking, is_final, kind, label, loads,
+                   normalise, salvage, segments, sentences, strike, unfence)
+from .dimensions import KEY_SUFFIX, alias, key_pattern, mention_pattern, names, normal
+from .reasons import read_reasons
 
-PARSER_VERSION = 3  # recorded with every PAE result: a results file is resumed only under the same rules
 NULL_WORDS = {"null", "none", "n/a", "na", "nan", "excluded", "not applicable", "not_applicable", "不适用", "无"}
-# Names of the containers an answer comes in, and of those that hold something else (compared without spaces).
-ANSWER_NAMES = {"scores", "score", "final", "finalscores", "finalscore", "finalanswer", "answer", "result",
-                "results", "ratings", "rating", "evaluation", "assessment", "评分", "分数", "得分", "最终", "最终评分",
-                "答案", "结果"}
-OTHER_NAMES = {"confidence", "confidences", "draft", "drafts", "reason", "reasons", "reasoning", "rationale",
-               "rationales", "explanation", "explanations", "comment", "comments", "note", "notes", "justification",
-               "justifications", "analysis", "thoughts", "uncertainty", "example", "format", "schema", "置信度",
-               "草稿", "初稿", "理由", "解释", "分析", "说明"}
-FENCE = re.compile(r"```[a-zA-Z]*[ \t]*\n?(.*?)```", re.S)
-THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S)
 NUMBER = r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?"
 SCORE_NUMBER = re.compile(rf"({NUMBER})(?:\s*(%)|\s*(?:/|out of)\s*({NUMBER}))?(?![\d*])(?!\.\d)", re.I)
 # A number that is not a count: not followed by a word (a noun) after it.
@@ -88,12 +83,24 @@ STATED_SCALES = [
 NAME_FIELDS = ("dimension", "key", "name", "criterion", "aspect", "维度")
 SCORE_FIELDS = ("score", "value", "rating", "分数", "得分")
 OPTION_FIELDS = ("option", "choice", "letter", "选项")
-KEY_SUFFIX = re.compile(r"(?:score|rating|得分|分数|评分)$")
-SEPARATOR = r"\s*(?::|=|\s[-–—]\s|[—–])\s*"
 TABLE_SCORE = {"score", "scores", "rating", "value", "分数", "得分", "评分"}
 TABLE_OPTION = {"option", "options", "choice", "letter", "选项"}
 MARKUP = re.compile(r"\*+|`+")
 SCORE_LINE = re.compile(r"\s*(?:[-•]\s*)?(?:score|rating|value|option|得分|分数|评分|选项)\s*[:=]\s*(.+)$", re.I)
+# A value in a correction: a number (maybe a fraction or a percentage) or a bracketed option letter.
+CORRECTED_VALUE = re.compile(rf"(?<![A-Za-z0-9.]){NUMBER}(?:\s*%|\s*(?:/|out of)\s*{NUMBER})?(?![\d.]*\d)"
+                             r"|\(\s*[a-f]\s*\)|\boption\s+[a-f]\b|\b(?:null|n/a|excluded)\b", re.I)
+# A value given before the dimension it corrects: "I meant 0.33 for core imagery".
+VALUE_FOR = re.compile(rf"({NUMBER})\s*(?:for|on|in)\s*(?:the\s+)?$", re.I)
+HEDGED = re.compile(r"\b(?:closer to|around|about|roughly|approximately|maybe|perhaps|probably|or so|somewhere|"
+                    r"something like)\b|-ish\b|大约|左右|也许|可能", re.I)
+OLD_VALUE = re.compile(rf"(?:\brather than|\binstead of|\bnot|\bfrom|不是|而非|而不是)\s*(?:{NUMBER}\s*%?|\(\s*[a-f]\s*\))",
+                       re.I)
+# A value given to a dimension in plain prose, right after its name: "Core imagery: 0.33", "safety is 1".
+DIRECT_VALUE = re.compile(rf"^\s*(?:score|rating)?\s*(?:[:=|]|\bis\b|\bof\b|\bat\b|\bgets?\b|\()\s*({NUMBER}%?)"
+                          r"(?![\d.]*\d)", re.I)
+LATER_ONE = re.compile(r"\b(?:second|last|latter|later|final|bottom|corrected|revised)\s+(?:block|object|one|answer|"
+                       r"version|json|scores)\b", re.I)
 AMBIGUOUS = "two readings: "  # the prefix of a value's note that fails the whole answer
 
 
@@ -122,10 +129,10 @@ def answer_quality(scores: dict[str, float | None], rubric: Rubric) -> float | N
 
 
 def parse_answer(text: str | None, rubric: Rubric, explain: bool = False) -> ParsedAnswer:
-    """Parse a model's answer against `rubric` (with `explain`, its reasons too); never raises."""
+    """Read a model's answer against `rubric` (with `explain`, its reasons too); never raises."""
     try:
         parsed = (explain and _explained(text or "", rubric)) or _parse(text or "", rubric)
-    except Exception as exc:  # the contract is "never raises": a parser bug must not stop a scoring run
+    except Exception as exc:  # the contract is "never raises": a reader bug must not stop a scoring run
         parsed = _failed(rubric, [f"parser error: {type(exc).__name__}: {exc}"])
     if parsed.status != "failed" and all(v is None for v in parsed.scores.values()):
         parsed = _failed(rubric, parsed.notes + ["no usable score"])
@@ -138,121 +145,227 @@ def parse_answer(text: str | None, rubric: Rubric, explain: bool = False) -> Par
 def _explained(text: str, rubric: Rubric) -> ParsedAnswer | None:
     """An explain-mode answer that is exactly what was asked for, or None."""
     try:
-        value = json.loads(text.strip())
+        pairs = json.loads(text.strip(), object_pairs_hook=Pairs)
     except ValueError:
         return None
-    if not isinstance(value, dict) or list(value) != ["scores", "reasons"] or not isinstance(value["scores"], dict):
+    if not isinstance(pairs, Pairs) or [k for k, _ in pairs] != ["scores", "reasons"]:
         return None
-    strict = _strict(json.dumps(value["scores"]), rubric)
+    strict = _strict_pairs(pairs[0][1], rubric)
     return None if strict is None else ParsedAnswer(strict, "ok")
-
-
-def read_reasons(text: str, rubric: Rubric) -> dict[str, str]:
-    """The last whole `{…, "reasons": {…}}` object's reasons: rubric key → its stripped sentence, in rubric order;
-    keys without a non-empty sentence are left out. Never raises."""
-    try:
-        for segment, complete, _label in reversed(_segments(THINK.sub("", text))):
-            value = _loads_lenient(segment, []) if complete else None
-            if isinstance(value, dict) and isinstance(value.get("reasons"), dict):
-                found = {_alias(rubric, k): v.strip() for k, v in value["reasons"].items() if isinstance(v, str)}
-                return {k: found[k] for k in rubric.keys if found.get(k)}
-    except Exception:  # reasons are an addition: a reader bug must never fail the scores
-        pass
-    return {}
 
 
 def _failed(rubric: Rubric, notes: list[str]) -> ParsedAnswer:
     return ParsedAnswer({k: None for k in rubric.keys}, "failed", notes)
 
 
+@dataclass
+class _Found:
+    """A JSON segment that names a rubric dimension, read."""
+
+    segment: object  # core.Segment
+    mapping: dict
+    notes: list[str]
+    usable: bool
+    kind: str | None
+
+
 def _parse(text: str, rubric: Rubric) -> ParsedAnswer:
     notes: list[str] = []
-    body = text.strip()
-    if "<think>" in body or "</think>" in body:
-        before, closed, after = body.partition("</think>")
-        if closed and "<think>" not in before:  # the opening tag was in the prompt
-            body = after
-        body = THINK.sub("", body).strip()
+    body, thought = drop_thinking(text.strip())
+    if thought:
         notes.append("dropped the thinking")
     if not body:
         return _failed(rubric, notes + ["empty answer"])
     strict = _strict(body, rubric)
     if strict is not None and not notes:
         return ParsedAnswer(strict, "ok")
-    normal = unicodedata.normalize("NFKC", body)
-    if normal != body:
+    normal_body = normalise(body)
+    if normal_body != body:
         notes.append("normalised the text (Unicode NFKC: full-width digits and punctuation)")
-        body = normal
-    body = _unfence(body, notes)
-    if body is None:
-        return _failed(rubric, notes + ["every code fence is labelled as something other than the answer"])
+    body, fences = unfence(normal_body)
+    if fences:
+        notes.append("removed a code fence" if fences == 1 else f"opened {fences} code fences")
+    body, struck = strike(body)
+    if struck:
+        notes.append("dropped struck-through text")
 
     start = body
-    found = []  # (segment, closed, its mapping, the notes reading it made, usable, label), each segment read once
-    for seg, complete, label in _segments(body):
-        if _kind(label) == "other":
-            notes.append(f"skipped an object labelled {label!r}")
-            body = body.replace(seg, " ")  # nor is it read as free text
+    found: list[_Found] = []
+    for seg in segments(body):
+        if kind(seg.label) == "other":
+            notes.append(f"skipped an object labelled {seg.label!r}")
+            body = _blank(body, seg)  # nor is it read as free text
             continue
         seg_notes: list[str] = []
-        mapping = _rubric_mapping(seg, complete, rubric, seg_notes)
+        mapping = _rubric_mapping(seg, rubric, seg_notes)
         if isinstance(mapping, str):
             return _failed(rubric, notes + seg_notes + [mapping])
         if mapping is None:
             notes += seg_notes  # why it was not read ("ignored the scores under 'draft'")
-            body = body.replace(seg, " ") if complete else body  # nor are its keys read as free text
+            body = _blank(body, seg) if seg.closed else body  # nor are its keys read as free text
         else:
             usable = any(_usable(rubric, k, v) for k, v in mapping.items())
-            found.append((seg, complete, mapping, seg_notes, usable, _kind(label)))
+            found.append(_Found(seg, mapping, seg_notes, usable, kind(seg.label)))
     if found:
-        closed = [i for i, f in enumerate(found) if f[1]]
-        usable = [i for i in closed if found[i][4]]
-        named = [i for i in usable if found[i][5] == "answer"]
-        chosen = (named or usable or closed or [len(found) - 1])[-1]  # a cut-off one only if no whole one
-        seg, complete, raw, seg_notes, _, _ = found[chosen]
-        notes += seg_notes
-        dims = [{_alias(rubric, k) for k in found[i][2]} - {None} for i in usable]
-        if len(usable) > 1 and len(set().union(*dims)) == sum(map(len, dims)):  # one object per dimension
-            raw = {k: v for i in usable for k, v in found[i][2].items()}
-            notes.append(f"merged {len(usable)} objects that name different dimensions")
-            for i in usable:
-                body = body.replace(found[i][0], " ")
-            found, seg = [found[chosen]], " "
-        if len(found) > 1:
-            later = found[chosen + 1:]
-            rest = ("a later one was cut off" if any(not f[1] for f in later) else
-                    "a later one was labelled or unusable" if later else "the earlier ones were ignored")
-            notes.append(f"read answer object {chosen + 1} of {len(found)}; {rest}")
-        if seg != body:
+        chosen = _choose(found, body, rubric, notes)
+        if isinstance(chosen, str):
+            return _failed(rubric, notes + [chosen])
+        raw, complete, end = chosen
+        if body.strip() != found[-1].segment.text.strip() or len(found) > 1:
             notes.append("removed text around the JSON object")
         if not complete:
-            present = {_alias(rubric, k) for k in raw} - {None}
+            present = {alias(rubric, k) for k in raw} - {None}
             if len(present) < len(rubric.keys):
                 return _failed(rubric, notes + [f"the answer was cut off: {len(present)} of {len(rubric.keys)} "
                                                  "dimensions complete before the end"])
             notes.append("the object was not closed")
-        prose = body.replace(seg, " ")  # a scale is stated in the prose, not inside the answer's own strings
+        for f in found:
+            body = _blank(body, f.segment)
+        units = [(end + start, sentence) for start, sentence in sentences(body[end:])]
+        raw = _corrections(units, rubric, raw, notes, struck, direct=True)
+        prose = body  # a scale is stated in the prose, not inside the answer's own strings
     else:
-        pairs = _free_pairs(body, rubric, notes)
+        pairs, overrides, loose = _free_pairs(body, rubric, notes)
         if not pairs:
             return _failed(rubric, notes + ["no key matches a rubric dimension" if body != start else
                                             "no JSON object or key: value pairs found"])
-        raw = _keep_last(pairs, notes)
+        raw = collect([(k, v) for k, v, _ in pairs], notes, overrides, lambda k: alias(rubric, k))
+        last = {}
+        for key, _, at in pairs:
+            last[alias(rubric, key)] = at
+        units = [(at + start, sentence) for at, line in loose for start, sentence in sentences(line)]
+        raw = _corrections(units, rubric, raw, notes, struck, after=last)
         notes.append("read key: value pairs from free text")
         prose = body
+    if isinstance(raw, str):
+        return _failed(rubric, notes + [raw])
     scores = _map(raw, rubric, notes, _stated_scale(prose))
     if isinstance(scores, str):
         return _failed(rubric, notes + [scores])
     return ParsedAnswer(scores, "repaired" if notes else "ok", notes)
 
 
+def _blank(body: str, seg) -> str:
+    """The body with a segment's characters blanked (its lines kept), so that positions after it stay put."""
+    return body[:seg.start] + re.sub(r"[^\n]", " ", seg.text) + body[seg.end:]
+
+
+def _choose(found: list[_Found], body: str, rubric: Rubric, notes: list[str]) -> tuple[dict, bool, int] | str:
+    """(the answer's mapping, whether it is whole, where it ends) from the objects found, or why it cannot be
+    chosen: a whole one over a cut-off one; objects that name different dimensions merged; objects that agree read
+    together; of objects that disagree, a later one labelled or introduced as a correction or as final."""
+    closed = [f for f in found if f.segment.closed]
+    usable = [f for f in closed if f.usable]
+    if len(usable) <= 1:
+        chosen = (usable or closed or found)[-1]
+        notes.extend(chosen.notes)
+        if len(found) > 1:
+            i = found.index(chosen)
+            later = found[i + 1:]
+            rest = ("a later one was cut off" if any(not f.segment.closed for f in later) else
+                    "a later one was labelled or unusable" if later else "the earlier ones were ignored")
+            notes.append(f"read answer object {i + 1} of {len(found)}; {rest}")
+        return chosen.mapping, chosen.segment.closed, chosen.segment.end
+    for f in usable:
+        notes.extend(f.notes)
+    dims = [{alias(rubric, k) for k in f.mapping} - {None} for f in usable]
+    readings = [_readings(f.mapping, rubric) for f in usable]
+    if len(set().union(*dims)) == sum(map(len, dims)):  # one object per dimension
+        notes.append(f"merged {len(usable)} objects that name different dimensions")
+        return {k: v for f in usable for k, v in f.mapping.items()}, True, usable[-1].segment.end
+    if all(r.get(d) == readings[0].get(d) for r in readings for d in set(r) & set(readings[0])):
+        notes.append(f"read {len(usable)} answer objects that agree")
+        return {k: v for f in usable for k, v in f.mapping.items()}, True, usable[-1].segment.end
+    last, before = usable[-1], usable[-2]
+    between, later = body[before.segment.end:last.segment.start], body[last.segment.end:]
+    named = CORRECTION.search(later) and LATER_ONE.search(later)  # "The second block is my corrected answer."
+    if not (last.kind == "correction" or is_final(last.segment.label) or CORRECTION.search(between) or named):
+        return f"{AMBIGUOUS}{len(usable)} answer objects that disagree, none of them a correction"
+    i = found.index(last)
+    notes.append(f"read answer object {i + 1} of {len(found)}, a correction; the earlier ones were ignored")
+    mapping = {alias(rubric, k) or k: v for k, v in last.mapping.items()}
+    if dims[-1] < dims[-2]:  # a correction of some dimensions: the rest stand as the earlier answer gave them
+        mapping = {**{alias(rubric, k) or k: v for k, v in before.mapping.items()}, **mapping}
+    return mapping, True, last.segment.end
+
+
+def _corrections(units: list[tuple[int, str]], rubric: Rubric, raw: dict, notes: list[str], struck: list[int],
+                 direct: bool = False, after: dict[str, int] | None = None) -> dict | str:
+    """The answer's mapping with the corrections written in `units` ((position, sentence) after the answer, or the
+    free text's loose lines) applied, or why the answer cannot be read. A sentence with a correction word (or a
+    deletion: `struck`, where struck-through text stood; or right after a sentence that is only a correction word,
+    "Hmm, wait.") gives each dimension it names one value; with `direct`, a sentence without one that gives a named
+    dimension another value right after its name contradicts the answer. `after`: where each dimension's own value
+    stands (a correction must come later)."""
+    mention, out, pending = mention_pattern(names(rubric)), dict(raw), False
+    keys = {alias(rubric, k): k for k in raw}
+    for start, sentence in units:
+        found = list(mention.finditer(sentence))
+        if kind(label(sentence[:found[0].start()] if found else sentence)) == "other":
+            continue  # "Confidence: core_imagery: 0.9"
+        marked = pending or CORRECTION.search(sentence) or any(start <= at <= start + len(sentence) for at in struck)
+        pending = False
+        if not found:
+            if marked and len(re.findall(r"\w+", sentence)) <= 3 and not CORRECTED_VALUE.search(sentence):
+                pending = True  # "Hmm, wait." corrects the sentence after it
+            elif STRONG_CORRECTION.search(sentence) or marked and CORRECTED_VALUE.search(sentence):
+                return f"a correction after the answer that names no dimension: {sentence.strip()!r}"
+            continue
+        for i, (m, nxt) in enumerate(zip(found, found[1:] + [None])):
+            dim = alias(rubric, m.group(0).strip("\"'` "))
+            window = sentence[m.end(): nxt.start() if nxt else len(sentence)]
+            if marked:
+                values = {v.group(0).strip() for v in CORRECTED_VALUE.finditer(OLD_VALUE.sub(" ", window))
+                          if not _count(window[v.end():], v.group(0))}
+                earlier = VALUE_FOR.search(sentence[found[i - 1].end() if i else 0: m.start()])
+                values |= {earlier.group(1)} if earlier and not values else set()
+                if not values and _confirms(window, out.get(keys.get(dim)), rubric, dim):
+                    continue  # "Wait, text integrity… no text is visible, so 1 stands": the answer's own value
+                if len(values) != 1 or HEDGED.search(window):
+                    return (f"{dim}: {AMBIGUOUS}the correction {sentence.strip()!r} is not one value"
+                            if values else f"{dim}: a correction without a score it can read: {sentence.strip()!r}")
+                value = values.pop()
+                if after and after.get(dim, -1) > start:
+                    return f"{dim}: {AMBIGUOUS}a correction before the value it would correct"
+                if _reading(out.get(keys.get(dim)), rubric, dim) != _reading(value, rubric, dim):
+                    notes.append(f"{dim}: read the correction after the answer ({value})")
+                out[keys.get(dim, dim)] = value
+            elif direct and (given := DIRECT_VALUE.match(window)) and dim in keys and not _count(
+                    window[given.end():], given.group(1)):
+                said, answered = _reading(given.group(1), rubric, dim), _reading(out[keys[dim]], rubric, dim)
+                if said is not None and answered is not None and abs(said - answered) > 1e-9:
+                    return f"{dim}: {AMBIGUOUS}the prose after the answer gives {given.group(1)}, the answer another"
+    return out
+
+
+def _confirms(window: str, value, rubric: Rubric, dim: str | None) -> bool:
+    """Whether every number a sentence gives a dimension is the value the answer already gave it."""
+    given = [float(n) for n in re.findall(rf"(?<![A-Za-z0-9.]){NUMBER}", window)]
+    answered = _reading(value, rubric, dim)
+    return bool(given) and answered is not None and all(abs(n - answered) < 1e-9 for n in given)
+
+
+def _count(rest: str, number: str) -> bool:
+    """Whether a whole number followed by `rest` is a count ("2 herons", "0 issues found"), not a score."""
+    whole = re.match(NUMBER, number.strip())
+    return bool(re.match(r"\s*[A-Za-z\u4e00-\u9fff]", rest) and not COUNT_OK.match(rest)
+                and not CONNECTOR.match(rest) and whole and float(whole.group(0)).is_integer())
+
+
+def _reading(value, rubric: Rubric, dim: str | None) -> float | None:
+    return None if dim is None or value is None else _value(_score_field(value), rubric, dim)[0]
+
+
 def _strict(text: str, rubric: Rubric) -> dict[str, float | None] | None:
     """The scores of an answer that is exactly what was asked for, or None."""
     try:
-        pairs = json.loads(text, object_pairs_hook=_Pairs)
+        return _strict_pairs(json.loads(text, object_pairs_hook=Pairs), rubric)
     except ValueError:
         return None
-    if not isinstance(pairs, _Pairs) or len(pairs) != len(rubric.keys) or {k for k, _ in pairs} != set(rubric.keys):
+
+
+def _strict_pairs(pairs, rubric: Rubric) -> dict[str, float | None] | None:
+    if not isinstance(pairs, Pairs) or len(pairs) != len(rubric.keys) or {k for k, _ in pairs} != set(rubric.keys):
         return None
     out = {}
     for key, value in pairs:
@@ -265,79 +378,19 @@ def _strict(text: str, rubric: Rubric) -> dict[str, float | None] | None:
     return {k: out[k] for k in rubric.keys}
 
 
-def _label(prefix: str) -> str:
-    """The label written just before an object or a fence: the last line of the text before it, markup dropped."""
-    lines = [line for line in prefix[-200:].splitlines() if line.strip()]  # a label is short
-    return re.sub(r"[*#`_:=>\-\s]+$|^[*#`_\-\s]+", "", lines[-1]).strip() if lines else ""
-
-
-def _kind(name) -> str | None:
-    """"answer" for a name of the answer's container, "other" for a draft's, a confidence's, reasons'; else None."""
-    words = re.findall(r"[a-z]+|[\u4e00-\u9fff]+", str(name).lower())
-    if len(words) > 4:  # a sentence, not a label ("Here is my final assessment, with reasons:")
-        return None
-    joined = re.sub(r"[\s_\-]+", "", str(name).lower())
-    if joined in OTHER_NAMES or any(w in OTHER_NAMES for w in words):
-        return "other"
-    if joined in ANSWER_NAMES or any(w in ANSWER_NAMES for w in words):
-        return "answer"
-    return None
-
-
-def _unfence(body: str, notes: list[str]) -> str | None:
-    """The answer's code fence unwrapped: the last one labelled as the answer, else the last one not labelled as
-    something else; the body itself without fences; None when every fence is labelled as something else."""
-    fences = list(FENCE.finditer(body))
-    if not fences:
-        return body
-    kinds = [_kind(_label(body[(fences[i - 1].end() if i else 0): m.start()])) for i, m in enumerate(fences)]
-    kept = [m for m, k in zip(fences, kinds) if k != "other"]
-    if not kept:
-        return None
-    chosen = ([m for m, k in zip(fences, kinds) if k == "answer"] or kept)[-1]
-    notes.append("removed a code fence" if len(fences) == 1 else
-                 f"read code fence {fences.index(chosen) + 1} of {len(fences)}, removed the others")
-    return chosen.group(1).strip()
-
-
-def _segments(text: str) -> list[tuple[str, bool, str]]:
-    """Every top-level {…} or […] in the text (quotes and // comments respected), with whether it is closed and the
-    label before it; an unclosed one runs to the end of the text."""
-    out, start, stack, quote, escaped, comment, last_end = [], None, [], None, False, False, 0
-    for i, c in enumerate(text):
-        if comment:
-            comment = c != "\n"
-        elif quote:
-            escaped = c == "\\" and not escaped
-            if c == quote and not escaped:
-                quote = None
-        elif c == '"' and stack:  # single quotes are apostrophes in prose; inside JSON they are repaired later
-            quote = c
-        elif stack and text.startswith("//", i):
-            comment = True
-        elif c in "{[":
-            if not stack:
-                start = i
-            stack.append("}" if c == "{" else "]")
-        elif stack and c == stack[-1]:
-            stack.pop()
-            if not stack:
-                out.append((text[start: i + 1], True, _label(text[last_end:start])))
-                last_end = i + 1
-        elif stack and c in "}]":  # a mismatched closer: the segment is not well formed; start over
-            stack, start = [], None
-    if stack and start is not None:
-        out.append((text[start:], False, _label(text[last_end:start])))
-    return out
-
-
-def _rubric_mapping(segment: str, complete: bool, rubric: Rubric, notes: list[str]) -> dict | str | None:
+def _rubric_mapping(seg, rubric: Rubric, notes: list[str]) -> dict | str | None:
     """The key → value mapping of a segment that names at least one rubric dimension, None, or the reason the
     segment holds two answers."""
-    if not complete:
-        pairs = _free_pairs(segment, rubric, notes, cut_off=True)
-        return _keep_last(pairs, notes) if pairs else None
-    return _pick(_loads_lenient(segment, notes), rubric, notes)
+    if seg.closed:
+        value = loads(seg.text, notes)
+        return _pick(value if value is not None else salvage(seg.text, notes), rubric, notes)
+    saved_notes: list[str] = []
+    saved = _pick(salvage(seg.text, saved_notes), rubric, saved_notes)
+    if isinstance(saved, dict) and any(_usable(rubric, k, v) for k, v in saved.items()):
+        notes += saved_notes
+        return saved
+    pairs, overrides, _ = _free_pairs(seg.text, rubric, notes, cut_off=True)
+    return collect([(k, v) for k, v, _ in pairs], notes, overrides) if pairs else None
 
 
 def _pick(value, rubric: Rubric, notes: list[str], depth: int = 2) -> dict | str | None:
@@ -345,11 +398,15 @@ def _pick(value, rubric: Rubric, notes: list[str], depth: int = 2) -> dict | str
     the answer, else the one unnamed container with scores, looked for up to `depth` levels down; never a container
     named as a draft, a confidence or reasons. Two that disagree: the reason, a string."""
     own = _as_mapping(value, notes)
-    candidates = [(own, [])] if own is not None and any(_alias(rubric, k) for k in own) else []
+    candidates = [(own, [])] if own is not None and any(alias(rubric, k) for k in own) else []
     unnamed = []
     if isinstance(value, dict) and depth:
         for k, v in value.items():
-            if _alias(rubric, k) is not None or not isinstance(v, (dict, list)):
+            if alias(rubric, k) is not None or not isinstance(v, (dict, list)):
+                continue
+            if isinstance(v, Conflict):
+                if kind(k) != "other" and any(isinstance(_pick(x, rubric, [], depth - 1), dict) for x in v):
+                    return f"{AMBIGUOUS}the object gives {k!r} twice, differently"
                 continue
             sub_notes = [f"read the scores under {k!r}"]
             mapping = _pick(v, rubric, sub_notes, depth - 1)
@@ -357,11 +414,11 @@ def _pick(value, rubric: Rubric, notes: list[str], depth: int = 2) -> dict | str
                 return mapping
             if mapping is None or not any(_usable(rubric, mk, mv) for mk, mv in mapping.items()):
                 continue
-            kind = _kind(k)
-            if kind == "other":
+            container = kind(k)
+            if container == "other":
                 notes.append(f"ignored the scores under {k!r}")
             else:
-                (candidates if kind == "answer" else unnamed).append((mapping, sub_notes))
+                (candidates if container else unnamed).append((mapping, sub_notes))
     usable = [c for c in candidates if any(_usable(rubric, k, v) for k, v in c[0].items())] or unnamed
     if len(usable) > 1:
         readings = {json.dumps(_readings(m, rubric), sort_keys=True) for m, _ in usable}
@@ -375,12 +432,12 @@ def _pick(value, rubric: Rubric, notes: list[str], depth: int = 2) -> dict | str
 
 
 def _readings(mapping: dict, rubric: Rubric) -> dict:
-    return {dim: _value(_score_field(v), rubric, dim)[0] for k, v in mapping.items() if (dim := _alias(rubric, k))}
+    return {dim: _value(_score_field(v), rubric, dim)[0] for k, v in mapping.items() if (dim := alias(rubric, k))}
 
 
 def _usable(rubric: Rubric, key, value) -> bool:
     """Whether a key names a rubric dimension and its value reads as a score."""
-    dim = _alias(rubric, key)
+    dim = alias(rubric, key)
     return dim is not None and _value(_score_field(value), rubric, dim)[0] is not None
 
 
@@ -396,17 +453,17 @@ def _score_field(value):
 def _as_mapping(value, notes: list[str]) -> dict | None:
     if isinstance(value, dict):
         return value
-    if isinstance(value, list) and value and all(isinstance(v, list) and len(v) == 2 and isinstance(v[0], str)
-                                                 for v in value):
-        mapping = _keep_last([tuple(v) for v in value], notes)
+    if isinstance(value, Conflict) or not isinstance(value, list) or not value:
+        return None
+    if all(isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) for v in value):
+        mapping = collect([tuple(v) for v in value], notes)
         notes.append("read a list of [dimension, score] pairs")
         return mapping
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) and not any(
-            str(k).lower() in NAME_FIELDS for v in value for k in v):
-        mapping = _keep_last([pair for item in value for pair in item.items()], notes)
+    if all(isinstance(v, dict) for v in value) and not any(str(k).lower() in NAME_FIELDS for v in value for k in v):
+        mapping = collect([pair for item in value for pair in item.items()], notes)
         notes.append("merged a list of objects")
         return mapping
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+    if all(isinstance(v, dict) for v in value):
         pairs = []
         for item in value:
             lower = {str(k).lower(): v for k, v in item.items()}
@@ -414,173 +471,59 @@ def _as_mapping(value, notes: list[str]) -> dict | None:
             if name is None or not any(f in lower for f in SCORE_FIELDS):
                 return None
             pairs.append((str(name), next(lower[f] for f in SCORE_FIELDS if f in lower)))
-        mapping = _keep_last(pairs, notes)
+        mapping = collect(pairs, notes)
         notes.append("read a list of dimension/score pairs")
         return mapping
     return None
 
 
-def _keep_last(pairs, notes: list[str]) -> dict:
-    """A dict of (key, value) pairs where a repeated key keeps its last value, as JSON does; a note says so."""
-    out: dict = {}
-    for key, value in pairs:
-        if key in out:
-            notes.append(f"{key}: given twice, kept the last")
-        out[key] = value
-    return out
-
-
-def _strip_comments(segment: str) -> str:
-    """A JSON segment without its // and /* */ comments (quotes respected)."""
-    out, i, quote = [], 0, None
-    while i < len(segment):
-        c = segment[i]
-        if quote:
-            out.append(c)
-            if c == "\\":
-                out.append(segment[i + 1: i + 2])
-                i += 1
-            elif c == quote:
-                quote = None
-        elif c in "\"'":
-            quote = c
-            out.append(c)
-        elif segment.startswith("//", i):
-            i = segment.find("\n", i)
-            i = len(segment) if i < 0 else i
-            continue
-        elif segment.startswith("/*", i):
-            i = segment.find("*/", i)
-            i = len(segment) if i < 0 else i + 2
-            continue
-        else:
-            out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def _loads_lenient(segment: str, notes: list[str]):
-    """A segment as JSON, or as a Python literal after repairs (comments, quotes, commas, bare keys); None if
-    neither."""
-    try:
-        return _dedupe(json.loads(segment, object_pairs_hook=_Pairs), notes)
-    except ValueError:
-        pass
-    bare = _strip_comments(segment)
-    if bare != segment:
-        notes.append("removed comments from the JSON")
-        try:
-            return _dedupe(json.loads(bare, object_pairs_hook=_Pairs), notes)
-        except ValueError:
-            pass
-    fixed = bare.replace("“", '"').replace("”", '"').replace("‘", "'").replace("’", "'")
-    fixed = re.sub(r"([{,]\s*)([A-Za-z_\u4e00-\u9fff][A-Za-z0-9_ \-\u4e00-\u9fff]*?)\s*:", r'\1"\2":', fixed)
-    py = re.sub(r"\bnull\b", "None", re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", fixed)))
-    py = re.sub(r"\bNaN\b", "None", py)
-    try:
-        value = _literal_pairs(ast.parse(py, mode="eval").body)  # literals only: no code runs
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return None
-    notes.append("repaired JSON syntax (quotes, trailing commas or bare keys)")
-    return _dedupe(value, notes)
-
-
-class _Pairs(list):
-    """A JSON object as its (key, value) pairs, so that repeated keys are seen."""
-
-
-def _literal_pairs(node):
-    if isinstance(node, ast.Dict):
-        return _Pairs((ast.literal_eval(k), _literal_pairs(v)) for k, v in zip(node.keys, node.values))
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return [_literal_pairs(v) for v in node.elts]
-    return ast.literal_eval(node)
-
-
-def _dedupe(value, notes: list[str]):
-    if isinstance(value, _Pairs):
-        return _keep_last([(k, _dedupe(v, notes)) for k, v in value], notes)
-    if isinstance(value, list):
-        return [_dedupe(v, notes) for v in value]
-    return value
-
-
-def _normal(key: str) -> str:
-    key = re.sub(r"^\s*\d+[.)]\s*", "", str(key)).strip().lower()
-    return re.sub(r"[\s\-_/]+", "", key)
-
-
-def _alias(rubric: Rubric, key) -> str | None:
-    """The dimension a key names: its key, English or Chinese name, maybe with "score" after it, or two of those
-    names, one in parentheses (`情感共鸣（Emotional resonance）`) when both name the same dimension."""
-    text = unicodedata.normalize("NFKC", str(key))
-    outside, *inside = [p for p in re.split(r"[()]", text) if p.strip()] or [""]
-    table, hits = _name_table(_names(rubric)), []
-    for i, part in enumerate([outside, *inside]):
-        form = _normal(part)
-        dims = {table[f] for f in (form, KEY_SUFFIX.sub("", form)) if f in table}
-        if not dims and i == 0:
-            return None
-        hits += dims  # a parenthesis that names no dimension is a remark ("Safety (a–c)")
-    return hits[0] if len(set(hits)) == 1 else None
-
-
-def _names(rubric: Rubric) -> tuple[tuple[str, ...], ...]:
-    return tuple((d.key, d.name["en"], d.name["zh"]) for d in rubric.dimensions)
-
-
-@functools.lru_cache(maxsize=16)
-def _name_table(names: tuple[tuple[str, ...], ...]) -> dict[str, str]:
-    """Each name of a dimension, compared without case, spaces, hyphens or underscores → the dimension's key."""
-    return {_normal(n): dim[0] for dim in names for n in dim}
-
-
-@functools.lru_cache(maxsize=16)
-def _key_pattern(names: tuple[tuple[str, ...], ...]) -> re.Pattern:
-    """A dimension's name in free text, with its separator: `Safety:`, `**core imagery**:`, `"safety" =`,
-    `情感共鸣(Emotional resonance):`, `Text integrity —`."""
-    names = {n for dim in names for n in dim}
-    forms = sorted((r"[\s_\-]*".join(map(re.escape, re.split(r"[\s_\-]+", n.strip()))) for n in names),
-                   key=len, reverse=True)
-    return re.compile(r"(?<![A-Za-z0-9_])[\"']?((?:" + "|".join(forms) + r")(?:[\s_]*(?:score|rating|得分|分数))?"
-                      r"(?:\s*\([^()\n]{1,40}\))?)[\"']?" + SEPARATOR, re.I)
-
-
-def _free_pairs(body: str, rubric: Rubric, notes: list[str], cut_off: bool = False) -> list[tuple[str, object]]:
-    """(key, value text) pairs of free text: table rows and "key: value" entries, sections headed as a draft, a
+def _free_pairs(body: str, rubric: Rubric, notes: list[str], cut_off: bool = False):
+    """([(key, value text, position)], the indices of pairs that correct an earlier one, [(position, line)] of the
+    lines that hold no pair) of free text: table rows and "key: value" entries, sections headed as a draft, a
     confidence or reasons skipped. With `cut_off`, the last value counts only if a separator ends it."""
-    pattern, pairs, skipping = _key_pattern(_names(rubric)), [], False
-    lines = MARKUP.sub(_markup, re.sub(r"(^|\s)//[^\n]*", r"\1", body)).splitlines()
+    pattern, pairs, overrides, loose = key_pattern(names(rubric)), [], set(), []
+    skipping = correcting = False
+    text = MARKUP.sub(_markup, re.sub(r"(^|\s)//[^\n]*", r"\1", body))
+    lines = text.splitlines()
     table = [line for line in lines if line.strip().startswith("|")]
     if len(table) >= 2:
-        return _table_pairs(table, rubric, notes)
+        return [(k, v, 0) for k, v in _table_pairs(table, rubric, notes)], set(), []
     pending = None  # a dimension named alone on its line (a heading), its score on a later "Score: …" line
+    at = 0
     for line in lines:
+        here, at = at, at + len(line) + 1
         matches = list(pattern.finditer(line))
         if pending and not skipping and (score := SCORE_LINE.match(line)):
-            pairs.append((pending, score.group(1)))
+            pairs.append((pending, score.group(1), here))
             pending = None
             continue
         if not matches:
-            heading = _label(line) if re.fullmatch(r"\s*(?:#+\s*)?(?:\d+[.)]\s*)?[^\d:]{1,40}?[:：]?\s*", line) else ""
-            if heading and _kind(heading):
-                skipping = _kind(heading) == "other"
+            heading = label(line) if re.fullmatch(r"\s*(?:#+\s*)?(?:\d+[.)]\s*)?[^\d:]{1,40}?[:：]?\s*", line) else ""
+            if heading and kind(heading):
+                skipping, correcting = kind(heading) == "other", kind(heading) == "correction"
                 if skipping:
                     notes.append(f"skipped the section {heading!r}")
-            elif heading and _alias(rubric, re.sub(r"^\d+[.)]\s*", "", heading)):
+                if correcting:
+                    loose.append((here, line))  # "Wait, that's wrong." takes back what came before
+            elif heading and alias(rubric, re.sub(r"^\d+[.)]\s*", "", heading)):
                 pending = heading
+            elif not skipping:
+                loose.append((here, line))
             continue
-        inline = _kind(_label(line[:matches[0].start()]))
+        before = line[:matches[0].start()]
+        inline = kind(label(before))
         if skipping or inline == "other":
             if inline == "other":
-                notes.append(f"skipped the line {_label(line[:matches[0].start()])!r}")
+                notes.append(f"skipped the line {label(before)!r}")
             continue
+        corrects = correcting or bool(CORRECTION.search(before))
         for m, nxt in zip(matches, matches[1:] + [None]):
-            raw = line[m.end(): nxt.start() if nxt else len(line)]
-            pairs.append((m.group(1).strip(), raw))
+            if corrects:
+                overrides.add(len(pairs))
+            pairs.append((m.group(1).strip(), line[m.end(): nxt.start() if nxt else len(line)], here))
     if cut_off and pairs and not re.search(r"[,;\n]", pairs[-1][1]) and not body.endswith("\n"):
         pairs.pop()  # the last value may have been cut off mid-number: only what a separator ends is whole
-    return [(k, _unquote(v)) for k, v in pairs]
+    return [(k, _unquote(v), p) for k, v, p in pairs], overrides, loose
 
 
 def _markup(m: re.Match) -> str:
@@ -611,13 +554,13 @@ def _table_pairs(rows: list[str], rubric: Rubric, notes: list[str]) -> list[tupl
     cells = [[c.strip() for c in row.strip().strip("|").split("|")] for row in rows]
     columns: list[int] | None = None
     if len(cells) > 1 and all(re.fullmatch(r":?-{2,}:?", c) for c in cells[1] if c):
-        header = [_normal(c) for c in cells[0]]
+        header = [normal(c) for c in cells[0]]
         columns = [i for i, h in enumerate(header) if KEY_SUFFIX.sub("", h) in TABLE_SCORE | {""} and h
                    or h in TABLE_OPTION or h.startswith("score") or h.startswith("option")]
         cells = cells[2:]
     pairs = []
     for row in cells:
-        key = next((i for i, c in enumerate(row) if _alias(rubric, c)), None)
+        key = next((i for i, c in enumerate(row) if alias(rubric, c)), None)
         if key is None:
             continue
         chosen = [c for i, c in enumerate(row) if i != key and (columns is None or i in columns)]
@@ -644,12 +587,13 @@ def _map(raw: dict, rubric: Rubric, notes: list[str], stated) -> dict[str, float
     found: dict[str, object] = {}
     renamed, unknown = [], []
     for k, v in raw.items():
-        key = _alias(rubric, k)
+        key = alias(rubric, k)
         if key is None:
             unknown.append(str(k))
             continue
-        if key in found:
-            notes.append(f"{key}: given twice, kept the last")
+        if key in found and _reading(found[key], rubric, key) != _reading(v, rubric, key):
+            notes.append(f"{key}: given twice with different values")
+            v = Conflict([found[key], v])
         found[key] = v
         if k != key:
             renamed.append(f"{k!s}→{key}")
@@ -703,6 +647,8 @@ def _value(value, rubric: Rubric, key: str) -> tuple[float | None, str]:
         if not math.isfinite(value):
             return None, f"{value} is not a score, set to null"
         return float(value), "plain"
+    if isinstance(value, Conflict):
+        return None, f"{AMBIGUOUS}given twice with different values"
     if isinstance(value, _Cells):
         return _cells_value(value, rubric, key)
     if not isinstance(value, str):
@@ -741,9 +687,12 @@ def _text_value(value: str, dim: Dimension) -> tuple[float | None, str]:
     if not m:
         return None, f"{text!r} is not a score, set to null"
     rest = text[m.end():]
-    if re.match(r"\s*[A-Za-z\u4e00-\u9fff]", rest) and not COUNT_OK.match(rest) and not CONNECTOR.match(rest) \
-            and float(m.group(1)).is_integer():
+    if _count(rest, m.group(1)):
         return None, f"{text!r} is a count, not a score, set to null"
+    remark = next((r for r in re.findall(r"\(([^()]*)\)", rest) if CORRECTION.search(r)
+                   and CORRECTED_VALUE.search(r)), None)
+    if remark:  # "0.67 (revised down to 0.33)": a correction in parentheses is a second reading, not a remark
+        return None, f"{AMBIGUOUS}{text!r} gives {m.group(0)} and a correction ({remark})"
     if rival := RIVAL.search(re.sub(r"\([^()]*\)", " ", COUNT_OK.sub(" ", rest, count=1))):
         return None, f"{AMBIGUOUS}{text!r} gives {m.group(0)} and {rival.group(0).strip()} (a range or a correction)"
     number = float(m.group(1))
@@ -766,8 +715,8 @@ def _text_value(value: str, dim: Dimension) -> tuple[float | None, str]:
 
 def _option(text: str, dim: Dimension) -> tuple[float | None, str] | None:
     """(score, note) of an option letter, maybe with its label, or of an option's label alone; None for neither."""
-    labels = {o.letter: {_normal(v) for v in o.label.values()} for o in dim.options}
-    by_label = [o for o in dim.options if _normal(text) in labels[o.letter]]
+    labels = {o.letter: {normal(v) for v in o.label.values()} for o in dim.options}
+    by_label = [o for o in dim.options if normal(text) in labels[o.letter]]
     m = LETTER.match(text)
     if not m and not by_label:
         return None
@@ -776,7 +725,7 @@ def _option(text: str, dim: Dimension) -> tuple[float | None, str] | None:
         rest = re.sub(r"^\(|\)$", "", m.group(3).strip().rstrip(".")).strip()
         if letter not in dim.letters:
             return None, f"{text!r} is not an option of {dim.key}, set to null"
-        named = [o.letter for o in dim.options if rest and _normal(rest) in labels[o.letter]]
+        named = [o.letter for o in dim.options if rest and normal(rest) in labels[o.letter]]
         if named and letter not in named:
             return None, f"{AMBIGUOUS}{text!r} names option {letter!r} and the label of option {named[0]!r}"
         option = dim.option(letter)
@@ -825,101 +774,3 @@ def _apply_scale(plain: dict[str, float], values: dict[str, float | None], notes
         if not inside:
             notes.append(f"{key}: {v:g} is outside the stated scale, set to null")
     return None
-
-
-# --- the recognizability answer: one letter ------------------------------------------------------------------------
-
-LETTER_PARSER_VERSION = 1
-# A capital letter standing alone: not inside a word ("A moonlit" has its A standing alone too, and fails below).
-STANDALONE_LETTER = re.compile(r"(?<![A-Za-z])([A-H])(?![A-Za-z])")
-BARE_LETTER = re.compile(r"^\s*[(（【\[]?([A-H])[)）】\].。:：]?\s*$")
-
-
-@dataclass
-class ParsedLetter:
-    letter: str | None
-    status: str  # ok | repaired | failed
-    error: str | None = None
-
-
-def parse_letter(text: str | None, n_options: int = 4) -> ParsedLetter:
-    """The option letter of a multiple-choice answer. `ok`: the answer is the letter alone (maybe bracketed or with a
-    full stop); `repaired`: one letter of the options stands alone in a longer answer ("答案：B", "The answer is
-    B."); `failed`: none, or two different ones (never guessed). Never raises."""
-    body = text or ""
-    if "</think>" in body:  # the answer follows the thinking
-        body = body.rpartition("</think>")[2]
-    body = THINK.sub("", body).strip()
-    valid = "ABCDEFGH"[:n_options]
-    if bare := BARE_LETTER.match(body):
-        letter = bare.group(1)
-        return ParsedLetter(letter, "ok") if letter in valid else ParsedLetter(None, "failed", f"no option {letter}")
-    found = sorted({m for m in STANDALONE_LETTER.findall(body) if m in valid})
-    if len(found) == 1:
-        return ParsedLetter(found[0], "repaired", "read the letter from a longer answer")
-    if not found:
-        return ParsedLetter(None, "failed", "no option letter in the answer" if body else "empty answer")
-    return ParsedLetter(None, "failed", f"several option letters ({', '.join(found)}): not guessed")
-
-
-# --- the pairwise answer: {"winner": "A" | "B", "reason": "…"} -------------------------------------------------------
-
-PAIR_PARSER_VERSION = 1
-WINNER_FIELDS = ("winner", "better", "choice", "preferred", "answer")
-WINNER_VALUE = re.compile(r"^\s*(?:image\s*|图\s*)?([ab])\s*$", re.I)
-
-
-@dataclass
-class ParsedPair:
-    winner: str | None  # "A", "B", or None when the answer could not be read
-    reason: str | None
-    status: str  # ok | repaired | failed
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def error(self) -> str | None:
-        return "; ".join(self.notes) if self.notes else None
-
-
-def parse_pair_answer(text: str | None) -> ParsedPair:
-    """Read a pairwise answer; never raises, never guesses. `ok`: exactly {"winner": "A"|"B", "reason": str};
-    `repaired`: the last JSON object with a winner field was read from around other text, a fence or a thinking
-    block, or with a lower-case or "Image A" winner; `failed`: no such object, a tie or another value."""
-    notes: list[str] = []
-    body = (text or "").strip()
-    if "<think>" in body or "</think>" in body:
-        before, closed, after = body.partition("</think>")
-        body = (after if closed and "<think>" not in before else THINK.sub("", body)).strip()
-        notes.append("dropped the thinking")
-    try:
-        exact = json.loads(body)
-    except ValueError:
-        exact = None
-    if (isinstance(exact, dict) and set(exact) == {"winner", "reason"} and exact["winner"] in ("A", "B")
-            and isinstance(exact["reason"], str) and not notes):
-        return ParsedPair(exact["winner"], exact["reason"], "ok")
-    if fenced := FENCE.search(body):
-        body = fenced.group(1).strip()
-        notes.append("removed a code fence")
-    objects = [(seg, v) for seg, complete, _label in _segments(body) if complete
-               and isinstance(v := _loads_lenient(seg, notes), dict)
-               and any(str(k).lower() in WINNER_FIELDS for k in v)]
-    if not objects:
-        return ParsedPair(None, None, "failed", notes + ["no JSON object with a winner"])
-    if len(objects) > 1:
-        notes.append(f"read the last of {len(objects)} answer objects")
-    segment, found = objects[-1]
-    if segment != body:
-        notes.append("removed text around the JSON object")
-    answer = {str(k).lower(): v for k, v in found.items()}
-    value = next(answer[k] for k in WINNER_FIELDS if k in answer)
-    match = WINNER_VALUE.match(value) if isinstance(value, str) else None
-    if match is None:
-        return ParsedPair(None, None, "failed", notes + [f"winner {value!r} is neither A nor B"])
-    winner = match.group(1).upper()
-    if value != winner or "winner" not in answer:
-        notes.append(f"read {next(k for k in WINNER_FIELDS if k in answer)} {value!r} as winner {winner}")
-    reason = answer.get("reason")
-    if reason is None:
-        notes.append("no reason given")
-    return ParsedPair(winner, None if reason is None else str(reason), "repaired" if notes else "ok", notes)

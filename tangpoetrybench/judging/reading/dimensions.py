@@ -1,0 +1,68 @@
+"""Which rubric dimension a key or a phrase names: its key, English or Chinese name, maybe with "score" after it
+(`core_imagery_score`), or two of those names, one in parentheses (`情感共鸣（Emotional resonance）`). Shared by the
+scores reader and the reasons reader."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from ...rubric import Rubric
+from .core import normalise
+
+KEY_SUFFIX = re.compile(r"(?:score|rating|得分|分数|评分)$")
+SEPARATOR = r"\s*(?::|=|\s[-–—]\s|[—–])\s*"
+
+
+def normal(key: str) -> str:
+    """A key compared without case, a leading number, spaces, hyphens, underscores or slashes."""
+    key = re.sub(r"^\s*\d+[.)]\s*", "", str(key)).strip().lower()
+    return re.sub(r"[\s\-_/]+", "", key)
+
+
+def alias(rubric: Rubric, key) -> str | None:
+    """The dimension a key names, or None (see the module's docstring); a parenthesis that names no dimension is a
+    remark (`Safety (a–c)`)."""
+    text = normalise(str(key))
+    outside, *inside = [p for p in re.split(r"[()]", text) if p.strip()] or [""]
+    table, hits = _name_table(names(rubric)), []
+    for i, part in enumerate([outside, *inside]):
+        form = normal(part)
+        dims = {table[f] for f in (form, KEY_SUFFIX.sub("", form)) if f in table}
+        if not dims and i == 0:
+            return None
+        hits += dims
+    return hits[0] if len(set(hits)) == 1 else None
+
+
+def names(rubric: Rubric) -> tuple[tuple[str, ...], ...]:
+    return tuple((d.key, d.name["en"], d.name["zh"]) for d in rubric.dimensions)
+
+
+@functools.lru_cache(maxsize=16)
+def _name_table(dims: tuple[tuple[str, ...], ...]) -> dict[str, str]:
+    """Each name of a dimension, compared as `normal` compares them → the dimension's key."""
+    return {normal(n): dim[0] for dim in dims for n in dim}
+
+
+def _forms(dims: tuple[tuple[str, ...], ...]) -> str:
+    """A dimension's names in free text, longest first, spaces, hyphens and underscores alike."""
+    every = {n for dim in dims for n in dim}
+    forms = sorted((r"[\s_\-]*".join(map(re.escape, re.split(r"[\s_\-]+", n.strip()))) for n in every),
+                   key=len, reverse=True)
+    return "|".join(forms)
+
+
+@functools.lru_cache(maxsize=16)
+def key_pattern(dims: tuple[tuple[str, ...], ...]) -> re.Pattern:
+    """A dimension's name in free text with its separator: `Safety:`, `**core imagery**:`, `"safety" =`,
+    `情感共鸣(Emotional resonance):`, `Text integrity —`."""
+    return re.compile(r"(?<![A-Za-z0-9_])[\"']?((?:" + _forms(dims) + r")(?:[\s_]*(?:score|rating|得分|分数))?"
+                      r"(?:\s*\([^()\n]{1,40}\))?)[\"']?" + SEPARATOR, re.I)
+
+
+@functools.lru_cache(maxsize=16)
+def mention_pattern(dims: tuple[tuple[str, ...], ...]) -> re.Pattern:
+    """A dimension's name anywhere in a sentence ("wait, core imagery should be 0.33")."""
+    return re.compile(r"(?<![A-Za-z0-9_])[\"'`]?(?:" + _forms(dims) + r")(?![A-Za-z0-9])[\"'`]?"
+                      r"(?:[\s_]*(?:score|rating|得分|分数))?", re.I)

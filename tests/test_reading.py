@@ -1,0 +1,149 @@
+"""The answer readers, table-driven: `tests/data/winner_cases.jsonl`, `letter_cases.jsonl` and `reasons_cases.jsonl`
+(the scores' table, `parser_cases.jsonl`, runs in test_parsing.py) hold one answer per line with the reading it
+must give, or "failed", and its kind. A new case is one more line. Then the core's one behaviour for every reader
+(thinking, fences, labels, duplicate keys), SemJudge's steps, the versions, and a resume across versions refused."""
+
+import json
+import shutil
+from importlib import resources
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from tangpoetrybench.judging.evaluators import load_evaluator
+from tangpoetrybench.judging.evaluators.base import ScoringItem
+from tangpoetrybench.judging.reading import (VERSIONS, parse_answer, parse_letter, parse_pair_answer, read_json,
+                                             read_reasons, schema_problems)
+from tangpoetrybench.judging.reading.core import collect, drop_thinking, kind, unfence, whole_fence
+from tangpoetrybench.poems import sample_poems
+from tangpoetrybench.rubric import load_rubric
+
+DATA = Path(__file__).parent / "data"
+RUBRIC = load_rubric("tang")
+
+
+def table(name: str) -> list[dict]:
+    return [json.loads(line) for line in (DATA / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+WINNERS, LETTERS, REASONS = table("winner_cases.jsonl"), table("letter_cases.jsonl"), table("reasons_cases.jsonl")
+
+
+def chosen(task: str, case: dict) -> tuple[str | None, str, str | None]:
+    """(the option read, the status, the error) of a winner or a letter case."""
+    if task == "winner":
+        read = parse_pair_answer(case["answer"])
+        return read.winner, read.status, read.error
+    read = parse_letter(case["answer"], case.get("n_options", 4), case.get("titles"))
+    return read.letter, read.status, read.error
+
+
+CHOICES = [("winner", c) for c in WINNERS] + [("letter", c) for c in LETTERS]
+
+
+@pytest.mark.parametrize("task,case", CHOICES, ids=[f"{t}: {c['case']}" for t, c in CHOICES])
+def test_choice_case(task, case):
+    found, status, error = chosen(task, case)
+    if case["expected"] == "failed":
+        assert found is None and status == "failed" and error, (found, error)
+    else:
+        assert found == case["expected"], error
+        assert status == case.get("status", "repaired") and (error is None) == (status == "ok")
+
+
+@pytest.mark.parametrize("case", REASONS, ids=[c["case"] for c in REASONS])
+def test_reasons_case(case):
+    """Reasons are read apart: a broken reason loses that reason at most, never a score."""
+    assert read_reasons(case["answer"], RUBRIC) == case["reasons"]
+    parsed = parse_answer(case["answer"], RUBRIC, explain=True)
+    if case["scores"] == "failed":
+        assert parsed.status == "failed" and parsed.reasons == {}
+    else:
+        assert parsed.scores == pytest.approx(dict(zip(RUBRIC.keys, case["scores"]))), parsed.notes
+        assert parsed.reasons == case["reasons"] and parsed.status == case.get("status", "repaired")
+
+
+def test_the_tables_hold_enough_of_every_kind():
+    for cases, least, kinds in ((WINNERS, 100, {"negation", "contradiction", "correction", "example", "chinese"}),
+                                (LETTERS, 100, {"negation", "contradiction", "correction", "example", "chinese"}),
+                                (REASONS, 30, {"quote", "newline", "broken", "truncated"}),
+                                (table("parser_cases.jsonl"), 200, {"correction", "contradiction", "duplicate"})):
+        assert len(cases) >= least and len({c["case"] for c in cases}) == len(cases)
+        assert kinds <= {c["kind"] for c in cases} and all(c.get("kind") for c in cases)
+        readings = {str(c.get("expected", c.get("status", c.get("scores")))) for c in cases}
+        assert "failed" in readings and len(readings) > 2  # cases that read, and cases that must fail
+
+
+def test_thinking_has_one_behaviour_everywhere():
+    assert drop_thinking("<think>A?</think> B") == ("B", True)
+    assert drop_thinking("A? maybe.</think>\nB") == ("B", True)  # the opening tag was in the prompt
+    assert drop_thinking("<think>A? B? C") == ("", True)  # never closed: it runs to the end
+    assert drop_thinking("<think>x</think>y</think>z") == ("z", True)
+    assert drop_thinking("B") == ("B", False)
+    answer = 'I think A.</think>{"winner": "B", "reason": "snow"}'
+    assert parse_pair_answer(answer).winner == "B" and parse_letter("A?</think>C").letter == "C"
+    assert read_json(answer)[0] == {"winner": "B", "reason": "snow"}
+    assert read_json('<think>{"winner": "A"}')[1].startswith("not valid JSON")  # the answer never came
+
+
+def test_fences_and_labels():
+    assert unfence("Draft:\n```json\n{}\n```\nFinal:\n```\n[1]\n```") == ("Draft:\n\n{}\n\nFinal:\n\n[1]\n", 2)
+    assert whole_fence('```json\n{"a": 1}\n```') == '{"a": 1}' and whole_fence("x ```y```") == "x ```y```"
+    for other in ("Format", "For example", "e.g.", "The answer format is", "Draft", "Template", "Schema", "示例"):
+        assert kind(other) == "other", other
+    assert [kind(k) for k in ("Final", "Answer", "Scores", "Correction", "On reflection")] == [
+        "answer", "answer", "answer", "correction", "correction"]
+    assert kind("Here is my final answer, with the reasons for it") is None  # a sentence, not a label
+
+
+def test_a_key_given_twice_differently_is_never_the_last_one_silently():
+    notes = []
+    found = collect([("winner", "A"), ("reason", "x"), ("winner", "B")], notes)
+    assert found["winner"] == ["A", "B"] and "winner: given twice with different values" in notes
+    assert collect([("a", 1), ("a", 1.0)], []) == {"a": 1}
+    assert collect([("a", 1), ("a", 2)], [], overrides={1}) == {"a": 2}  # a correction replaces
+
+
+def test_steps_read_strictly_and_validate_with_jsonschema():
+    schema = {"type": "object", "properties": {"winner": {"enum": ["A", "B"]}, "discussion": {"type": "string",
+              "minLength": 1}, "boxes": {"type": "array", "items": {"type": "number"}, "maxItems": 2}},
+              "required": ["winner", "discussion"], "additionalProperties": False}
+    assert schema_problems({"winner": "A", "discussion": "moon"}, schema) == []
+    assert schema_problems({"winner": "C", "discussion": "  ", "boxes": [1, "x", 3], "more": 1}, schema) == [
+        "$.winner: 'C' is not one of A, B", "$.discussion: empty", "$.boxes[1]: expected a number, got str",
+        "$.boxes: 3 items, not 0–2", "$: unexpected 'more'"]
+    assert schema_problems({}, schema) == ["$: missing 'winner'", "$: missing 'discussion'"]
+    assert schema_problems([], schema) == ["$: expected an object, got list"]
+    assert read_json('The winner is {"winner": "A"}')[1].startswith("not valid JSON")  # never fished out of prose
+
+
+def test_the_versions_are_in_one_place():
+    assert VERSIONS == {"scores": 4, "winner": 2, "letter": 2, "steps": 1}
+    judge = load_evaluator("api", model="pae", base_url="http://127.0.0.1:9/v1")
+    assert judge.settings()["parser"] == VERSIONS["scores"]
+
+
+def test_tpb_score_refuses_to_resume_a_file_read_under_older_rules(tmp_path, capsys):
+    """A results file whose answers were read by scores reader 3 is not resumed under reader 4: a resume would mix
+    two readings of the same kind of answer in one file."""
+    from tangpoetrybench.cli import main
+
+    poem = sample_poems()[0]
+    images, poems, out = tmp_path / "images", tmp_path / "poems.jsonl", tmp_path / "scores.jsonl"
+    images.mkdir()
+    Image.new("RGB", (16, 16), (30, 60, 90)).save(images / f"{poem.poem_id}.png")  # synthetic image
+    with resources.as_file(resources.files("tangpoetrybench") / "data" / "sample_poems.jsonl") as bundled:
+        shutil.copy(bundled, poems)
+    judge = load_evaluator("api", model="pae", base_url="http://127.0.0.1:9/v1")  # never asked: the refusal comes first
+    answer = '{"safety": 1, "technical_quality": 0.5}'
+    parsed = parse_answer(answer, RUBRIC)
+    record = judge.result(ScoringItem(poem.poem_id, None, poem), parsed.scores, parsed.quality, answer, parsed.status,
+                          parsed.error).to_json()
+    record["settings"]["parser"] = 3
+    out.write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert main(["score", "--images", str(images), "--poems", str(poems), "--evaluator", "api", "--model", "pae",
+                 "--base-url", "http://127.0.0.1:9/v1", "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{out} holds results made with parser 3, not {VERSIONS['scores']}" in err, err
+    assert out.read_text(encoding="utf-8").count("\n") == 1  # nothing appended
