@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .base import RUBRIC_FILE, judge_rubric
+
 
 SUMMARY = ('which of two illustrations of a poem is better: a pairwise judge asked every pair in both orders, records '
            'resumable')
@@ -17,7 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--evaluator", required=True, help="a registered pairwise judge: pae, api, semjudge (or one a plugin adds)")
     p.add_argument("--out", type=Path, required=True, help="the pair records (JSON Lines), resumed if they exist")
     p.add_argument("--task", default="pairwise", choices=["pairwise"], help="the judging task (compare: pairwise)")
-    p.add_argument("--config", default="images", choices=["images", "unseen_generator", "song_ci"])
+    p.add_argument("--config", default="images", help="images, unseen_generator or a tradition's config (song_ci)")
+    p.add_argument("--rubric", type=Path, help="pae, api: " + RUBRIC_FILE)
     p.add_argument("--split", default="test")
     p.add_argument("--margin", type=float, default=0.05, help="the human pairs: human quality apart by at least this")
     p.add_argument("--all-pairs", action="store_true", help="every pair of images of one poem, not only human pairs")
@@ -46,6 +49,10 @@ def run(args: argparse.Namespace) -> None:
     pairs, load = dataset_pairs(args.dataset, args.config, args.split, selected)
     options = {k: getattr(args, k) for k in ("model", "adapter", "device", "max_pixels", "max_new_tokens", "base_url",
                                              "api_key_env", "concurrency", "timeout", "retries")}
+    if args.evaluator in ("pae", "api"):  # the rubric judges
+        options["rubric"] = judge_rubric(args.rubric, args.dataset, args.config)
+    elif args.rubric:
+        raise ValueError(f"--rubric applies to the rubric judges (pae, api), not {args.evaluator}")
     if args.evaluator == "pae":
         options.update(backend=args.backend, constrained=args.constrained or None)
     elif args.adapter or args.constrained:

@@ -7,21 +7,24 @@ import argparse
 import sys
 from pathlib import Path
 
-from .base import POEMS_FILE
+from .base import POEMS_FILE, RUBRIC_FILE, judge_rubric
 
 SUMMARY = 'score images with PAE, a served or hosted judge, a baseline or the OCR, to JSON Lines that a rerun resumes'
 EXAMPLE = ('tpb score --dataset sample/dataset --evaluator pae --adapter ORG/PAE --out scores.jsonl\n'
            'tpb score --dataset sample/dataset --evaluator api --model pae --base-url http://127.0.0.1:8000/v1 '
            '--concurrency 16 --out served.jsonl\n'
-           'tpb score --images sample/raw/images --poems sample/raw/poems.jsonl --evaluator text-ocr --out ocr.jsonl')
+           'tpb score --images sample/raw/images --poems sample/raw/poems.jsonl --evaluator text-ocr --out ocr.jsonl\n'
+           'tpb score --images haiku/images --poems haiku/poems.jsonl --rubric haiku.yaml --evaluator pae --out h.jsonl')
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", help="a built dataset folder or Hub id")
-    p.add_argument("--config", default="images", help="with --dataset: images, unseen_generator or song_ci")
+    p.add_argument("--config", default="images",
+                   help="with --dataset: images, unseen_generator or a tradition's test-only config (song_ci)")
     p.add_argument("--split", default="test", help="with --dataset: train, validation or test")
     p.add_argument("--images", type=Path, help="instead of --dataset: a folder of <poem_id>.png or <generator>/<poem_id>.png")
     p.add_argument("--poems", type=Path, help="with --images: " + POEMS_FILE)
+    p.add_argument("--rubric", type=Path, help=RUBRIC_FILE)
     p.add_argument("--evaluator", required=True,
                    choices=["pae", "api", "clipscore", "blipscore", "vqascore", "text-ocr", "recognize"],
                    help="pae (the ten rubric scores), api (PAE's question to a served or hosted model), a scalar "
@@ -51,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="pae, api: answer the rubric with a one-sentence reason per dimension too (kept in each "
                         "record's reasons; the default answer length grows to 1536 tokens)")
     p.add_argument("--reason-language", choices=["poem", "en"],
-                   help="with --explain: reasons in the poem's language (Chinese; the default) or in English")
+                   help="with --explain: reasons in the poem's language (the rubric's own; the default) or in English")
     p.add_argument("--readout", choices=["decode", "expected"],
                    help="pae, api: expected = read each dimension's score from the anchors' probabilities (expected "
                         "score, distribution, confidence) instead of decoding the answer (default: decode)")
@@ -91,6 +94,7 @@ def run(args: argparse.Namespace) -> None:
     if args.reason_language and not args.explain:
         raise ValueError("--reason-language applies with --explain only")
     source = source_of(args.dataset, args.images, args.poems, args.config, args.split)
+    rubric = judge_rubric(args.rubric, args.dataset, args.config, None if args.dataset else args.poems)
     state = process_state()  # under a launcher: the process group, before any model is loaded
     if args.backend == "vllm" and state.num_processes > 1:
         raise ValueError("the vLLM backend runs as one process that uses its GPUs itself: start tpb score without "
@@ -110,7 +114,8 @@ def run(args: argparse.Namespace) -> None:
         extra.update(candidates=args.candidates, orders=args.orders)
     if args.explain:
         extra["explain"] = args.reason_language or "poem"
-    extra.update({k: v for k, v in (("readout", args.readout), ("quantize", args.quantize)) if v is not None})
+    extra.update({k: v for k, v in (("readout", args.readout), ("quantize", args.quantize), ("rubric", rubric))
+                  if v is not None})
     evaluator = load_evaluator(args.evaluator, model=args.model, adapter=args.adapter, backend=args.backend, **extra)
     summary = score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,
                              num_workers=args.num_workers, progress=not args.quiet)

@@ -23,7 +23,7 @@ import numpy as np
 from scipy import stats
 
 from ..stats.agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement, resample_weights
-from ..dataset.reading import dataset_rows
+from ..dataset.reading import config_rubric, dataset_rows
 from ..judging.scoring import read_scores, scored_on, two_settings
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_ci, fmt_interval
 from .pairwise import lay_out_strengths, leaderboard_strengths
@@ -31,9 +31,9 @@ from .plots import colours_for, radar, ring_floor
 from .recognition import board_recognizability, lay_out_recognizability
 from .variants import lay_out_variants, variant_comparison
 from .report import Report, is_synthetic, write_report
-from ..rubric import rubric_for_tradition
+from ..rubric import Rubric
 
-HUMAN_CONFIGS = ("images", "unseen_generator")  # where a built dataset keeps human-rated Tang images
+HUMAN_CONFIGS = ("images", "unseen_generator")  # where a built dataset keeps the main tradition's human-rated images
 
 
 @dataclass
@@ -52,8 +52,8 @@ class Scores:
 
 
 def _made_with(record: dict) -> dict:
-    """The evaluator, model and settings of a record, but the rubric: a file may also hold Song Ci images, scored
-    with their own rubric; the rubric of the images compared is checked on its own (`_one_rubric`)."""
+    """The evaluator, model and settings of a record, but the rubric: a file may also hold images of another
+    tradition (Song Ci), scored with their own rubric; the rubric of the images compared is checked on its own (`_one_rubric`)."""
     settings = {k: v for k, v in (record.get("settings") or {}).items() if k != "rubric"}
     return {"evaluator": record.get("evaluator"), "model": record.get("model"), **settings}
 
@@ -114,7 +114,8 @@ def unproven_files(files: list[str], dataset: str | Path, split: str, rated_ids:
 
 
 def human_rows(dataset: str | Path, split: str, keys: list[str]) -> list[dict]:
-    """The split's human-rated Tang images (`images` config, and `unseen_generator` where the dataset has one)."""
+    """The split's human-rated images of the main tradition (`images` config, and `unseen_generator` where the
+    dataset has one)."""
     rows = []
     for config in HUMAN_CONFIGS:
         try:
@@ -172,6 +173,7 @@ class LeaderboardData:
 
     dataset: str
     split: str
+    rubric: Rubric  # the dataset's rubric of the images compared
     poems: list[str]
     scores: Scores
     n_bootstrap: int
@@ -215,7 +217,7 @@ def build_leaderboard(dataset: str | Path, scores: list[Path], split: str = "tes
 def compute_leaderboard(dataset: str | Path, scores: list[Path], split: str = "test",
                         n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, recognize: list[Path] = (),
                         generation: list[Path] = ()) -> LeaderboardData:
-    rubric = rubric_for_tradition("tang")
+    rubric = config_rubric(dataset, "images", split)
     keys = list(rubric.keys)
     columns = keys + ["quality"]
     s = read_score_files(scores)
@@ -239,7 +241,7 @@ def compute_leaderboard(dataset: str | Path, scores: list[Path], split: str = "t
     board = ranked_board(generators, poems, columns, pae_values, human_values, rated, weights)
     judge = board_recognizability(board, rows, recognize, poems, n_bootstrap, seed)  # adds it to the board's rows
     return LeaderboardData(
-        str(dataset), split, poems, s, n_bootstrap, seed, board, rated, is_synthetic(dataset),
+        str(dataset), split, rubric, poems, s, n_bootstrap, seed, board, rated, is_synthetic(dataset),
         agreement_with_humans(s, rows, keep, rated, pae_values, human_values, poems, n_bootstrap, seed, weights,
                               rubric),
         unproven_files(s.files, dataset, split, {r["image_id"] for r in rows}),
@@ -287,7 +289,7 @@ def ranked_board(generators: list[str], poems: list[str], columns: list[str], pa
 
 
 def lay_out(data: LeaderboardData) -> Report:
-    rubric = rubric_for_tradition("tang")
+    rubric = data.rubric
     keys = list(rubric.keys)
     columns = keys + ["quality"]
     s, board, rated = data.scores, data.board, data.rated
