@@ -88,6 +88,12 @@ def traditions_rubric(traditions: list[str], where: str, found: dict[str, Rubric
     return rubric_for_tradition(traditions[0], found)
 
 
+def dimension_keys(found: dict[str, Rubric]) -> tuple[str, ...]:
+    """The dimension columns of a dataset that carries `found` (`dataset_rubrics`): every tradition of a dataset rates
+    the same dimensions (`tpb build` refuses others); a dataset that carries none is the default tradition's."""
+    return next(iter(found.values()), None).keys if found else rubric_for_tradition(DEFAULT_TRADITION).keys
+
+
 def config_rubric(dataset: str | Path, config: str, split: str | None = None) -> Rubric:
     """The rubric of a config's images (of one split, or of every split), read from the dataset."""
     if split is None:

@@ -511,8 +511,8 @@ def _normal(key: str) -> str:
 
 
 def _alias(rubric: Rubric, key) -> str | None:
-    """The dimension a key names: its key, English or Chinese name, maybe with "score" after it, or two of those
-    names, one in parentheses (`情感共鸣（Emotional resonance）`) when both name the same dimension."""
+    """The dimension a key names: its key, English or own-language name (Chinese for Tang), maybe with "score" after
+    it, or two of those names, one in parentheses (`情感共鸣（Emotional resonance）`) when both name the same dimension."""
     text = unicodedata.normalize("NFKC", str(key))
     outside, *inside = [p for p in re.split(r"[()]", text) if p.strip()] or [""]
     table, hits = _name_table(_names(rubric)), []
@@ -526,7 +526,7 @@ def _alias(rubric: Rubric, key) -> str | None:
 
 
 def _names(rubric: Rubric) -> tuple[tuple[str, ...], ...]:
-    return tuple((d.key, d.name["en"], d.name["zh"]) for d in rubric.dimensions)
+    return tuple((d.key, *d.name.values()) for d in rubric.dimensions)  # English, then the tradition's own
 
 
 @functools.lru_cache(maxsize=16)

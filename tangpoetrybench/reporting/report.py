@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from . import findings
-from ..dataset.reading import config_rows, config_rubric
+from ..dataset.reading import config_rows, dataset_rubrics, dimension_keys, traditions_rubric
 from ..judging.ocr.labels import ISSUES, issue_counts, ocr_table3
 from ..judging.scoring import read_scores, scored_on
 from ..numeric import ZERO_WIDTH_NOTE, fmt, fmt_interval, mean_or_none
@@ -96,9 +96,10 @@ class ReportInputs:
 
 
 def read_inputs(dataset: str | Path) -> ReportInputs:
-    rubric = config_rubric(dataset, "images")
-    keys = list(rubric.keys)
+    found = dataset_rubrics(dataset)
+    keys = list(dimension_keys(found))
     images = config_rows(dataset, "images", [*IMAGE_COLUMNS, *keys])
+    rubric = traditions_rubric(sorted({r["tradition"] for rows in images.values() for r in rows}), "images", found)
     ratings = config_rows(dataset, "ratings", [*RATING_COLUMNS, *AGREE_RATING_COLUMNS, *keys,
                                                *(f"{k}_option" for k in keys)])
     return ReportInputs(

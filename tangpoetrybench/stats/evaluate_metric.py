@@ -8,6 +8,7 @@ The module's agreement configuration needs only the statistics it carries with i
 from __future__ import annotations
 
 from ..judging.evaluators import Evaluator, load_evaluator
+from ..rubric import load_rubric
 
 
 def compute_scores(evaluator: Evaluator, images, poems, batch_size: int = 8) -> dict:
@@ -27,5 +28,5 @@ def build_evaluator(config_name: str, model: str | None, adapter: str | None, ba
     """The model of a scoring configuration, loaded once per module instance."""
     extra = {"device": device} if device else {}
     if config_name == "pae":
-        extra["rubric"] = rubric
+        extra["rubric"] = load_rubric(rubric)  # a bundled rubric by name, or a rubric file
     return load_evaluator(config_name, model=model, adapter=adapter, backend=backend, **extra)
