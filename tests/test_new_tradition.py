@@ -163,6 +163,12 @@ def test_a_new_tradition_runs_the_whole_pipeline(haiku_raw, tiny_models, tmp_pat
                  "--model", qwen, "--out", "none.jsonl", "--quiet"]) == 2
     assert "--rubric haiku.yaml" in capsys.readouterr().err and not Path("none.jsonl").exists()
 
+    # compare: the pairwise question, asked under the dataset's rubric
+    assert main(["compare", "--dataset", "copy", "--evaluator", "pae", "--model", qwen, "--constrained", "--all-pairs",
+                 "--limit", "2", "--max-new-tokens", "96", "--out", "pairs.jsonl"]) == 0
+    pairs = [json.loads(line) for line in Path("pairs.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(pairs) == 2 and all(p["settings"]["rubric"] == [haiku.fingerprint] for p in pairs)
+
     # agree: per dimension of the rubric
     assert main(["agree", "--dataset", "copy", "--scores", "scores.jsonl", "--out", "agree.json",
                  "--bootstrap", "50"]) == 0
