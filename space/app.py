@@ -95,8 +95,9 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
     gr.Markdown(
         "# Does this picture illustrate the poem?\n"
         "PAE scores an illustration of a poem on the dimensions of a rubric (classical Chinese poetry's, or the one "
-        "a dataset or an uploaded file brings), the way careful human raters did in TangPoetryBench. CLIPScore, BLIPScore and VQAScore are shown beside it: they "
-        "measure literal text–image match, which is not what makes an illustration good."
+        "a dataset or an uploaded file brings), the way careful human raters did in TangPoetryBench. CLIPScore, "
+        "BLIPScore and VQAScore are shown beside it: they measure literal text–image match, which is not what makes "
+        "an illustration good."
     )
     with gr.Tab("Score an illustration"):
         with gr.Row():

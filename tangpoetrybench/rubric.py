@@ -295,8 +295,9 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
         for k in keys:
             check_ref(role, k)
         groups[role] = tuple(keys)
-    if set(groups["depict"]) & set(groups["evoke"]):
-        bad("evoke", f"a dimension cannot both depict and evoke: {', '.join(sorted(set(groups['depict']) & set(groups['evoke'])))}")
+    both = sorted(set(groups["depict"]) & set(groups["evoke"]))
+    if both:
+        bad("evoke", f"a dimension cannot both depict and evoke: {', '.join(both)}")
     face = data.get("face_avoidance")
     face_pair = None
     if face is not None:

@@ -177,7 +177,8 @@ def test_a_new_tradition_runs_the_whole_pipeline(haiku_raw, tiny_models, tmp_pat
     assert not bundled_words_in(capsys.readouterr().out)
 
     # report: the rubric's dimensions, its roles' findings, and each finding without a role left out in a sentence
-    assert main(["report", "--dataset", "copy", "--scores", "scores.jsonl", "--out", "report", "--bootstrap", "50"]) == 0
+    assert main(["report", "--dataset", "copy", "--scores", "scores.jsonl", "--out", "report",
+                 "--bootstrap", "50"]) == 0
     md = Path("report/report.md").read_text(encoding="utf-8")
     assert not bundled_words_in(md) and "Tang" not in md.replace("TangPoetryBench", "")
     assert "Season word" in md and "### Dimensions and overall" in md and "### Poem difficulty" in md
@@ -194,7 +195,8 @@ def test_a_new_tradition_runs_the_whole_pipeline(haiku_raw, tiny_models, tmp_pat
                  "--bootstrap", "50"]) == 0
     board = json.loads(Path("board/leaderboard.json").read_text(encoding="utf-8"))
     assert board["settings"]["rubric"] == haiku.fingerprint
-    assert set(board["leaderboard"][0]["pae"]) == {*haiku.keys, "quality", *(f"{k}_ci" for k in (*haiku.keys, "quality"))}
+    columns = (*haiku.keys, "quality")
+    assert set(board["leaderboard"][0]["pae"]) == {*columns, *(f"{k}_ci" for k in columns)}
     assert not bundled_words_in(Path("board/leaderboard.md").read_text(encoding="utf-8"))
     from tangpoetrybench.hub.eval_results import read_eval_results, write_eval_results
 
@@ -244,3 +246,18 @@ def test_a_new_tradition_runs_the_whole_pipeline(haiku_raw, tiny_models, tmp_pat
     reward = for_rubric(accuracy_reward, rubric)
     assert reward.__name__ == "accuracy_reward"
     assert reward([json.dumps(answer)], [[answer[k] for k in haiku.keys]]) == [1.0]
+
+
+def test_demo_release_refuses_what_build_would(tmp_path, capsys):
+    """A poems file whose traditions rate different dimensions, and a rubric no poem belongs to: refused before
+    anything is painted."""
+    mixed = tmp_path / "mixed.jsonl"
+    tang = {"poem_id": "t1", "title": "静夜思", "author": "李白", "text": "床前明月光，疑是地上霜。", "tradition": "tang"}
+    mixed.write_text(POEMS.read_text(encoding="utf-8") + json.dumps(tang, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert main(["demo-release", str(tmp_path / "a"), "--rubric", str(HAIKU), "--poems-file", str(mixed)]) == 2
+    assert "the rubrics haiku and tang rate different dimensions" in capsys.readouterr().err
+    assert main(["demo-release", str(tmp_path / "b"), "--rubric", str(HAIKU)]) == 2
+    assert "no poem of the tradition 'haiku'" in capsys.readouterr().err
+    assert main(["demo-release", str(tmp_path / "c"), "--poems-file", str(POEMS)]) == 2
+    assert "rubrics/haiku.yaml" in capsys.readouterr().err
+    assert not [p for p in tmp_path.iterdir() if p.is_dir()]

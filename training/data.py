@@ -51,7 +51,8 @@ def sft_row(row: dict[str, Any], rubric: Rubric | None = None) -> dict[str, Any]
 def grpo_row(row: dict[str, Any], rubric: Rubric | None = None) -> dict[str, Any]:
     r = rubric_of(row, rubric)
     return {"prompt": build_messages(poem_of(row), r), "image": fit_pixels(row["image"], DEFAULT_MAX_PIXELS), "targets": [row[k] for k in r.keys],
-            "tradition": row.get("tradition") or DEFAULT_TRADITION, "poem_id": row["poem_id"], "image_id": row["image_id"]}
+            "tradition": row.get("tradition") or DEFAULT_TRADITION, "poem_id": row["poem_id"],
+            "image_id": row["image_id"]}
 
 
 def load_images(dataset_name: str, config: str = "images") -> datasets.DatasetDict:

@@ -20,12 +20,12 @@ assert whole_mean  # imported for agreement.py (see above)
 _DESCRIPTION = """\
 PAE (PoemAutoEvaluator, Hu et al. 2026) scores how well an image illustrates a classical Chinese poem on the ten
 dimensions of the TangPoetryBench rubric, or a poem of another tradition on the dimensions of its rubric
-(`rubric="path/to/haiku.yaml"`: a rubric file, such as the one a built dataset carries in `rubrics/`). This module measures how well any evaluator's scores agree with human
-ratings — coverage, mean absolute error, the share within 0.05 and within one anchor step, per-poem Kendall τ-b
-of quality and Spearman ρ over images — each with a 95 % bootstrap interval over poems. That is the default
-configuration, which loads no model. The configurations "pae" (Qwen3-VL with the PAE LoRA adapter; without an
-adapter the zero-shot open baseline), "clipscore", "blipscore" and "vqascore" score images instead; they need
-`pip install tangpoetrybench` and, for PAE, a GPU.
+(`rubric="path/to/haiku.yaml"`: a rubric file, such as the one a built dataset carries in `rubrics/`). This module
+measures how well any evaluator's scores agree with human ratings — coverage, mean absolute error, the share
+within 0.05 and within one anchor step, per-poem Kendall τ-b of quality and Spearman ρ over images — each with a
+95 % bootstrap interval over poems. That is the default configuration, which loads no model. The configurations
+"pae" (Qwen3-VL with the PAE LoRA adapter; without an adapter the zero-shot open baseline), "clipscore",
+"blipscore" and "vqascore" score images instead; they need `pip install tangpoetrybench` and, for PAE, a GPU.
 """
 
 _KWARGS_DESCRIPTION = """

@@ -14,7 +14,7 @@ EXAMPLE = ('tpb score --dataset sample/dataset --evaluator pae --adapter ORG/PAE
            'tpb score --dataset sample/dataset --evaluator api --model pae --base-url http://127.0.0.1:8000/v1 '
            '--concurrency 16 --out served.jsonl\n'
            'tpb score --images sample/raw/images --poems sample/raw/poems.jsonl --evaluator text-ocr --out ocr.jsonl\n'
-           'tpb score --images haiku/images --poems haiku/poems.jsonl --rubric haiku.yaml --evaluator pae --out h.jsonl')
+           'tpb score --images haiku/images --poems haiku/poems.jsonl --rubric haiku.yaml --evaluator pae --out h.json')
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

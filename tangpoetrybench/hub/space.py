@@ -5,8 +5,9 @@ Configuration comes from the environment: `PAE_MODEL` (default Qwen/Qwen3-VL-8B-
 PAE_MODEL), `PAE_POEMS` (a SPEC poems file; default the bundled poems), `PAE_MAX_IMAGE_BYTES`,
 `PAE_MAX_IMAGE_PIXELS`, `PAE_CONCURRENCY`, `PAE_LEADERBOARD` (a `leaderboard.json` from `tpb leaderboard`, for
 the Leaderboard tab), `PAE_DATASET` (a built dataset, folder or Hub id, whose rubrics the Space offers first, so a
-tradition that is not bundled is scored with the rubric its dataset carries), `PAE_CONSTRAINED` (default 1: PAE's answer is decoded in the rubric's JSON form, as the
-vLLM backend always does, so even a small or untrained model gives a readable answer; 0 turns it off),
+tradition that is not bundled is scored with the rubric its dataset carries), `PAE_CONSTRAINED` (default 1: PAE's
+answer is decoded in the rubric's JSON form, as the vLLM backend always does, so even a small or untrained model
+gives a readable answer; 0 turns it off),
 `PAE_EXPLAIN`, `PAE_SEMJUDGE_URL` / `PAE_SEMJUDGE_MODEL` (the server the compare tab's SemJudge asks; default the
 Space's own base model); gradio reads `GRADIO_SERVER_NAME` / `GRADIO_SERVER_PORT`
 itself. Models load on first use and stay loaded. Every problem a visitor can cause or meet is a

@@ -45,7 +45,8 @@ def reason_language(rubric: Rubric, explain: str) -> str:
 
 def _dimension_block(i: int, rubric: Rubric, dim: Dimension) -> str:
     options = "; ".join(
-        f"{o.letter} = {rubric.in_languages(o.label, '{en} ({own})')}" + (" → null" if o.excluded else f" → {_number(o.score)}")
+        f"{o.letter} = {rubric.in_languages(o.label, '{en} ({own})')}"
+        + (" → null" if o.excluded else f" → {_number(o.score)}")
         for o in dim.options
     )
     lines = [
@@ -77,8 +78,9 @@ def system_prompt(rubric: Rubric, explain: str | None = None) -> str:
                + '{"scores": ' + schema + ', "reasons": {' + ", ".join(f'"{k}": "<sentence>"' for k in rubric.keys)
                + "}}")
     return (
-        f"You are an expert judge of illustrations of {_framing(rubric)}. You will see one image and the poem it illustrates. Score the image on every "
-        "dimension of the rubric below, as a careful, well-read human rater would.\n\n"
+        f"You are an expert judge of illustrations of {_framing(rubric)}. You will see one image and the poem it "
+        "illustrates. Score the image on every dimension of the rubric below, as a careful, well-read human rater "
+        "would.\n\n"
         "Each dimension lists its anchors: an option letter, what it means, and its score. Give the score of the "
         "anchor that fits best, or a value between two anchors when the image falls between them.\n\n"
         f"Rubric\n{blocks}\n\n"
@@ -184,9 +186,10 @@ def pair_system_prompt(rubric: Rubric) -> str:
     """The same rubric as `system_prompt`, asked as a forced choice between two images."""
     blocks = "\n".join(_dimension_block(i, rubric, d) for i, d in enumerate(rubric.dimensions, start=1))
     return (
-        f"You are an expert judge of illustrations of {_framing(rubric)}. You will see two images, A (first) and B (second), and the poem they illustrate. "
-        "Judge both on every dimension of the rubric below, as a careful, well-read human rater would, and say which "
-        "is the better illustration of the poem overall. You must choose one.\n\n"
+        f"You are an expert judge of illustrations of {_framing(rubric)}. You will see two images, A (first) and B "
+        "(second), and the poem they illustrate. Judge both on every dimension of the rubric below, as a careful, "
+        "well-read human rater would, and say which is the better illustration of the poem overall. You must choose "
+        "one.\n\n"
         f"Rubric\n{blocks}\n\n"
         "Answer format\n"
         'Reply with one JSON object and nothing else: {"winner": "A" or "B", "reason": "<one sentence>"}.\n'

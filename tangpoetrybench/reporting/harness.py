@@ -11,8 +11,9 @@ harness folder stays thin: its documents, its judge, and its metrics.
   `TPB_JUDGE_BASE_URL` and `TPB_JUDGE_API_KEY_ENV`. They go to `load_evaluator` as `tpb score`'s options do; the
   judge loads once per process.
 - Metrics: quality and every dimension of the judge's rubric (means over the images that have them, as
-  `tpb leaderboard` averages; the bundled task file lists the default tradition's, `KEYS`), the images without a quality (failed answers: never a guess), and Kendall τ-b of the judge's image
-  quality against the human quality of the same images, where people rated the generator.
+  `tpb leaderboard` averages; the bundled task file lists the default tradition's, `KEYS`), the images without a
+  quality (failed answers: never a guess), and Kendall τ-b of the judge's image quality against the human quality
+  of the same images, where people rated the generator.
 """
 
 from __future__ import annotations

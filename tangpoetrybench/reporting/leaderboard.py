@@ -53,7 +53,8 @@ class Scores:
 
 def _made_with(record: dict) -> dict:
     """The evaluator, model and settings of a record, but the rubric: a file may also hold images of another
-    tradition (Song Ci), scored with their own rubric; the rubric of the images compared is checked on its own (`_one_rubric`)."""
+    tradition (Song Ci), scored with their own rubric; the rubric of the images compared is checked on its own
+    (`_one_rubric`)."""
     settings = {k: v for k, v in (record.get("settings") or {}).items() if k != "rubric"}
     return {"evaluator": record.get("evaluator"), "model": record.get("model"), **settings}
 

@@ -440,7 +440,8 @@ def _table5(rep: Report, nf: dict, rubric) -> None:
 def _two_level(rubric: Rubric) -> str:
     """" — on a two-level dimension (text integrity, the survey answer) the share that agree exactly", for the
     rubric's dimensions of two levels (the adjudicated one as the survey answered it); "" where it has none."""
-    names = [rubric.dimension(k).name["en"].lower() + (", the survey answer" if k == rubric.adjudicated_dimension else "")
+    names = [rubric.dimension(k).name["en"].lower() + (", the survey answer" if k == rubric.adjudicated_dimension
+                                                       else "")
              for k in rubric.keys if len(rubric.dimension(k).scores) == 2]
     return f" — on a two-level dimension ({'; '.join(names)}) the share that agree exactly" if names else ""
 

@@ -141,13 +141,17 @@ def write_demo_release(
         by_tradition = {t: rubric_for_tradition(t, rubrics) for t in dict.fromkeys(p.tradition for p in poems)}
     except KeyError as exc:
         raise ValueError(exc.args[0]) from None
+    main = by_tradition[main_tradition(poems)]
+    other = next((r for r in by_tradition.values() if r.keys != main.keys), None)
+    if other is not None:
+        raise ValueError(f"the rubrics {main.name} and {other.name} rate different dimensions, and one release has one "
+                         "set of rating columns: write a release per tradition (a poems file each)")
     labelled = any(r.adjudicated_dimension for r in by_tradition.values())
     if labelled and cjk_font() is None:
         warnings.warn(glyph_note(), stacklevel=2)
     rng = np.random.default_rng(seed)
     images = _plan_images(poems, by_tradition, rng, seed)
     ratings = _simulate_ratings(images, poems, by_tradition, rng)
-    main = by_tradition[main_tradition(poems)]
     with atomic_folder(out) as tmp:
         _write_images(images, tmp, size, progress)
         write_poems(poems, tmp / "poems.jsonl")
