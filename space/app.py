@@ -3,7 +3,7 @@ metrics. The logic lives in `tangpoetrybench.hub.space`; this file wires it to g
 
 import gradio as gr
 
-from tangpoetrybench.hub.space import (JUDGES, LEADERBOARD_HEADERS, RUBRICS, UPLOADED, Scorer, SpaceConfig, UserError,
+from tangpoetrybench.hub.space import (JUDGES, LEADERBOARD_HEADERS, UPLOADED, Scorer, SpaceConfig, UserError,
                                    example_images, leaderboard_view, ocr_available, poem_catalogue, read_image,
                                    summary_line)
 
@@ -15,6 +15,7 @@ except ImportError:
 CONFIG = SpaceConfig.from_env()
 SCORER = Scorer(CONFIG)
 SCORER.preload()  # at start-up, not per request (on ZeroGPU, a GPU call would load them again each time)
+RUBRICS = list(SCORER.rubrics)  # PAE_DATASET's rubrics first, then the bundled ones
 POEMS = poem_catalogue(CONFIG)
 EXAMPLE_POEMS = list(POEMS.values())[:3]
 EXAMPLES = [[str(path), p.text, p.title, p.author] for path, p in zip(example_images(EXAMPLE_POEMS), EXAMPLE_POEMS)]
@@ -22,7 +23,7 @@ TABLE_HEADERS = ["dimension", "score", "nearest anchor", "what it judges"]
 BASELINE_HEADERS = ["metric", "score", "scale", "note"]
 
 
-def score(image, poem_text, title="", author="", rubric=next(iter(RUBRICS)), rubric_file=None, baselines=True):
+def score(image, poem_text, title="", author="", rubric=RUBRICS[0], rubric_file=None, baselines=True):
     """Score one image against one poem: the per-dimension table, quality, radar chart, raw answer, baselines."""
     try:
         result = SCORER.score(image, poem_text, title, author, rubric, rubric_file, baselines)
@@ -46,7 +47,7 @@ def pick_example(event: gr.SelectData) -> list[str]:
 def leaderboard():
     """The Leaderboard tab, read from PAE_LEADERBOARD (a leaderboard.json made by `tpb leaderboard`)."""
     try:
-        view = leaderboard_view(CONFIG.leaderboard)
+        view = leaderboard_view(CONFIG.leaderboard, SCORER.rubrics)
     except UserError as exc:
         raise gr.Error(str(exc)) from None
     return view.summary, view.rows, view.figure
@@ -93,9 +94,10 @@ def pick_poem(label):
 with gr.Blocks(title="TangPoetryBench · PAE") as demo:
     gr.Markdown(
         "# Does this picture illustrate the poem?\n"
-        "PAE scores an illustration of a classical Chinese poem on ten rubric dimensions, the way careful "
-        "human raters did in TangPoetryBench. CLIPScore, BLIPScore and VQAScore are shown beside it: they "
-        "measure literal text–image match, which is not what makes an illustration good."
+        "PAE scores an illustration of a poem on the dimensions of a rubric (classical Chinese poetry's, or the one "
+        "a dataset or an uploaded file brings), the way careful human raters did in TangPoetryBench. CLIPScore, "
+        "BLIPScore and VQAScore are shown beside it: they measure literal text–image match, which is not what makes "
+        "an illustration good."
     )
     with gr.Tab("Score an illustration"):
         with gr.Row():
@@ -109,7 +111,7 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
                 with gr.Row():
                     title = gr.Textbox(label="Title", value="")
                     author = gr.Textbox(label="Author", value="")
-                rubric = gr.Radio(label="Rubric", choices=[*RUBRICS, UPLOADED], value=next(iter(RUBRICS)))
+                rubric = gr.Radio(label="Rubric", choices=[*RUBRICS, UPLOADED], value=RUBRICS[0])
                 rubric_file = gr.File(label="Rubric YAML (for an uploaded rubric)", file_types=[".yaml", ".yml"],
                                       visible=False, type="filepath")
                 baselines = gr.Checkbox(label="Also compute CLIPScore, BLIPScore, VQAScore", value=True)

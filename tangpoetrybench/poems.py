@@ -1,8 +1,8 @@
 """Poems: the SPEC record, reading and checking a poems file, and converting the chinese-poetry corpus.
 
 A poems file is JSON Lines, one poem a line:
-`{"poem_id", "title", "author", "text" (lines joined by "\\n"), "tradition": "tang"|"song_ci",
-"form"?, "tune"?, "split"?: "train"|"validation"|"test"}`.
+`{"poem_id", "title", "author", "text" (lines joined by "\\n"), "tradition" (a tradition with a rubric: "tang",
+"song_ci" or one a release brings, docs/rubrics.md), "form"?, "tune"?, "split"?: "train"|"validation"|"test"}`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Iterable
 
 from .errors import DataError, Problem
 
-TRADITIONS = ("tang", "song_ci")
 SPLITS = ("train", "validation", "test")
 REQUIRED = ("poem_id", "title", "author", "text", "tradition")
 OPTIONAL = ("form", "tune", "split")
@@ -57,16 +56,20 @@ class Poem:
         return json.dumps({k: v for k, v in asdict(self).items() if v is not None}, ensure_ascii=False)
 
 
-def read_poems(path: Path | str, display: str | None = None) -> list[Poem]:
-    """Read and check a poems file; raises `DataError` listing every bad line and field."""
-    poems, problems = parse_poems(path, display)
+def read_poems(path: Path | str, display: str | None = None, traditions: Iterable[str] | None = None) -> list[Poem]:
+    """Read and check a poems file; raises `DataError` listing every bad line and field. `traditions`: those with a
+    rubric (None: any name; whoever knows the rubrics checks them)."""
+    poems, problems = parse_poems(path, display, traditions)
     if problems:
         raise DataError(problems)
     return poems
 
 
-def parse_poems(path: Path | str, display: str | None = None) -> tuple[list[Poem], list[Problem]]:
-    """The good poems of a poems file and the problems of the bad lines (so one bad line hides nothing else)."""
+def parse_poems(path: Path | str, display: str | None = None,
+                traditions: Iterable[str] | None = None) -> tuple[list[Poem], list[Problem]]:
+    """The good poems of a poems file and the problems of the bad lines (so one bad line hides nothing else);
+    `traditions` as in `read_poems`."""
+    traditions = None if traditions is None else tuple(traditions)
     path = Path(path)
     name = display or str(path)
     problems: list[Problem] = []
@@ -100,8 +103,10 @@ def parse_poems(path: Path | str, display: str | None = None) -> tuple[list[Poem
         if isinstance(row.get("poem_id"), str) and row["poem_id"] and not POEM_ID.match(row["poem_id"]):
             problems.append(Problem(name, f"{row['poem_id']!r}: use letters, digits, '.', '_' and '-' only "
                                     "(it names image files)", line=lineno, field="poem_id"))
-        if isinstance(row.get("tradition"), str) and row["tradition"] and row["tradition"] not in TRADITIONS:
-            problems.append(Problem(name, f"{row['tradition']!r} is not one of {', '.join(TRADITIONS)}",
+        tradition = row.get("tradition")
+        if isinstance(tradition, str) and tradition and traditions is not None and tradition not in traditions:
+            problems.append(Problem(name, f"{tradition!r} is not one of {', '.join(traditions)} (a tradition that is "
+                                    f"not bundled brings its rubric: rubrics/{tradition}.yaml)",
                                     line=lineno, field="tradition"))
         if row.get("split") is not None and row["split"] not in SPLITS:
             problems.append(Problem(name, f"{row['split']!r} is not one of {', '.join(SPLITS)}",

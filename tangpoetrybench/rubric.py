@@ -1,8 +1,9 @@
 """The rubric: dimensions, their options and scores, read from a YAML file and checked on load.
 
-A rubric is data (one file per tradition, under `tangpoetrybench/rubrics/`). Everything that needs to
-know what a dimension means or how an option scores — validation, aggregation, the evaluator's prompt,
-the statistics — asks a `Rubric`.
+A rubric is data (one file per tradition: the bundled ones under `tangpoetrybench/rubrics/`, any other in a raw
+release's or a built dataset's `rubrics/` folder). Everything that needs to know what a dimension means or how an
+option scores — validation, aggregation, the evaluator's prompt, the statistics, the report's findings — asks a
+`Rubric`. docs/rubrics.md describes every field.
 
     >>> rubric = load_rubric("tang")
     >>> rubric.score("scene_consistency", "d")
@@ -15,22 +16,33 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
 from .errors import DataError, Problem
 
 EXCLUDED = "excluded"
-LANGUAGES = ("en", "zh")
+# A poem that names no tradition is one of the benchmark's own.
+DEFAULT_TRADITION = "tang"
+TRADITION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # it names a config and a file: rubrics/<tradition>.yaml
+LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$")
+MAX_RUBRIC_BYTES = 1 << 20
+# What a rubric could not say before it could name its languages and what its poems are: such a field enters the
+# fingerprint only where it differs from this, so a rubric written before keeps its fingerprint and its results.
+FORMAT_1_LANGUAGES = {"en": "English", "zh": "Chinese"}
+FORMAT_1_FRAMING = "classical Chinese poetry"
+# Fields that shape no answer and no built score (report and card wording, the findings' roles): not fingerprinted.
+UNSCORED = ("source", "yaml_text", "languages", "description", "short", "overall", "depict", "evoke")
+FIELDS = ("name", "tradition", "display", "short", "description", "languages", "version", "dimensions",
+          "adjudicated_dimension", "face_avoidance", "consistency", "overall", "depict", "evoke")
 # Anchor steps are written with two decimals (0.33); the distinct scores may differ by up to 0.01 more.
 ANCHOR_TOLERANCE = 0.011
-
-
 @dataclass(frozen=True)
 class Option:
     letter: str
@@ -80,11 +92,39 @@ class Rubric:
     adjudicated_dimension: str | None = None
     face_avoidance: tuple[str, str] | None = None  # (dimension, option)
     consistency: tuple[tuple[dict[str, str], dict[str, str]], ...] = ()  # (when, forbid) pairs
+    languages: dict[str, str] = field(default_factory=lambda: dict(FORMAT_1_LANGUAGES))  # code -> English name
+    description: dict[str, str] = field(default_factory=dict)  # what the poems are; the prompts' framing is its `en`
+    short: str = ""  # the tradition's name before "poems" or "images" in a sentence ("Tang", "haiku")
+    overall: str | None = None  # the holistic dimension: poem difficulty, what the other dimensions drive
+    depict: tuple[str, ...] = ()  # the dimensions that depict what the poem names ...
+    evoke: tuple[str, ...] = ()  # ... and those that evoke what it means (the depict-to-evoke gap)
     source: str = field(default="", compare=False)
+    yaml_text: str = field(default="", compare=False, repr=False)  # the file as written, for a dataset to carry
 
     @property
     def keys(self) -> tuple[str, ...]:
         return tuple(d.key for d in self.dimensions)
+
+    @property
+    def own_language(self) -> str:
+        """The tradition's own language (`zh`, `ja`), or `en` for a rubric in English alone."""
+        return next((code for code in self.languages if code != "en"), "en")
+
+    @property
+    def framing(self) -> str:
+        """What the poems are, as the prompts say it: "an expert judge of illustrations of {framing}"."""
+        return (self.description or self.display)["en"]
+
+    @property
+    def short_name(self) -> str:
+        return self.short or self.display["en"]
+
+    def in_languages(self, texts: Mapping[str, str], pattern: str = "{en} / {own}") -> str:
+        """A text in English and the tradition's own language (`Safety / 安全性`), or in English alone for a rubric
+        in English only."""
+        if self.own_language == "en":
+            return texts["en"]
+        return pattern.format(en=texts["en"], own=texts[self.own_language])
 
     def dimension(self, key: str) -> Dimension:
         for dim in self.dimensions:
@@ -101,14 +141,25 @@ class Rubric:
 
     @cached_property
     def fingerprint(self) -> str:
-        """`name@hash` of the rubric's content (not its file's layout): results made under another rubric
-        content are never mixed with these."""
-        content = {k: v for k, v in asdict(self).items() if k != "source"}
+        """`name@hash` of what shapes an answer or a built score (not the file's layout, nor the report's wording):
+        results made under another rubric content are never mixed with these."""
+        content = {k: v for k, v in asdict(self).items() if k not in UNSCORED}
+        if self.languages != FORMAT_1_LANGUAGES:
+            content["languages"] = self.languages
+        if self.framing != FORMAT_1_FRAMING:
+            content["framing"] = self.framing
         digest = hashlib.sha256(json.dumps(content, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
         return f"{self.name}@{digest[:12]}"
 
 
-BUILTIN = ("tang", "song_ci")
+def _bundled() -> tuple[str, ...]:
+    """The bundled rubrics, found in the package's rubrics/ folder: the default tradition first, then by name."""
+    folder = resources.files("tangpoetrybench") / "rubrics"
+    names = [entry.name[: -len(".yaml")] for entry in folder.iterdir() if entry.name.endswith(".yaml")]
+    return tuple(sorted(names, key=lambda n: (n != DEFAULT_TRADITION, n)))
+
+
+BUILTIN = _bundled()
 
 
 def load_rubric(name_or_path: str | Path) -> Rubric:
@@ -127,11 +178,59 @@ def _load_builtin(name: str, text: str) -> Rubric:
     return parse_rubric(text, source=f"rubrics/{name}.yaml")
 
 
-def rubric_for_tradition(tradition: str) -> Rubric:
-    """The bundled rubric of a poetic tradition (`tang` or `song_ci`)."""
+def rubric_for_tradition(tradition: str, found: Mapping[str, Rubric] | None = None) -> Rubric:
+    """The rubric of a poetic tradition: one `found` with the data (a release's or a dataset's rubrics/ folder),
+    else the bundled one."""
+    if found and tradition in found:
+        return found[tradition]
     if tradition not in BUILTIN:
-        raise KeyError(f"no bundled rubric for tradition {tradition!r} (known: {', '.join(BUILTIN)})")
+        known = sorted({*BUILTIN, *(found or {})})
+        raise KeyError(f"no rubric for tradition {tradition!r} (known: {', '.join(known)}): a tradition that is not "
+                       f"bundled brings its rubric, rubrics/{tradition}.yaml (docs/rubrics.md)")
     return load_rubric(tradition)
+
+
+def is_bundled(rubric: Rubric) -> bool:
+    """Whether `rubric` is the bundled rubric of its tradition, word for word as far as any result can tell."""
+    return rubric.tradition in BUILTIN and load_rubric(rubric.tradition).fingerprint == rubric.fingerprint
+
+
+def read_rubric_folder(folder: Path, where: str = "rubrics") -> tuple[dict[str, Rubric], list[Problem]]:
+    """The rubrics of a data folder's `rubrics/` (each `<tradition>.yaml`), by tradition, and every problem found.
+    A file for a bundled tradition must say what the bundled rubric says (a dataset carries copies of them)."""
+    found: dict[str, Rubric] = {}
+    problems: list[Problem] = []
+    if not folder.exists():
+        return found, problems
+    if folder.is_symlink() or not folder.is_dir():
+        return found, [Problem(f"{where}/", "expected a folder of rubric files, <tradition>.yaml")]
+    for path in sorted(folder.iterdir()):
+        rel = f"{where}/{path.name}"
+        if path.name.startswith("."):
+            continue
+        if path.is_symlink() or not path.is_file() or path.suffix != ".yaml":
+            problems.append(Problem(rel, "expected a rubric file <tradition>.yaml (no links, folders or other files)"))
+            continue
+        if path.stat().st_size > MAX_RUBRIC_BYTES:
+            problems.append(Problem(rel, f"{path.stat().st_size:,} bytes is over the limit of {MAX_RUBRIC_BYTES:,}"))
+            continue
+        try:
+            rubric = parse_rubric(path.read_text(encoding="utf-8"), source=rel)
+        except DataError as exc:
+            problems += exc.problems
+            continue
+        except UnicodeDecodeError:
+            problems.append(Problem(rel, "not UTF-8 text"))
+            continue
+        if rubric.tradition != path.stem:
+            problems.append(Problem(rel, f"the file of tradition {rubric.tradition!r} is named "
+                                         f"{rubric.tradition}.yaml", field="tradition"))
+        elif rubric.tradition in BUILTIN and not is_bundled(rubric):
+            problems.append(Problem(rel, f"differs from the bundled {rubric.tradition} rubric: a rubric of your own "
+                                         "takes a tradition name of its own", field="tradition"))
+        else:  # a bundled tradition's copy is the bundled rubric itself
+            found[rubric.tradition] = load_rubric(rubric.tradition) if rubric.tradition in BUILTIN else rubric
+    return found, problems
 
 
 def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
@@ -152,7 +251,16 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
     for key in ("name", "tradition"):
         if not isinstance(data.get(key), str) or not data[key]:
             bad(key, "required, a non-empty string")
-    display = _texts(data.get("display", {}), "display", bad)
+    if isinstance(data.get("tradition"), str) and data["tradition"] and not TRADITION_NAME.match(data["tradition"]):
+        bad("tradition", f"{data['tradition']!r}: lower-case letters, digits and '_', starting with a letter (it "
+                         "names a config and a file)")
+    languages = _languages(data.get("languages", FORMAT_1_LANGUAGES), bad)
+    display = _texts(data.get("display", {}), "display", bad, languages)
+    description = _texts(data["description"], "description", bad, languages) if "description" in data else display
+    short = data.get("short", "")
+    if not isinstance(short, str):
+        bad("short", f"expected a string, got {short!r}")
+        short = ""
     version = data.get("version", 1)
     if not isinstance(version, int):
         bad("version", f"expected an integer, got {version!r}")
@@ -163,7 +271,7 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
         bad("dimensions", "required, a non-empty list")
         raw_dims = []
     for i, raw in enumerate(raw_dims):
-        dim = _dimension(raw, f"dimensions[{i}]", bad)
+        dim = _dimension(raw, f"dimensions[{i}]", bad, languages)
         if dim is not None:
             if dim.key in {d.key for d in dims}:
                 bad(f"dimensions[{i}].key", f"duplicate dimension {dim.key!r}")
@@ -179,6 +287,21 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
     adjudicated = data.get("adjudicated_dimension")
     if adjudicated is not None:
         check_ref("adjudicated_dimension", adjudicated)
+    overall = data.get("overall")
+    if overall is not None:
+        check_ref("overall", overall)
+    groups = {}
+    for role in ("depict", "evoke"):
+        keys = data.get(role) or []
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            bad(role, "expected a list of dimension keys")
+            keys = []
+        for k in keys:
+            check_ref(role, k)
+        groups[role] = tuple(keys)
+    both = sorted(set(groups["depict"]) & set(groups["evoke"]))
+    if both:
+        bad("evoke", f"a dimension cannot both depict and evoke: {', '.join(both)}")
     face = data.get("face_avoidance")
     face_pair = None
     if face is not None:
@@ -199,32 +322,40 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
             for key, letter in rule[part].items():
                 check_ref(f"consistency[{i}].{part}.{key}", key, letter)
         rules.append((dict(rule["when"]), dict(rule["forbid"])))
-    unknown = set(data) - {
-        "name", "tradition", "display", "version", "dimensions",
-        "adjudicated_dimension", "face_avoidance", "consistency",
-    }
-    for key in sorted(unknown):
+    for key in sorted(set(data) - set(FIELDS)):
         bad(key, "unknown field")
     if problems:
         raise DataError(problems)
     return Rubric(
         name=data["name"], tradition=data["tradition"], display=display, version=version,
         dimensions=tuple(dims), adjudicated_dimension=adjudicated, face_avoidance=face_pair,
-        consistency=tuple(rules), source=source,
+        consistency=tuple(rules), languages=languages, description=description, short=short, overall=overall,
+        depict=groups["depict"], evoke=groups["evoke"], source=source, yaml_text=text,
     )
 
 
-def _texts(value: Any, where: str, bad) -> dict[str, str]:
-    """A {en, zh} mapping of non-empty strings."""
-    if not isinstance(value, dict) or set(value) != set(LANGUAGES) or not all(
+def _languages(value: Any, bad) -> dict[str, str]:
+    """{code: English name}: `en` first, then at most the tradition's own language."""
+    if (not isinstance(value, dict) or not value or next(iter(value)) != "en" or len(value) > 2
+            or not all(isinstance(k, str) and LANGUAGE_CODE.match(k) for k in value)
+            or not all(isinstance(v, str) and v.strip() for v in value.values())):
+        bad("languages", f"expected {{en: English}} or {{en: English, CODE: NAME}} (the tradition's own language, "
+                         f"e.g. ja: Japanese), got {value!r}")
+        return dict(FORMAT_1_LANGUAGES)
+    return {k: v.strip() for k, v in value.items()}
+
+
+def _texts(value: Any, where: str, bad, languages: Mapping[str, str]) -> dict[str, str]:
+    """A mapping of non-empty strings, one per language of the rubric."""
+    if not isinstance(value, dict) or set(value) != set(languages) or not all(
         isinstance(v, str) and v.strip() for v in value.values()
     ):
-        bad(where, f"expected non-empty texts for {' and '.join(LANGUAGES)}, got {value!r}")
+        bad(where, f"expected non-empty texts for {' and '.join(languages)}, got {value!r}")
         return {}
-    return {k: value[k].strip() for k in LANGUAGES}
+    return {k: value[k].strip() for k in languages}
 
 
-def _dimension(raw: Any, where: str, bad) -> Dimension | None:
+def _dimension(raw: Any, where: str, bad, languages: Mapping[str, str]) -> Dimension | None:
     if not isinstance(raw, dict):
         bad(where, "expected a mapping")
         return None
@@ -235,8 +366,8 @@ def _dimension(raw: Any, where: str, bad) -> Dimension | None:
     unknown = set(raw) - {"key", "name", "description", "options", "anchor_step"}
     for k in sorted(unknown):
         bad(f"{where}.{k}", "unknown field")
-    name = _texts(raw.get("name"), f"{where}.name", bad)
-    description = _texts(raw.get("description"), f"{where}.description", bad)
+    name = _texts(raw.get("name"), f"{where}.name", bad, languages)
+    description = _texts(raw.get("description"), f"{where}.description", bad, languages)
     options: list[Option] = []
     raw_opts = raw.get("options")
     if not isinstance(raw_opts, list) or len(raw_opts) < 2:
@@ -260,7 +391,7 @@ def _dimension(raw: Any, where: str, bad) -> Dimension | None:
             continue
         else:
             score = float(score)
-        options.append(Option(letter, _texts(opt["label"], f"{at}.label", bad), score))
+        options.append(Option(letter, _texts(opt["label"], f"{at}.label", bad, languages), score))
     scores = sorted({o.score for o in options if o.score is not None}, reverse=True)
     if raw_opts and len(scores) < 2:
         bad(f"{where}.options", "need at least two distinct non-excluded scores")

@@ -127,7 +127,7 @@ def test_ties_at_the_quartile_boundary_all_belong_to_the_quartile():
     rows = [{"poem_id": f"p{i}", "poem": "月", "overall_impression": v, "core_imagery": c}
             for i, (v, c) in enumerate([(0.25, 0.0), (0.25, 1.0), (0.5, 0.5), (0.75, 0.5), (1.0, 1.0), (1.0, 1.0),
                                         (1.0, 0.0), (0.5, 0.5)])]
-    d = difficulty(rows, ["core_imagery", "overall_impression"])
+    d = difficulty(rows, ["core_imagery", "overall_impression"], "overall_impression")
     assert (d["quartile_size"], d["hard_poems"], d["easy_poems"]) == (2, 2, 3)
     assert d["easy_minus_hard_gap"] == {"core_imagery": pytest.approx(2 / 3 - 0.5)}
 

@@ -155,8 +155,8 @@ def test_an_image_the_model_refuses_is_a_failed_result(scorer, tmp_path):
 
 def test_anchor_labels_and_catalogue():
     rubric = load_rubric("tang")
-    assert nearest_anchor(rubric.dimension("overall_impression"), 0.7) == "b: good / 良好"
-    assert nearest_anchor(rubric.dimension("scene_consistency"), None).startswith("not applicable")
+    assert nearest_anchor(rubric, rubric.dimension("overall_impression"), 0.7) == "b: good / 良好"
+    assert nearest_anchor(rubric, rubric.dimension("scene_consistency"), None).startswith("not applicable")
     assert dimension_table({"safety": 1.0}, rubric)[0][1:3] == [1.0, "a: no issues / 无问题"]
     assert "枫桥夜泊 — 张继" in poem_catalogue(SpaceConfig())
 

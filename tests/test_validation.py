@@ -169,7 +169,8 @@ def test_image_of_unknown_poem_and_wrong_field(tmp_path):
     messages = {str(p) for p in problems_of(raw)}
     assert messages == {"images/g1/p99.png: no poem 'p99' in poems.jsonl",
                         "poems.jsonl:6: colour: unknown field",
-                        "poems.jsonl:6: tradition: 'yuan' is not one of tang, song_ci"}
+                        "poems.jsonl:6: tradition: 'yuan' is not one of tang, song_ci (a tradition that is not bundled "
+                        "brings its rubric: rubrics/yuan.yaml)"}
 
 
 def test_existing_output_is_not_replaced_without_overwrite(tmp_path, capsys):

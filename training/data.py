@@ -18,21 +18,22 @@ from typing import Any
 import datasets
 import numpy as np
 
+from tangpoetrybench.dataset.reading import config_rubric
 from tangpoetrybench.files import local_or_hub
 from tangpoetrybench.models import DEFAULT_MAX_PIXELS, fit_pixels
 from tangpoetrybench.poems import Poem
 from tangpoetrybench.judging.prompt import build_messages, build_pair_messages, format_answer, format_pair_answer
 from tangpoetrybench.stats.agreement import DEFAULT_MARGIN, human_pairs
-from tangpoetrybench.rubric import Rubric, rubric_for_tradition
+from tangpoetrybench.rubric import DEFAULT_TRADITION, Rubric, rubric_for_tradition
 
 
 def poem_of(row: dict[str, Any]) -> Poem:
     return Poem(poem_id=row["poem_id"], title=row["title"], author=row["author"], text=row["poem"],
-                tradition=row.get("tradition") or "tang")
+                tradition=row.get("tradition") or DEFAULT_TRADITION)
 
 
 def rubric_of(row: dict[str, Any], rubric: Rubric | None = None) -> Rubric:
-    return rubric or rubric_for_tradition(row.get("tradition") or "tang")
+    return rubric or rubric_for_tradition(row.get("tradition") or DEFAULT_TRADITION)
 
 
 def has_target(row: dict[str, Any]) -> bool:
@@ -50,12 +51,18 @@ def sft_row(row: dict[str, Any], rubric: Rubric | None = None) -> dict[str, Any]
 def grpo_row(row: dict[str, Any], rubric: Rubric | None = None) -> dict[str, Any]:
     r = rubric_of(row, rubric)
     return {"prompt": build_messages(poem_of(row), r), "image": fit_pixels(row["image"], DEFAULT_MAX_PIXELS), "targets": [row[k] for k in r.keys],
-            "tradition": row.get("tradition") or "tang", "poem_id": row["poem_id"], "image_id": row["image_id"]}
+            "tradition": row.get("tradition") or DEFAULT_TRADITION, "poem_id": row["poem_id"],
+            "image_id": row["image_id"]}
 
 
 def load_images(dataset_name: str, config: str = "images") -> datasets.DatasetDict:
     """The built dataset's image config (a folder or a Hub id), rows without a human target dropped."""
     return datasets.load_dataset(local_or_hub(dataset_name, "--dataset_name", "dataset"), config).filter(has_target)
+
+
+def dataset_rubric(dataset_name: str, config: str = "images") -> Rubric:
+    """The rubric the dataset carries for the config's images: what the prompts, the targets and the rewards follow."""
+    return config_rubric(local_or_hub(dataset_name, "--dataset_name", "dataset"), config)
 
 
 def to_sft(ds: datasets.Dataset, rubric: Rubric | None = None) -> datasets.Dataset:
@@ -84,22 +91,25 @@ def pair_rows(ds: datasets.Dataset, margin: float = DEFAULT_MARGIN, rubric: Rubr
     return rows
 
 
-def to_pairwise_sft(ds: datasets.Dataset, margin: float = DEFAULT_MARGIN) -> datasets.Dataset:
+def to_pairwise_sft(ds: datasets.Dataset, margin: float = DEFAULT_MARGIN, rubric: Rubric | None = None
+                    ) -> datasets.Dataset:
     return datasets.Dataset.from_list([
         {"prompt": r["prompt"], "images": r["images"],
          "completion": [{"role": "assistant", "content": [{"type": "text", "text": format_pair_answer(r["winner"])}]}]}
-        for r in pair_rows(ds, margin)])
+        for r in pair_rows(ds, margin, rubric)])
 
 
-def to_pairwise_grpo(ds: datasets.Dataset, margin: float = DEFAULT_MARGIN) -> datasets.Dataset:
-    return datasets.Dataset.from_list(pair_rows(ds, margin))
+def to_pairwise_grpo(ds: datasets.Dataset, margin: float = DEFAULT_MARGIN, rubric: Rubric | None = None
+                     ) -> datasets.Dataset:
+    return datasets.Dataset.from_list(pair_rows(ds, margin, rubric))
 
 
 def training_rows(ds: datasets.Dataset, trainer: str, task: str = "pointwise",
-                  margin: float = DEFAULT_MARGIN) -> datasets.Dataset:
-    """The rows `trainer` ("sft" or "grpo") trains on for `task` ("pointwise" or "pairwise")."""
+                  margin: float = DEFAULT_MARGIN, rubric: Rubric | None = None) -> datasets.Dataset:
+    """The rows `trainer` ("sft" or "grpo") trains on for `task` ("pointwise" or "pairwise"), under `rubric` (None:
+    each row's bundled rubric)."""
     if task not in ("pointwise", "pairwise"):
         raise SystemExit(f"--task {task!r}: pointwise or pairwise")
     if task == "pairwise":
-        return (to_pairwise_sft if trainer == "sft" else to_pairwise_grpo)(ds, margin)
-    return (to_sft if trainer == "sft" else to_grpo)(ds)
+        return (to_pairwise_sft if trainer == "sft" else to_pairwise_grpo)(ds, margin, rubric)
+    return (to_sft if trainer == "sft" else to_grpo)(ds, rubric)

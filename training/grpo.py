@@ -31,8 +31,8 @@ from trl import GRPOConfig, GRPOTrainer, TrlParser
 
 from tangpoetrybench.files import local_or_hub
 from lora_setup import GPUDefaults, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config
-from data import load_images, training_rows
-from rewards import REWARD_WEIGHTS, accuracy_reward, format_reward, pair_format_reward, winner_reward
+from data import dataset_rubric, load_images, training_rows
+from rewards import REWARD_WEIGHTS, accuracy_reward, for_rubric, format_reward, pair_format_reward, winner_reward
 from selection import TauSelection
 
 
@@ -75,6 +75,7 @@ class TiedRewards(TrainerCallback):
 
 def main(script_args: GRPOScriptArguments, training_args: PAEGRPOConfig, model_args: ModelConfig) -> None:
     dataset = load_images(script_args.dataset_name, script_args.dataset_config)
+    rubric = dataset_rubric(script_args.dataset_name, script_args.dataset_config)
     model, processor = load_model(model_args)
     peft_config = None
     if script_args.adapter_path:  # continue the SFT adapter: pass the PeftModel alone
@@ -84,14 +85,15 @@ def main(script_args: GRPOScriptArguments, training_args: PAEGRPOConfig, model_a
         peft_config = lora_config(model_args)
     pairwise = script_args.task == "pairwise"  # the validation τ selects pointwise adapters only
     selection = (TauSelection(dataset[script_args.dataset_test_split], processor, script_args.select_every,
-                              max_new_tokens=training_args.max_completion_length)
+                              max_new_tokens=training_args.max_completion_length, rubric=rubric)
                  if script_args.dataset_test_split in dataset and not pairwise else None)
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=[winner_reward, pair_format_reward] if pairwise else [accuracy_reward, format_reward],
+        reward_funcs=([winner_reward, pair_format_reward] if pairwise
+                      else [for_rubric(accuracy_reward, rubric), for_rubric(format_reward, rubric)]),
         args=training_args,
         train_dataset=training_rows(dataset[script_args.dataset_train_split], "grpo", script_args.task,
-                                    script_args.pair_margin),
+                                    script_args.pair_margin, rubric),
         processing_class=processor,
         peft_config=peft_config,
         callbacks=[TiedRewards(), *([selection] if selection else [])],

@@ -2,12 +2,14 @@
 
 TRL calls each with the batch's `completions` (conversational: a list of messages per completion) and
 every dataset column as a keyword argument; here `targets` (the human scores in rubric order, None where
-not applicable) and `tradition` (which rubric)."""
+not applicable) and `tradition` (which bundled rubric, where no `rubric` is bound with `for_rubric`: the dataset's)."""
 
 from __future__ import annotations
 
+import functools
+
 from tangpoetrybench.judging.reading import parse_answer, parse_pair_answer
-from tangpoetrybench.rubric import rubric_for_tradition
+from tangpoetrybench.rubric import DEFAULT_TRADITION, Rubric, rubric_for_tradition
 
 REWARD_WEIGHTS = (1.0, 0.2)  # accuracy, format
 
@@ -19,14 +21,23 @@ def completion_text(completion) -> str:
                    "".join(part.get("text", "") for part in m["content"]) for m in completion)
 
 
-def accuracy_reward(completions, targets, tradition=None, **kwargs) -> list[float]:
+def for_rubric(reward, rubric: Rubric):
+    """`reward` under `rubric` (a dataset's own), keeping its name, which TRL logs."""
+    return functools.update_wrapper(functools.partial(reward, rubric=rubric), reward)
+
+
+def _rubric(rubric: Rubric | None, tradition, i: int) -> Rubric:
+    return rubric or rubric_for_tradition(tradition[i] if tradition else DEFAULT_TRADITION)
+
+
+def accuracy_reward(completions, targets, tradition=None, rubric: Rubric | None = None, **kwargs) -> list[float]:
     """1 − mean |predicted − human| over the dimensions a human rated; a dimension the answer leaves null or
     unusable counts as the largest error (1); an answer that does not parse gets 0."""
     rewards = []
     for i, (completion, target) in enumerate(zip(completions, targets)):
-        rubric = rubric_for_tradition(tradition[i] if tradition else "tang")
-        parsed = parse_answer(completion_text(completion), rubric)
-        rated = [(k, t) for k, t in zip(rubric.keys, target) if t is not None]
+        rubric_i = _rubric(rubric, tradition, i)
+        parsed = parse_answer(completion_text(completion), rubric_i)
+        rated = [(k, t) for k, t in zip(rubric_i.keys, target) if t is not None]
         if parsed.status == "failed" or not rated:
             rewards.append(0.0)
             continue
@@ -35,11 +46,11 @@ def accuracy_reward(completions, targets, tradition=None, **kwargs) -> list[floa
     return rewards
 
 
-def format_reward(completions, tradition=None, **kwargs) -> list[float]:
+def format_reward(completions, tradition=None, rubric: Rubric | None = None, **kwargs) -> list[float]:
     """1 when the parser reads the answer as `ok` — one JSON object with exactly the rubric's keys, each a number in
     [0, 1] or null where the dimension can be excluded, and nothing around it — else 0."""
-    return [1.0 if parse_answer(completion_text(c), rubric_for_tradition(tradition[i] if tradition else "tang")).status
-            == "ok" else 0.0 for i, c in enumerate(completions)]
+    return [1.0 if parse_answer(completion_text(c), _rubric(rubric, tradition, i)).status == "ok" else 0.0
+            for i, c in enumerate(completions)]
 
 
 def winner_reward(completions, winner, **kwargs) -> list[float]:

@@ -17,17 +17,19 @@ from transformers import TrainerCallback
 from tangpoetrybench.stats.agreement import AgreementData, agreement
 from tangpoetrybench.judging.backends.transformers import TransformersBackend
 from tangpoetrybench.judging.registry import pae_on
-from tangpoetrybench.rubric import rubric_for_tradition
+from tangpoetrybench.rubric import Rubric
 
-from data import poem_of
+from data import poem_of, rubric_of
 
 
 class TauSelection(TrainerCallback):
     """Every `every` steps and at the last step: score the validation rows greedily, compute per-poem τ
     of quality against the human quality, and save the adapter when τ improves (`selection.json` says when)."""
 
-    def __init__(self, rows, processor, every: int, batch_size: int = 8, max_new_tokens: int = 256):
-        self.rows, self.processor, self.every = rows, processor, max(1, every)
+    def __init__(self, rows, processor, every: int, batch_size: int = 8, max_new_tokens: int = 256,
+                 rubric: Rubric | None = None):
+        """`rubric`: the dataset's (`data.dataset_rubric`); None: the rows' bundled one."""
+        self.rows, self.processor, self.every, self.rubric = rows, processor, max(1, every), rubric
         self.batch_size, self.max_new_tokens = batch_size, max_new_tokens
         self.best: float | None = None
         self.history: list[dict] = []
@@ -39,7 +41,7 @@ class TauSelection(TrainerCallback):
         return self
 
     def validation_tau(self, model) -> float | None:
-        rubric = rubric_for_tradition("tang")
+        rubric = self.rubric or rubric_of(self.rows[0])
         side = self.processor.tokenizer.padding_side
         self.processor.tokenizer.padding_side = "left"
         was_training = model.training

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from trl import SFTConfig, SFTTrainer, TrlParser
 
 from lora_setup import GPUDefaults, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config
-from data import load_images, training_rows
+from data import dataset_rubric, load_images, training_rows
 
 
 @dataclass
@@ -50,6 +50,7 @@ class PAESFTConfig(GPUDefaults, SFTConfig):
 
 def main(script_args: ScriptArguments, training_args: PAESFTConfig, model_args: ModelConfig) -> None:
     dataset = load_images(script_args.dataset_name, script_args.dataset_config)
+    rubric = dataset_rubric(script_args.dataset_name, script_args.dataset_config)
     evaluate = training_args.eval_strategy != "no" and script_args.dataset_test_split in dataset
     training_args.load_best_model_at_end = training_args.load_best_model_at_end and evaluate
     model, processor = load_model(model_args)
@@ -57,9 +58,9 @@ def main(script_args: ScriptArguments, training_args: PAESFTConfig, model_args: 
         model=model,
         args=training_args,
         train_dataset=training_rows(dataset[script_args.dataset_train_split], "sft", script_args.task,
-                                    script_args.pair_margin),
+                                    script_args.pair_margin, rubric),
         eval_dataset=training_rows(dataset[script_args.dataset_test_split], "sft", script_args.task,
-                                   script_args.pair_margin) if evaluate else None,
+                                   script_args.pair_margin, rubric) if evaluate else None,
         processing_class=processor,
         peft_config=lora_config(model_args),
     )

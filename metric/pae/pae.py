@@ -19,12 +19,13 @@ assert whole_mean  # imported for agreement.py (see above)
 
 _DESCRIPTION = """\
 PAE (PoemAutoEvaluator, Hu et al. 2026) scores how well an image illustrates a classical Chinese poem on the ten
-dimensions of the TangPoetryBench rubric. This module measures how well any evaluator's scores agree with human
-ratings — coverage, mean absolute error, the share within 0.05 and within one anchor step, per-poem Kendall τ-b
-of quality and Spearman ρ over images — each with a 95 % bootstrap interval over poems. That is the default
-configuration, which loads no model. The configurations "pae" (Qwen3-VL with the PAE LoRA adapter; without an
-adapter the zero-shot open baseline), "clipscore", "blipscore" and "vqascore" score images instead; they need
-`pip install tangpoetrybench` and, for PAE, a GPU.
+dimensions of the TangPoetryBench rubric, or a poem of another tradition on the dimensions of its rubric
+(`rubric="path/to/haiku.yaml"`: a rubric file, such as the one a built dataset carries in `rubrics/`). This module
+measures how well any evaluator's scores agree with human ratings — coverage, mean absolute error, the share
+within 0.05 and within one anchor step, per-poem Kendall τ-b of quality and Spearman ρ over images — each with a
+95 % bootstrap interval over poems. That is the default configuration, which loads no model. The configurations
+"pae" (Qwen3-VL with the PAE LoRA adapter; without an adapter the zero-shot open baseline), "clipscore",
+"blipscore" and "vqascore" score images instead; they need `pip install tangpoetrybench` and, for PAE, a GPU.
 """
 
 _KWARGS_DESCRIPTION = """
@@ -90,6 +91,18 @@ class Pae(evaluate.Metric):
         return evaluate.MetricInfo(description=_DESCRIPTION, citation=_CITATION, inputs_description=_KWARGS_DESCRIPTION,
                                    features=features, reference_urls=["https://arxiv.org/abs/2608.11452"])
 
+    def _scale(self):
+        """The agreement's view of the rubric: a bundled one by name, or a rubric file (a dataset's
+        rubrics/<tradition>.yaml, say), which needs the package to read."""
+        if self.rubric in SCALES:
+            return RubricScale(**SCALES[self.rubric])
+        try:
+            from tangpoetrybench.rubric import load_rubric
+        except ImportError:
+            raise ImportError(f"rubric={self.rubric!r} is a rubric file, and reading one needs `pip install "
+                              f"tangpoetrybench` (bundled here: {', '.join(SCALES)})") from None
+        return RubricScale.of(load_rubric(self.rubric))
+
     def _download_and_prepare(self, dl_manager):
         if self.config_name not in AGREEMENT:
             try:
@@ -106,7 +119,7 @@ class Pae(evaluate.Metric):
             from tangpoetrybench.stats.evaluate_metric import compute_scores
 
             return compute_scores(self.evaluator, images, poems, batch_size=self.batch_size)
-        data = AgreementData.from_lists(predictions, references, poem_ids, RubricScale(**SCALES[self.rubric]),
+        data = AgreementData.from_lists(predictions, references, poem_ids, self._scale(),
                                         reference_quality=reference_quality)
         return agreement(data, n_bootstrap=self.n_bootstrap if n_bootstrap is None else n_bootstrap,
                          seed=self.bootstrap_seed if seed is None else seed)

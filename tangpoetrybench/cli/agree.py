@@ -13,8 +13,9 @@ EXAMPLE = 'tpb agree --dataset sample/dataset --scores scores.jsonl --out agree.
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", required=True, help="a built dataset folder or Hub id")
     p.add_argument("--scores", type=Path, required=True, help="one evaluator's results (tpb score --out)")
-    p.add_argument("--config", default="images", choices=["images", "unseen_generator", "song_ci"],
-                   help="the held-out poems, or a generalization test; the rubric follows the poems' tradition")
+    p.add_argument("--config", default="images",
+                   help="the held-out poems, or a generalization test (unseen_generator, a tradition's config: "
+                        "song_ci); the rubric is the one the dataset carries for the poems' tradition")
     p.add_argument("--split", default="test", help="the split the scores cover")
     p.add_argument("--bootstrap", type=int, default=10_000, help="resamples of poems for the 95%% intervals (0: none)")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")

@@ -77,3 +77,31 @@ def judge_options(args: argparse.Namespace) -> dict:
     from ..judging.registry import OPTION_NAMES
 
     return {name: getattr(args, name) for name in OPTION_NAMES if hasattr(args, name)}
+
+
+RUBRIC_FILE = ("a rubric YAML file (docs/rubrics.md) for the judge to read: with --images, the rubric of the poems' "
+               "tradition where it is not bundled; with --dataset, in place of the rubric the dataset carries")
+
+
+def judge_rubric(rubric_file, dataset=None, config: str = "images", poems=None):
+    """The rubric a rubric judge reads: `rubric_file`, else the one a dataset carries for `config` where it is not a
+    bundled one; None where each poem's bundled rubric applies. Poems of a tradition without a rubric are refused."""
+    from ..dataset.reading import config_rubric
+    from ..poems import read_poems
+    from ..rubric import BUILTIN, is_bundled, load_rubric
+
+    rubric = load_rubric(rubric_file) if rubric_file else None
+    if poems is not None:
+        traditions = sorted({p.tradition for p in read_poems(poems)})
+        others = [t for t in traditions if t != (rubric.tradition if rubric else None)]
+        if rubric is not None and others:
+            raise ValueError(f"--rubric {rubric_file} is the rubric of {rubric.tradition}, and {poems} also has "
+                             f"{', '.join(others)} poems: score each tradition apart")
+        unknown = [t for t in others if t not in BUILTIN]
+        if unknown:
+            raise ValueError(f"{poems} has {', '.join(unknown)} poems, a tradition with no bundled rubric: give its "
+                             f"rubric with --rubric {unknown[0]}.yaml")
+    if rubric is None and dataset is not None:
+        rubric = config_rubric(dataset, config)
+        rubric = None if is_bundled(rubric) else rubric
+    return rubric

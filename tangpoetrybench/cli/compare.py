@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .base import add_judge_options, judge_options
+from .base import add_judge_options, judge_options, judge_rubric
+
 
 SUMMARY = ('which of two illustrations of a poem is better: a pairwise judge asked every pair in both orders, records '
            'resumable')
@@ -21,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--evaluator", required=True, choices=names, metavar="NAME",
                    help="a pairwise judge: " + "; ".join(f"{n}: {specs()[n].summary}" for n in names))
     p.add_argument("--out", type=Path, required=True, help="the pair records (JSON Lines), resumed if they exist")
-    p.add_argument("--config", default="images", choices=["images", "unseen_generator", "song_ci"])
+    p.add_argument("--config", default="images", help="images, unseen_generator or a tradition's config (song_ci)")
     p.add_argument("--split", default="test")
     p.add_argument("--margin", type=float, default=0.05, help="the human pairs: human quality apart by at least this")
     p.add_argument("--all-pairs", action="store_true", help="every pair of images of one poem, not only human pairs")
@@ -33,12 +34,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from ..judging.evaluators import load_evaluator
     from ..judging.pairwise import compare_to_jsonl, dataset_pairs
+    from ..judging.registry import evaluator_spec
     from ..numeric import fmt
     from ..stats.pairs import pair_table
 
     selected = None if args.all_pairs else pair_table(args.dataset, args.split, args.config, args.margin).id_pairs()
     pairs, load = dataset_pairs(args.dataset, args.config, args.split, selected)
-    judge = load_evaluator(args.evaluator, task="pairwise", **judge_options(args))
+    options = judge_options(args)
+    if "rubric" in evaluator_spec(args.evaluator).options:  # the rubric judges: the dataset's rubric where not bundled
+        options["rubric"] = judge_rubric(args.rubric, args.dataset, args.config)
+    judge = load_evaluator(args.evaluator, task="pairwise", **options)
     summary = compare_to_jsonl(judge, pairs[:args.limit], load, args.out, batch_size=args.batch_size)
     bias = summary.bias
     print(f"{summary.out}: {summary.judged} pairs judged now in both orders ({summary.failed} without a verdict), "

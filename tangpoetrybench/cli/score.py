@@ -7,20 +7,22 @@ import argparse
 import sys
 from pathlib import Path
 
-from .base import POEMS_FILE, add_judge_options, judge_options
+from .base import POEMS_FILE, add_judge_options, judge_options, judge_rubric
 
 SUMMARY = 'score images with PAE, a served or hosted judge, a baseline or the OCR, to JSON Lines that a rerun resumes'
 EXAMPLE = ('tpb score --dataset sample/dataset --evaluator pae --adapter ORG/PAE --out scores.jsonl\n'
            'tpb score --dataset sample/dataset --evaluator api --model pae --base-url http://127.0.0.1:8000/v1 '
            '--concurrency 16 --out served.jsonl\n'
-           'tpb score --images sample/raw/images --poems sample/raw/poems.jsonl --evaluator text-ocr --out ocr.jsonl')
+           'tpb score --images sample/raw/images --poems sample/raw/poems.jsonl --evaluator text-ocr --out ocr.jsonl\n'
+           'tpb score --images haiku/images --poems haiku/poems.jsonl --rubric haiku.yaml --evaluator pae --out h.json')
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from ..judging.registry import evaluator_names, specs
 
     p.add_argument("--dataset", help="a built dataset folder or Hub id")
-    p.add_argument("--config", default="images", help="with --dataset: images, unseen_generator or song_ci")
+    p.add_argument("--config", default="images",
+                   help="with --dataset: images, unseen_generator or a tradition's test-only config (song_ci)")
     p.add_argument("--split", default="test", help="with --dataset: train, validation or test")
     p.add_argument("--images", type=Path,
                    help="instead of --dataset: a folder of <poem_id>.png or <generator>/<poem_id>.png")
@@ -61,7 +63,10 @@ def run(args: argparse.Namespace) -> None:
         raise ValueError("the vLLM backend runs as one process that uses its GPUs itself: start tpb score without "
                          "accelerate launch or torchrun")
     calibration = load_calibration(args.calibration) if args.calibration else None  # read before a model loads
-    evaluator = load_evaluator(args.evaluator, **judge_options(args))
+    options = judge_options(args)
+    if "rubric" in evaluator_spec(args.evaluator).options:  # the dataset's rubric where it is not a bundled one
+        options["rubric"] = judge_rubric(args.rubric, args.dataset, args.config, None if args.dataset else args.poems)
+    evaluator = load_evaluator(args.evaluator, **options)
     if calibration is not None:
         evaluator = Calibrated(evaluator, calibration)
     summary = score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,

@@ -4,6 +4,7 @@
       README.md                  dataset card with the `configs:` block (load_dataset needs no script)
       qc_report.json
       data/<config>/<split>-00000-of-00001.parquet
+      rubrics/<tradition>.yaml   the rubric of every tradition in it, as written: the dataset carries its rubric
 
 `build_dataset` validates everything first, writes into a temporary sibling folder and renames it to OUT
 only when every file is written, so a failed build leaves nothing behind.
@@ -26,11 +27,9 @@ from ..errors import DataError, Problem
 from ..files import atomic_folder, ensure_free
 from .features import POEM_FEATURES, image_features, rating_features
 from .qc import QCConfig, QCResult, run_qc
-from .raw_release import DEFAULT_MAX_IMAGE_PIXELS, Release, read_release
-from ..rubric import rubric_for_tradition
+from .raw_release import DEFAULT_MAX_IMAGE_PIXELS, FIXED_CONFIGS, Release, read_release
 from .splits import default_splits
 
-CONFIGS = ("images", "ratings", "poems", "song_ci", "unseen_generator")
 SPLIT_ORDER = ("train", "validation", "test")
 MAX_SHARD_BYTES = 500 * 2**20
 # Bytes of image files per Parquet row group: readers (streaming, the dataset viewer) take a group at a time, and
@@ -62,12 +61,13 @@ def build_dataset(
     scores = aggregate(release, qc_result.kept)
     tables = _tables(release, scores, qc_result)
     with atomic_folder(out) as tmp:
-        files, sizes = _write_parquet(tables, tmp, progress)
+        files, sizes = _write_parquet(release, tables, tmp, progress)
         (tmp / "qc_report.json").write_text(
             json.dumps({"qc_enabled": qc is not None, **qc_result.report}, ensure_ascii=False, indent=1) + "\n",
             encoding="utf-8",
         )
         fingerprint = _fingerprint(tmp, files + ["qc_report.json"])
+        _write_rubrics(release, tmp)
         rows = {cfg: {split: len(r) for split, r in by_split.items()} for cfg, by_split in tables.items()}
         downloads: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for rel in files:  # data/<config>/<split>-NNNNN-of-NNNNN.parquet
@@ -78,34 +78,44 @@ def build_dataset(
     return BuildSummary(out=out, rows=rows, qc=qc_result.report, fingerprint=fingerprint)
 
 
+def configs(release: Release) -> tuple[str, ...]:
+    """The configs a release builds into: the fixed ones, and a test-only config per tradition but the main one."""
+    first, last = FIXED_CONFIGS[:-1], FIXED_CONFIGS[-1:]  # images, ratings, poems ... unseen_generator
+    return first + tuple(t for t in release.rubrics if t != release.main_tradition) + last
+
+
 def image_config(release: Release, generator: str, poem_id: str) -> str:
-    """Which config an image belongs to: Song Ci first, then unseen generators, else `images`."""
-    if release.poems[poem_id].tradition == "song_ci":
-        return "song_ci"
+    """Which config an image belongs to: a tradition's own config for a tradition other than the main one (Song Ci),
+    then unseen generators, else `images`."""
+    tradition = release.poems[poem_id].tradition
+    if tradition != release.main_tradition:
+        return tradition
     if release.generators[generator].unseen:
         return "unseen_generator"
     return "images"
 
 
 def poem_splits(release: Release) -> dict[str, str]:
-    """Each poem's split: as given in poems.jsonl, else the default split of the Tang poems; Song Ci: test."""
-    tang = [p.poem_id for p in release.poems.values() if p.tradition == "tang"]
+    """Each poem's split: as given in poems.jsonl, else the default split of the main tradition's poems; the poems of
+    every other tradition (Song Ci): test."""
+    main = [p.poem_id for p in release.poems.values() if p.tradition == release.main_tradition]
     given = all(p.split is not None for p in release.poems.values())
-    splits = {pid: release.poems[pid].split for pid in tang} if given else default_splits(tang)
+    splits = {pid: release.poems[pid].split for pid in main} if given else default_splits(main)
+    others = [p for p in release.poems.values() if p.tradition != release.main_tradition]
     problems = [
-        Problem("poems.jsonl", f"Song Ci poems form the test-only config song_ci, got split {p.split!r}",
-                field=f"{p.poem_id}.split")
-        for p in release.poems.values() if p.tradition == "song_ci" and p.split not in (None, "test")
+        Problem("poems.jsonl", f"{release.rubrics[p.tradition].short_name} poems form the test-only config "
+                f"{p.tradition}, got split {p.split!r}", field=f"{p.poem_id}.split")
+        for p in others if p.split not in (None, "test")
     ]
     if problems:
         raise DataError(problems)
-    return {**splits, **{p.poem_id: "test" for p in release.poems.values() if p.tradition == "song_ci"}}
+    return {**splits, **{p.poem_id: "test" for p in others}}
 
 
 def _tables(release: Release, scores: dict[str, ImageScores], qc: QCResult) -> dict[str, dict[str, list[dict]]]:
     """Rows of every config and split, in a fixed order (poem, then generator)."""
     splits = poem_splits(release)
-    tables: dict[str, dict[str, list[dict]]] = {cfg: defaultdict(list) for cfg in CONFIGS}
+    tables: dict[str, dict[str, list[dict]]] = {cfg: defaultdict(list) for cfg in configs(release)}
     placed: dict[str, tuple[str, str]] = {}
     for image_id in sorted(scores, key=lambda i: (scores[i].poem_id, scores[i].generator)):
         s = scores[image_id]
@@ -144,8 +154,9 @@ def _tables(release: Release, scores: dict[str, ImageScores], qc: QCResult) -> d
             if any(by_split.values())}
 
 
-def _features(config: str) -> datasets.Features:
-    rubric = rubric_for_tradition("tang")
+def _features(release: Release, config: str) -> datasets.Features:
+    """Every tradition of a release rates the same dimensions: the main rubric's dimensions are the columns."""
+    rubric = release.main_rubric
     if config == "ratings":
         return rating_features(rubric)
     if config == "poems":
@@ -174,7 +185,7 @@ def _rows_per_group(rows: list[dict]) -> int | None:
 
 
 def _write_parquet(
-    tables: dict[str, dict[str, list[dict]]], folder: Path, progress: bool
+    release: Release, tables: dict[str, dict[str, list[dict]]], folder: Path, progress: bool
 ) -> tuple[list[str], dict[str, dict[str, int]]]:
     """Write every config and split; returns the files written and each split's size in bytes (Arrow)."""
     files: list[str] = []
@@ -185,7 +196,7 @@ def _write_parquet(
     try:
         with tqdm(total=total, desc="Writing Parquet", unit="row", disable=not progress) as bar:
             for cfg, by_split in tables.items():
-                features = _features(cfg)
+                features = _features(release, cfg)
                 for split, rows in by_split.items():
                     shards = _shards(rows)
                     sizes[cfg][split] = 0
@@ -203,6 +214,14 @@ def _write_parquet(
         if bars_were_on:
             datasets.enable_progress_bars()
     return files, dict(sizes)
+
+
+def _write_rubrics(release: Release, folder: Path) -> None:
+    """OUT/rubrics/<tradition>.yaml: each rubric as its file says it, so that a copy of the dataset, or one pulled from
+    the Hub, scores and reports with the rubric it was rated on (`reading.dataset_rubrics`)."""
+    (folder / "rubrics").mkdir()
+    for tradition, rubric in release.rubrics.items():
+        (folder / "rubrics" / f"{tradition}.yaml").write_text(rubric.yaml_text, encoding="utf-8")
 
 
 def _embed(image: dict) -> dict:

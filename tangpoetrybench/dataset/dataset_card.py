@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from .. import __version__
+from ..rubric import is_bundled
 from .aggregate import ImageScores
 from .features import POEM_FEATURES, image_features, rating_features
-from ..rubric import rubric_for_tradition
 
 if TYPE_CHECKING:
     from .raw_release import Release
@@ -25,13 +25,14 @@ CITATION = """@article{hu2026tangpoetrybench,
 }"""
 ARXIV = "2608.11452"
 DATASET_PLACEHOLDER = "path/to/this/folder"
-CONFIG_DESCRIPTIONS = {
-    "images": "Tang poems, seen generators",
-    "ratings": "kept ratings",
-    "poems": "poems",
-    "song_ci": "Song Ci (test only)",
-    "unseen_generator": "held-out generators (test only)",
-}
+
+
+def config_descriptions(release: "Release") -> dict[str, str]:
+    """What each config holds, in a few words (the card's table and each config's description)."""
+    main = release.main_rubric.short_name
+    return {"images": f"{main} poems, seen generators", "ratings": "kept ratings", "poems": "poems",
+            **{t: f"{r.short_name} (test only)" for t, r in release.rubrics.items() if t != release.main_tradition},
+            "unseen_generator": "held-out generators (test only)"}
 
 
 def size_category(n: int) -> str:
@@ -52,7 +53,8 @@ def render_card(
     download_sizes: dict[str, dict[str, int]],
 ) -> str:
     """`sizes` are each split's Arrow bytes, `download_sizes` its Parquet files' bytes."""
-    rubric = rubric_for_tradition("tang")
+    rubric = release.main_rubric
+    descriptions = config_descriptions(release)
     features = {"ratings": rating_features(rubric), "poems": POEM_FEATURES}
     configs, infos = [], []
     for cfg, by_split in rows.items():
@@ -60,7 +62,7 @@ def render_card(
             "config_name": cfg,
             # The fingerprint must sit where datasets' cache key looks (config parameters, not free YAML
             # keys), so that a folder rebuilt in place is never served from an older build's cache.
-            "description": f"{CONFIG_DESCRIPTIONS[cfg]} (build {fingerprint})",
+            "description": f"{descriptions[cfg]} (build {fingerprint})",
             **({"default": True} if cfg == "images" else {}),
             "data_files": [{"split": split, "path": f"data/{cfg}/{split}-*.parquet"} for split in by_split],
         })
@@ -76,11 +78,12 @@ def render_card(
     license_id = release.metadata.get("license", "unknown")  # never a licence the release did not state
     card_data = DatasetCardData(
         pretty_name=_pretty_name(release),
-        language=["zh", "en"],
+        language=languages(release),
         license=license_id,
         **{k: release.metadata[k] for k in ("license_name", "license_link") if k in release.metadata},
         task_categories=["text-to-image", "image-text-to-text"],
-        tags=["poetry", "chinese", "evaluation", "human-ratings", "benchmark"] + (["synthetic"] if synthetic else []),
+        tags=["poetry", *language_tags(release), "evaluation", "human-ratings", "benchmark"]
+        + (["synthetic"] if synthetic else []),
         size_categories=size_category(len(scores)),
         configs=configs,
         dataset_info=infos,
@@ -103,12 +106,14 @@ def render_card(
         description=release.metadata.get("description", ""),
         repo_hint=DATASET_PLACEHOLDER,  # `tpb publish` writes the repo id here
         arxiv=ARXIV,
-        config_rows=[{"config": c, "what": CONFIG_DESCRIPTIONS[c], "split": s, "rows": n}
+        config_rows=[{"config": c, "what": descriptions[c], "split": s, "rows": n}
                      for c, by_split in rows.items() for s, n in by_split.items()],
+        rubric=rubric, n_dimensions=len(rubric.keys),
+        face=_face(rubric), test_configs=[(t, r) for t, r in release.rubrics.items() if t != release.main_tradition],
         splits=splits,
         generator_rows=generator_rows,
-        n_poems_tang=sum(p.tradition == "tang" for p in release.poems.values()),
-        n_poems_song_ci=sum(p.tradition == "song_ci" for p in release.poems.values()),
+        poem_counts=", ".join(f"{sum(p.tradition == t for p in release.poems.values())} {r.short_name} poems"
+                              for t, r in release.rubrics.items()),
         n_images=len(scores),
         n_rated=sum(s.n_ratings > 0 for s in scores.values()),
         n_multi=sum(s.multi_rated for s in scores.values()),
@@ -125,13 +130,35 @@ def render_card(
     return str(card)
 
 
+def languages(release: "Release") -> list[str]:
+    """The card's languages: each tradition's own, then English."""
+    return list(dict.fromkeys([*(r.own_language for r in release.rubrics.values()), "en"]))
+
+
+def language_tags(release: "Release") -> list[str]:
+    """`chinese`, `japanese`: the English names of the traditions' own languages, as tags."""
+    return list(dict.fromkeys(r.languages[r.own_language].lower() for r in release.rubrics.values()
+                              if r.own_language != "en"))
+
+
+def _face(rubric) -> dict | None:
+    """The face-avoidance role in words, for the card's scoring rules."""
+    if rubric.face_avoidance is None:
+        return None
+    key, letter = rubric.face_avoidance
+    dim = rubric.dimension(key)
+    return {"dimension": dim.name["en"].lower(), "option": dim.option(letter).label["en"]}
+
+
 def _pretty_name(release: "Release") -> str:
     name = release.name
     return f"{name} (synthetic)" if release.synthetic and "synthetic" not in name.lower() else name
 
 
 def _license_text(release: "Release", license_id: str) -> str:
-    if release.synthetic:
+    if release.synthetic and all(is_bundled(r) for r in release.rubrics.values()):
         return (f"`{license_id}`. Poem texts come from the chinese-poetry corpus (MIT, © 2016 JackeyGao); "
                 "the images and ratings are synthetic, made by tangpoetrybench.")
+    if release.synthetic:
+        return f"`{license_id}`. The images and ratings are synthetic, made by tangpoetrybench."
     return f"`{license_id}`."

@@ -2,20 +2,27 @@
 
 ```
 RAW/
-  release.json      optional: name, version, generators {key: {display, unseen}}, and the card's
+  release.json      optional: name, version, generators {key: {display, unseen}}, main_tradition, and the card's
                     synthetic, license (+ license_name, license_link for "other"), description, citation, homepage
   poems.jsonl
   images/<generator>/<poem_id>.(png|jpg|jpeg|webp)
-  ratings.csv
+  ratings.csv       the rating columns and one column per dimension of the rubric
   text_labels.csv   optional
+  rubrics/<tradition>.yaml   optional: the rubric of a tradition that is not bundled (docs/rubrics.md)
 ```
 Nothing is guessed and nothing is dropped silently: `read_release` either returns a `Release` whose
-every rating points at an existing image of a known poem and generator, or raises `DataError`.
+every rating points at an existing image of a known poem and generator, with an option of its rubric for every
+dimension, or raises `DataError`.
+
+The main tradition (`main_tradition` in release.json, else the tradition of most poems, the first in poems.jsonl
+on a tie) fills the `images` config with its splits; each other tradition is a test-only config of its own name.
+Traditions rated on different dimensions are refused: they are built apart, a release each.
 """
 
 from __future__ import annotations
 
 import csv
+from collections import Counter
 import io
 import json
 import math
@@ -23,13 +30,13 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterable, Iterator
 
 from PIL import Image, UnidentifiedImageError
 
 from ..errors import DataError, Problem
 from ..poems import Poem, parse_poems
-from ..rubric import Rubric, rubric_for_tradition
+from ..rubric import BUILTIN, DEFAULT_TRADITION, Rubric, is_bundled, read_rubric_folder, rubric_for_tradition
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp")
 # Larger images are refused before they are decoded (a decompression bomb is a few KB on disk).
@@ -41,8 +48,11 @@ RATING_COLUMNS = (
 )
 TEXT_LABEL_COLUMNS = ("generator", "poem_id", "text_issue", "issue_type")
 ISSUE_TYPES = ("none", "leakage", "fake_characters")
-RELEASE_KEYS = ("name", "version", "generators", "synthetic", "license", "license_name", "license_link", "description",
-                "citation", "homepage")
+RELEASE_KEYS = ("name", "version", "generators", "main_tradition", "synthetic", "license", "license_name",
+                "license_link", "description", "citation", "homepage")
+CARD_KEYS = RELEASE_KEYS[4:]  # what release.json says for the dataset card
+# The configs every built dataset may have; each tradition but the main one adds a test-only config of its name.
+FIXED_CONFIGS = ("images", "ratings", "poems", "unseen_generator")
 N_PHASE1_CANDIDATES = 4
 
 
@@ -109,14 +119,23 @@ class Release:
     ratings: list[Rating]
     text_labels: dict[str, TextLabel]  # by image_id
     keys: tuple[str, ...]  # the rubric's dimension keys, the rating columns
+    rubrics: dict[str, Rubric]  # the rubric of each tradition of the release, by tradition, the main one first
     metadata: dict = field(default_factory=dict)  # the card's fields from release.json
 
     @property
     def synthetic(self) -> bool:
         return bool(self.metadata.get("synthetic"))
 
+    @property
+    def main_tradition(self) -> str:
+        return next(iter(self.rubrics))
+
+    @property
+    def main_rubric(self) -> Rubric:
+        return self.rubrics[self.main_tradition]
+
     def rubric(self, poem_id: str) -> Rubric:
-        return rubric_for_tradition(self.poems[poem_id].tradition)
+        return self.rubrics[self.poems[poem_id].tradition]
 
 
 
@@ -127,10 +146,15 @@ def read_release(raw: Path | str, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXE
         raise DataError(Problem(str(root), "not a folder (expected a raw release: poems.jsonl, images/, ratings.csv)"))
     problems: list[Problem] = []
     meta, declared = _read_release_json(root, problems)
+    found, bad_rubrics = read_rubric_folder(root / "rubrics")
+    problems += bad_rubrics
+    for tradition in sorted(set(found) & set(FIXED_CONFIGS)):
+        problems.append(Problem(f"rubrics/{tradition}.yaml", f"{tradition!r} names a config of every dataset: give "
+                                "the tradition another name", field="tradition"))
 
     poems: dict[str, Poem] = {}
     if (root / "poems.jsonl").is_file():
-        good, bad = parse_poems(root / "poems.jsonl", display="poems.jsonl")
+        good, bad = parse_poems(root / "poems.jsonl", display="poems.jsonl", traditions=(*BUILTIN, *sorted(found)))
         poems = {p.poem_id: p for p in good}
         problems.extend(bad)
     else:
@@ -141,15 +165,16 @@ def read_release(raw: Path | str, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXE
     generators = declared if declared is not None else {
         key: Generator(key, key) for key in sorted({img.generator for img in images.values()})
     }
-    keys = _dimension_keys(poems, problems)
-    ratings = _read_ratings(root, keys, generators, poems, images, problems)
+    rubrics = _rubrics(meta, poems, found, problems)
+    keys = _dimension_keys(rubrics, problems)
+    ratings = _read_ratings(root, rubrics, keys, generators, poems, images, problems)
     labels = _read_text_labels(root, generators, poems, images, problems)
     if problems:
         raise DataError(problems)
     return Release(
         root=root, name=str(meta.get("name") or root.name), version=str(meta.get("version") or "0"),
         generators=generators, poems=poems, images=images, ratings=ratings, text_labels=labels, keys=keys,
-        metadata={k: meta[k] for k in RELEASE_KEYS[3:] if k in meta},
+        rubrics=rubrics, metadata={k: meta[k] for k in CARD_KEYS if k in meta},
     )
 
 
@@ -167,7 +192,8 @@ def _read_release_json(root: Path, problems: list[Problem]) -> tuple[dict, dict[
         return {}, None
     for key in sorted(set(meta) - set(RELEASE_KEYS)):
         problems.append(Problem("release.json", "unknown field", field=key))
-    for key in ("name", "version", "license", "license_name", "license_link", "description", "citation", "homepage"):
+    for key in ("name", "version", "main_tradition", "license", "license_name", "license_link", "description",
+                "citation", "homepage"):
         if key in meta and not isinstance(meta[key], str):
             problems.append(Problem("release.json", f"expected a string, got {meta[key]!r}", field=key))
     if meta.get("license") == "other":  # the Hub shows an "other" licence by its name and link
@@ -260,16 +286,46 @@ def _check_images(images: dict[str, ImageFile], max_pixels: int, root: Path, pro
         problems.extend(p for p in pool.map(check, images.values()) if p is not None)
 
 
-def _dimension_keys(poems: dict[str, Poem], problems: list[Problem]) -> tuple[str, ...]:
-    """The rating columns: every tradition in the release must use the same dimensions."""
-    keysets = {t: rubric_for_tradition(t).keys for t in sorted({p.tradition for p in poems.values()})}
-    if len(set(keysets.values())) > 1:
-        problems.append(Problem("poems.jsonl", f"the rubrics of {', '.join(keysets)} have different dimensions"))
-    return next(iter(keysets.values()), rubric_for_tradition("tang").keys)
+def main_tradition(poems: Iterable[Poem]) -> str | None:
+    """The tradition of most poems; on a tie, the first of them in the poems' order (None: no poems)."""
+    counts = Counter(p.tradition for p in poems)  # in order of first appearance
+    return max(counts, key=counts.get, default=None)
 
 
-def _csv_rows(path: Path, name: str, columns: tuple[str, ...], problems: list[Problem]) -> Iterator[tuple[int, dict]]:
-    """Rows of a CSV with exactly `columns` (any order), each with its line number. BOM and CRLF are fine."""
+def _rubrics(meta: dict, poems: dict[str, Poem], found: dict[str, Rubric],
+             problems: list[Problem]) -> dict[str, Rubric]:
+    """The rubric of each tradition the poems name, the main tradition's first."""
+    counts = Counter(p.tradition for p in poems.values())
+    main = meta.get("main_tradition")
+    if main is not None and (not isinstance(main, str) or main not in counts):
+        problems.append(Problem("release.json", f"{main!r} is the tradition of no poem in poems.jsonl "
+                                f"({', '.join(counts) or 'none'})", field="main_tradition"))
+        main = None
+    main = main or main_tradition(poems.values()) or DEFAULT_TRADITION  # no poems: the ratings are still read
+    return {t: rubric_for_tradition(t, found) for t in [main, *(t for t in counts if t != main)]}
+
+
+def _dimension_keys(rubrics: dict[str, Rubric], problems: list[Problem]) -> tuple[str, ...]:
+    """The rating columns: the dimensions of the release's rubrics, which must be the same."""
+    main = next(iter(rubrics.values()), None)
+    for other in list(rubrics.values())[1:]:
+        if other.keys != main.keys:
+            problems.append(Problem("poems.jsonl", f"the rubrics {main.name} ({_where(main)}) and {other.name} "
+                                    f"({_where(other)}) rate different dimensions, and one release has one set of "
+                                    "rating columns: build each tradition apart, from a raw release of its own (its "
+                                    "poems, images and ratings)"))
+            break
+    return main.keys if main else ()
+
+
+def _where(rubric: Rubric) -> str:
+    return "bundled" if is_bundled(rubric) else rubric.source
+
+
+def _csv_rows(path: Path, name: str, columns: tuple[str, ...], problems: list[Problem],
+             unknown_column: Callable[[str], str] | None = None) -> Iterator[tuple[int, dict]]:
+    """Rows of a CSV with exactly `columns` (any order), each with its line number. BOM and CRLF are fine.
+    `unknown_column(column)` says what is wrong with a header column that is not one of `columns`."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
@@ -289,6 +345,8 @@ def _csv_rows(path: Path, name: str, columns: tuple[str, ...], problems: list[Pr
                  f"unknown {', '.join(extra)}" if extra else "",
                  f"repeated {', '.join(dupes)}" if dupes else ""]
         problems.append(Problem(name, "header: " + "; ".join(p for p in parts if p), line=1))
+        if unknown_column is not None:
+            problems += [Problem(name, unknown_column(h), line=1, field=h) for h in extra]
         return
     for values in reader:
         line = reader.line_num
@@ -315,8 +373,8 @@ def _image_problem(
 
 
 def _read_ratings(
-    root: Path, keys: tuple[str, ...], generators: dict[str, Generator], poems: dict[str, Poem],
-    images: dict[str, ImageFile], problems: list[Problem],
+    root: Path, rubrics: dict[str, Rubric], keys: tuple[str, ...], generators: dict[str, Generator],
+    poems: dict[str, Poem], images: dict[str, ImageFile], problems: list[Problem],
 ) -> list[Rating]:
     path, name = root / "ratings.csv", "ratings.csv"
     if not path.is_file():
@@ -326,7 +384,13 @@ def _read_ratings(
     seen: dict[str, int] = {}
     n_before = len(problems)
     n_rows = 0
-    for line, row in _csv_rows(path, name, RATING_COLUMNS + keys, problems):
+    main = next(iter(rubrics.values()), None)
+
+    def unknown_column(column: str) -> str:
+        return (f"{column!r} is neither a rating column nor a dimension of the rubric {main.name} ({_where(main)}), "
+                f"whose dimensions are {', '.join(keys)}") if main else f"unknown column {column!r}"
+
+    for line, row in _csv_rows(path, name, RATING_COLUMNS + keys, problems, unknown_column):
         n_rows += 1
         bad = len(problems)
 
@@ -365,12 +429,12 @@ def _read_ratings(
                 bad_field("phase1_candidates", f"the image's own poem {row['poem_id']!r} is not among the candidates")
         if choice is not None and choice not in candidates:
             bad_field("phase1_choice", f"{choice!r} is not among the candidates {row['phase1_candidates']!r}")
-        tradition = poems[row["poem_id"]].tradition if row["poem_id"] in poems else "tang"
-        rubric = rubric_for_tradition(tradition)
+        rubric = rubrics[poems[row["poem_id"]].tradition] if row["poem_id"] in poems else main
         for key in keys:
             letters = rubric.dimension(key).letters
             if row[key] not in letters:
-                bad_field(key, f"unknown option {row[key]!r} (expected one of {', '.join(letters)})")
+                bad_field(key, f"unknown option {row[key]!r} (the rubric {rubric.name} has {', '.join(letters)} for "
+                          f"{key})")
         if len(problems) == bad:
             ratings.append(Rating(
                 rating_id=row["rating_id"], rater_id=row["rater_id"], rater_group=row["rater_group"],

@@ -6,7 +6,9 @@ import re
 from pathlib import Path
 from typing import Iterator
 
+from ..errors import DataError
 from ..files import local_or_hub
+from ..rubric import DEFAULT_TRADITION, Rubric, read_rubric_folder, rubric_for_tradition
 
 ROWS_PER_READ = 64
 
@@ -59,6 +61,47 @@ def dataset_fingerprint(dataset: str | Path) -> str | None:
 def dataset_identity(dataset: str | Path, config: str, split: str) -> dict:
     """What a scores record says it scored: the build's fingerprint, the config and the split."""
     return {"fingerprint": dataset_fingerprint(dataset), "config": config, "split": split}
+
+
+def dataset_rubrics(dataset: str | Path) -> dict[str, Rubric]:
+    """The rubrics a built dataset carries (`rubrics/<tradition>.yaml`, written by `tpb build`), by tradition, from a
+    folder or a Hub id; a dataset built before datasets carried them has none, and its traditions are bundled."""
+    folder = Path(dataset)
+    if not folder.exists():
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(str(local_or_hub(dataset, "dataset", repo_type="dataset")),
+                                        repo_type="dataset", allow_patterns=["rubrics/*.yaml"]))
+    found, problems = read_rubric_folder(folder / "rubrics", where=f"{dataset}/rubrics")
+    if problems:
+        raise DataError(problems)
+    return found
+
+
+def traditions_rubric(traditions: list[str], where: str, found: dict[str, Rubric]) -> Rubric:
+    """The one rubric of rows of these traditions (one config holds one tradition): a dataset's own (`found`), else
+    the bundled one; no rows: the one rubric the dataset carries, else the default tradition's."""
+    if len(traditions) > 1:
+        raise ValueError(f"{where} mixes traditions ({', '.join(traditions)}): score them one at a time")
+    if not traditions:
+        traditions = list(found) if len(found) == 1 else [DEFAULT_TRADITION]
+    return rubric_for_tradition(traditions[0], found)
+
+
+def dimension_keys(found: dict[str, Rubric]) -> tuple[str, ...]:
+    """The dimension columns of a dataset that carries `found` (`dataset_rubrics`): every tradition of a dataset rates
+    the same dimensions (`tpb build` refuses others); a dataset that carries none is the default tradition's."""
+    return next(iter(found.values()), None).keys if found else rubric_for_tradition(DEFAULT_TRADITION).keys
+
+
+def config_rubric(dataset: str | Path, config: str, split: str | None = None) -> Rubric:
+    """The rubric of a config's images (of one split, or of every split), read from the dataset."""
+    if split is None:
+        rows = [r for part in config_rows(dataset, config, ["tradition"]).values() for r in part]
+    else:
+        rows = list(dataset_rows(dataset, config, split, ["tradition"]))
+    return traditions_rubric(sorted({r["tradition"] for r in rows}), f"{config}/{split or 'every split'}",
+                             dataset_rubrics(dataset))
 
 
 def _rows(ds) -> Iterator[dict]:

@@ -9,9 +9,10 @@ The format (hub-docs, `docs/hub/eval-results.md`, a work-in-progress feature): a
     value:    required, the metric's value
     verifyToken, date (ISO-8601), source: {url (required with source), name, user}, notes: optional
 
-A benchmark's task is one (config, headline metric) pair (`BENCHMARK_TASKS`): the generators' quality as the
+A benchmark's task is one (config, headline metric) pair (`benchmark_tasks`): the generators' quality as the
 evaluator estimates it, the human quality and recognizability where people rated the generator, and an
-evaluator's agreement with people (for a judge's own model repo, e.g. PAE's). Values are on the 0-1 scale the
+evaluator's agreement with people (for a judge's own model repo, e.g. PAE's) on any config, a tradition's test-only
+config among them. Values are on the 0-1 scale the
 dataset and the scores files use.
 
 The dataset's `eval.yaml` names one `evaluation_framework` from the list Hugging Face keeps (huggingface.js
@@ -30,6 +31,7 @@ import yaml
 
 from ..errors import DataError, Problem
 from ..reporting.leaderboard import HUMAN_CONFIGS, read_score_files
+from ..rubric import BUILTIN, DEFAULT_TRADITION, TRADITION_NAME
 
 RESULTS_FILE = Path(".eval_results") / "tangpoetrybench.yaml"
 HUB = "https://huggingface.co"
@@ -68,9 +70,28 @@ class BenchmarkTask:
 GENERATOR_METRICS = ("pae_quality", "human_quality", "recognizability")
 # An evaluator's agreement with people: per-poem Kendall tau-b, Spearman rho over images, mean absolute error.
 JUDGE_METRICS = ("judge_kendall_tau", "judge_spearman", "judge_mae")
-BENCHMARK_TASKS = tuple(BenchmarkTask(c, m) for c in HUMAN_CONFIGS for m in GENERATOR_METRICS) + tuple(
-    BenchmarkTask(c, m) for c in (*HUMAN_CONFIGS, "song_ci") for m in JUDGE_METRICS)
-TASK_IDS = frozenset(t.id for t in BENCHMARK_TASKS)
+# The benchmark's own dataset: its main tradition is the default one; every other bundled tradition is a
+# test-only config of its name.
+OWN_TEST_CONFIGS = tuple(t for t in BUILTIN if t != DEFAULT_TRADITION)
+
+
+def benchmark_tasks(test_configs: tuple[str, ...] = OWN_TEST_CONFIGS) -> tuple[BenchmarkTask, ...]:
+    """The tasks of a dataset whose other traditions are the test-only `test_configs`."""
+    return tuple(BenchmarkTask(c, m) for c in HUMAN_CONFIGS for m in GENERATOR_METRICS) + tuple(
+        BenchmarkTask(c, m) for c in (*HUMAN_CONFIGS, *test_configs) for m in JUDGE_METRICS)
+
+
+TASK_IDS = frozenset(t.id for t in benchmark_tasks())
+
+
+def is_task_id(task_id: str) -> bool:
+    """A task of any dataset of this benchmark: a generator metric on a human config, or a judge metric on a human
+    config or a tradition's config."""
+    for metric in (*GENERATOR_METRICS, *JUDGE_METRICS):
+        config = task_id.removesuffix(f"_{metric}")
+        if config != task_id:
+            return config in HUMAN_CONFIGS or (metric in JUDGE_METRICS and bool(TRADITION_NAME.match(config)))
+    return False
 
 
 def _check_mapping(value, fields: dict, where: str, line: int, prefix: str = "") -> list[Problem]:
@@ -101,7 +122,7 @@ def validate_eval_results(items, where: str = "<eval results>") -> None:
         problems += found
         if found:
             continue
-        if item["dataset"]["task_id"] not in TASK_IDS:
+        if not is_task_id(item["dataset"]["task_id"]):
             problems.append(Problem(where, f"{item['dataset']['task_id']!r} is not a task of TangPoetryBench "
                                            f"(known: {', '.join(sorted(TASK_IDS))})", n, "dataset.task_id"))
         if "date" in item:
@@ -272,7 +293,7 @@ def dataset_eval_yaml(name: str = NAME, description: str = DESCRIPTION,
                       f"packages/tasks/src/eval.ts), and {framework} is not among them: no eval.yaml is written, "
                       "since the Hub would refuse it at push")
     body = {"name": name, "description": description, "evaluation_framework": framework,
-            "tasks": [{"id": t.id, "config": t.config, "split": t.split} for t in BENCHMARK_TASKS]}
+            "tasks": [{"id": t.id, "config": t.config, "split": t.split} for t in benchmark_tasks()]}
     return yaml.safe_dump(body, allow_unicode=True, sort_keys=False, width=110), "written"
 
 

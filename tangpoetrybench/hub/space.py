@@ -4,8 +4,10 @@ Configuration comes from the environment: `PAE_MODEL` (default Qwen/Qwen3-VL-8B-
 `PAE_BACKEND` (transformers | vllm), `PAE_DEVICE`, `CLIP_MODEL`, `BLIP_MODEL`, `VQA_MODEL` (default
 PAE_MODEL), `PAE_POEMS` (a SPEC poems file; default the bundled poems), `PAE_MAX_IMAGE_BYTES`,
 `PAE_MAX_IMAGE_PIXELS`, `PAE_CONCURRENCY`, `PAE_LEADERBOARD` (a `leaderboard.json` from `tpb leaderboard`, for
-the Leaderboard tab), `PAE_CONSTRAINED` (default 1: PAE's answer is decoded in the rubric's JSON form, as the
-vLLM backend always does, so even a small or untrained model gives a readable answer; 0 turns it off),
+the Leaderboard tab), `PAE_DATASET` (a built dataset, folder or Hub id, whose rubrics the Space offers first, so a
+tradition that is not bundled is scored with the rubric its dataset carries), `PAE_CONSTRAINED` (default 1: PAE's
+answer is decoded in the rubric's JSON form, as the vLLM backend always does, so even a small or untrained model
+gives a readable answer; 0 turns it off),
 `PAE_EXPLAIN`, `PAE_SEMJUDGE_URL` / `PAE_SEMJUDGE_MODEL` (the server the compare tab's SemJudge asks; default the
 Space's own base model), `PAE_CALIBRATION` (a `tpb calibrate` file for PAE as set up here: an interval beside each
 score); gradio reads `GRADIO_SERVER_NAME` / `GRADIO_SERVER_PORT`
@@ -39,9 +41,15 @@ from ..fonts import cjk_font
 from ..reporting.plots import label, radar
 from ..poems import Poem, read_poems, sample_poems
 from ..dataset.raw_release import DEFAULT_MAX_IMAGE_PIXELS
-from ..rubric import Dimension, Rubric, load_rubric
+from ..rubric import BUILTIN, DEFAULT_TRADITION, Dimension, Rubric, load_rubric
 
-RUBRICS = {"Tang poetry (唐诗)": "tang", "Song Ci (宋词)": "song_ci"}
+
+def rubric_label(rubric: Rubric) -> str:
+    """How the Space names a rubric: "Tang poetry (唐诗)"."""
+    return rubric.in_languages(rubric.display, "{en} ({own})")
+
+
+RUBRICS = {rubric_label(load_rubric(t)): t for t in BUILTIN}  # the bundled rubrics, by label
 UPLOADED = "Uploaded rubric file"
 BASELINE_SCALES = {"clipscore": "0 – 2.5", "blipscore": "0 – 1", "vqascore": "0 – 1"}
 
@@ -131,7 +139,7 @@ def reasons_markdown(reasons: Mapping[str, str] | None, rubric: Rubric) -> str:
     """Explain mode's reasons, one line per dimension in rubric order (empty without reasons)."""
     if not reasons:
         return ""
-    return "\n".join(f"- **{d.name['en']} / {d.name['zh']}**: {reasons[d.key]}" for d in rubric.dimensions
+    return "\n".join(f"- **{rubric.in_languages(d.name)}**: {reasons[d.key]}" for d in rubric.dimensions
                      if d.key in reasons)
 
 
@@ -149,6 +157,7 @@ class SpaceConfig:
     blip_model: str | None = None
     vqa_model: str | None = None
     poems_file: str | None = None
+    dataset: str | None = None  # PAE_DATASET: its rubrics come first among the choices
     max_image_bytes: int = 20 * 2**20
     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
     concurrency: int = 1
@@ -167,7 +176,7 @@ class SpaceConfig:
         return cls(
             model=get("PAE_MODEL", DEFAULT_MODEL), adapter=get("PAE_ADAPTER"), backend=get("PAE_BACKEND", "transformers"),
             device=get("PAE_DEVICE"), clip_model=get("CLIP_MODEL"), blip_model=get("BLIP_MODEL"),
-            vqa_model=get("VQA_MODEL"), poems_file=get("PAE_POEMS"),
+            vqa_model=get("VQA_MODEL"), poems_file=get("PAE_POEMS"), dataset=get("PAE_DATASET"),
             max_image_bytes=int(get("PAE_MAX_IMAGE_BYTES", 20 * 2**20)),
             max_image_pixels=int(get("PAE_MAX_IMAGE_PIXELS", DEFAULT_MAX_IMAGE_PIXELS)),
             concurrency=int(get("PAE_CONCURRENCY", 1)), leaderboard=get("PAE_LEADERBOARD"), explain=get("PAE_EXPLAIN"),
@@ -220,29 +229,41 @@ def read_image(path: str | Path | None, max_bytes: int, max_pixels: int) -> Imag
     return image.convert("RGB")
 
 
-def choose_rubric(choice: str, rubric_file: str | None) -> Rubric:
+def rubric_choices(config: "SpaceConfig") -> dict[str, Rubric]:
+    """The rubrics a visitor picks from, by label: those of the Space's dataset (PAE_DATASET) first, then the bundled
+    ones it does not already hold."""
+    from ..dataset.reading import dataset_rubrics
+
+    carried = list(dataset_rubrics(config.dataset).values()) if config.dataset else []
+    bundled = [load_rubric(t) for t in BUILTIN if t not in {r.tradition for r in carried}]
+    return {rubric_label(r): r for r in [*carried, *bundled]}
+
+
+def choose_rubric(choice: str, rubric_file: str | None, choices: Mapping[str, Rubric] | None = None) -> Rubric:
+    """The rubric a visitor chose: an uploaded file, or one of `choices` (default: the bundled rubrics)."""
+    choices = choices if choices is not None else {label: load_rubric(t) for label, t in RUBRICS.items()}
     if choice == UPLOADED:
         if not rubric_file:
-            raise UserError("Choose a rubric YAML file to upload, or pick the Tang or Song Ci rubric.")
+            raise UserError(f"Choose a rubric YAML file to upload, or pick one of {', '.join(choices)}.")
         try:
             return load_rubric(rubric_file)
         except DataError as exc:
             raise UserError(f"The rubric file has problems: {exc}") from None
         except UnicodeDecodeError:
             raise UserError("The rubric file is not UTF-8 text.") from None
-    if choice not in RUBRICS:
+    if choice not in choices:
         raise UserError(f"Unknown rubric {choice!r}.")
-    return load_rubric(RUBRICS[choice])
+    return choices[choice]
 
 
-def nearest_anchor(dim: Dimension, score: float | None, failed: bool = False) -> str:
+def nearest_anchor(rubric: Rubric, dim: Dimension, score: float | None, failed: bool = False) -> str:
     if failed:
         return "no score: the answer failed"
     if score is None:
         excluded = next((o for o in dim.options if o.excluded), None)
         return f"not applicable ({excluded.label['en']})" if excluded else "no score"
     option = min((o for o in dim.options if not o.excluded), key=lambda o: (abs(o.score - score), o.letter))
-    return f"{option.letter}: {option.label['en']} / {option.label['zh']}"
+    return f"{option.letter}: {rubric.in_languages(option.label)}"
 
 
 def dimension_table(scores: Mapping[str, float | None], rubric: Rubric, failed: bool = False,
@@ -253,7 +274,7 @@ def dimension_table(scores: Mapping[str, float | None], rubric: Rubric, failed: 
         interval = (intervals or {}).get(key)
         return value if value is None or not interval else f"{value:.2f} [{interval[0]:.2f}, {interval[1]:.2f}]"
 
-    return [[f"{d.name['en']} / {d.name['zh']}", score(d.key), nearest_anchor(d, scores.get(d.key), failed),
+    return [[rubric.in_languages(d.name), score(d.key), nearest_anchor(rubric, d, scores.get(d.key), failed),
              d.description["en"]] for d in rubric.dimensions]
 
 
@@ -302,6 +323,7 @@ class Scorer:
         self.config = config
         self._loaded: dict[str, Evaluator] = {}
         self._failed: dict[str, str] = {}
+        self.rubrics = rubric_choices(config)  # label → rubric, the first the default
 
     @property
     def shares_qwen(self) -> bool:
@@ -363,10 +385,10 @@ class Scorer:
               rubric_file: str | None = None, with_baselines: bool = True) -> SpaceResult:
         if not poem_text or not poem_text.strip():
             raise UserError("Enter the poem's text (or choose a poem from the list).")
-        rubric = choose_rubric(rubric_choice or next(iter(RUBRICS)), rubric_file)
+        rubric = choose_rubric(rubric_choice or next(iter(self.rubrics)), rubric_file, self.rubrics)
         image = read_image(image_path, self.config.max_image_bytes, self.config.max_image_pixels)
         poem = Poem(poem_id="uploaded", title=title.strip() or "无题", author=author.strip() or "佚名",
-                    text=poem_text.strip(), tradition=rubric.tradition if rubric.tradition in ("tang", "song_ci") else "tang")
+                    text=poem_text.strip(), tradition=rubric.tradition)
         item = ScoringItem("uploaded", image, poem, rubric=rubric)
         [result] = self.evaluator("pae").score([item])
         name = self.pae_label
@@ -413,7 +435,7 @@ class Scorer:
             raise UserError(f"Unknown judge {judge!r}: {' or '.join(JUDGES)}.")
         a, b = (read_image(p, self.config.max_image_bytes, self.config.max_image_pixels) for p in (image_a, image_b))
         poem = Poem(poem_id="uploaded", title=title.strip() or "无题", author=author.strip() or "佚名",
-                    text=poem_text.strip(), tradition="tang")
+                    text=poem_text.strip(), tradition=DEFAULT_TRADITION)
         asked = self.semjudge() if judge == "SemJudge" else self.pairwise_judge()
         first, second = asked.judge([PairItem("uploaded", poem, a, b), PairItem("uploaded", poem, b, a)])
         found = Comparison(comparison_sentence(verdict(first, second)), comparison_rows(first, second),
@@ -434,7 +456,7 @@ class Scorer:
             raise UserError("Enter the poem's text (or choose a poem from the list): leaks are found against it.")
         image = read_image(image_path, self.config.max_image_bytes, self.config.max_image_pixels)
         poem = Poem(poem_id="uploaded", title=title.strip(), author=author.strip(), text=poem_text.strip(),
-                    tradition="tang")
+                    tradition=DEFAULT_TRADITION)
         [result] = self.evaluator(OCR).score([ScoringItem("uploaded", image, poem)])
         if result.evidence is None:
             raise UserError(f"The OCR failed on this image: {result.error}")
@@ -469,8 +491,9 @@ class LeaderboardView:
     figure: object | None
 
 
-def leaderboard_view(path: str | Path | None) -> LeaderboardView:
-    """The Leaderboard tab, from a `leaderboard.json`; without one, a line saying how to make it."""
+def leaderboard_view(path: str | Path | None, rubrics: Mapping[str, Rubric] | None = None) -> LeaderboardView:
+    """The Leaderboard tab, from a `leaderboard.json`; without one, a line saying how to make it. Its radar names the
+    dimensions of the rubric the scores were made with, found among `rubrics` (default: the bundled ones)."""
     import json
 
     from ..reporting.leaderboard import leaderboard_rows
@@ -484,7 +507,11 @@ def leaderboard_view(path: str | Path | None) -> LeaderboardView:
     except (OSError, ValueError, KeyError) as exc:
         raise UserError(f"The leaderboard file {path} cannot be read ({type(exc).__name__}): make it again with "
                         "`tpb leaderboard`.") from None
-    rubric = load_rubric("tang")
+    made_with = numbers.get("settings", {}).get("rubric")
+    known = [*(rubrics or {}).values(), *(load_rubric(t) for t in BUILTIN)]
+    keys = {k for k in (board[0]["pae"] if board else {}) if k != "quality" and not k.endswith("_ci")}
+    rubric = next((r for r in known if r.fingerprint == made_with), None) or next(
+        (r for r in known if set(r.keys) == keys), None)  # results whose rubric changed since: by its dimensions
     notes = []
     if numbers.get("random_weights"):
         notes.append("**Random-weight test model: these numbers mean nothing.**")
@@ -498,6 +525,9 @@ def leaderboard_view(path: str | Path | None) -> LeaderboardView:
                  f"are people's ratings of the same images, for {', '.join(rated) or 'no generator here'}."
                  + (f" PAE's ranking of the human-rated generators against the human one: Kendall τ-b "
                     f"{tau:.3f}." if tau is not None else ""))
+    if rubric is None and board:
+        notes.append(f"No profile chart: the scores' rubric ({made_with}) is not among this Space's rubrics (set "
+                     "PAE_DATASET to the dataset they scored).")
     figure = radar({r["generator"]: {k: r["pae"][k] for k in rubric.keys} for r in board}, rubric,
-                   title="PAE estimates") if board else None
+                   title="PAE estimates") if board and rubric else None
     return LeaderboardView("\n\n".join(notes), leaderboard_rows(board), figure)

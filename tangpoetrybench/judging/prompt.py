@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 from ..rubric import Dimension, Rubric
 
 
-REASON_LANGUAGES = {"poem": "Chinese, the poem's language", "en": "English"}
+REASON_LANGUAGES = ("poem", "en")  # the poem's own language (the rubric's), or English
 MAX_REASON_CHARS = 120  # one sentence; constrained decoding stops a reason here
 
 
@@ -34,14 +34,24 @@ def _number(score: float) -> str:
     return f"{score:g}"
 
 
-def _dimension_block(i: int, dim: Dimension) -> str:
+def reason_language(rubric: Rubric, explain: str) -> str:
+    """The language explain mode's reasons are asked in, as the prompt names it."""
+    if explain not in REASON_LANGUAGES:
+        raise ValueError(f"unknown reason language {explain!r} (known: {', '.join(REASON_LANGUAGES)})")
+    if explain == "en" or rubric.own_language == "en":
+        return rubric.languages["en"]
+    return f"{rubric.languages[rubric.own_language]}, the poem's language"
+
+
+def _dimension_block(i: int, rubric: Rubric, dim: Dimension) -> str:
     options = "; ".join(
-        f"{o.letter} = {o.label['en']} ({o.label['zh']})" + (" → null" if o.excluded else f" → {_number(o.score)}")
+        f"{o.letter} = {rubric.in_languages(o.label, '{en} ({own})')}"
+        + (" → null" if o.excluded else f" → {_number(o.score)}")
         for o in dim.options
     )
     lines = [
-        f"{i}. {dim.key} — {dim.name['en']} / {dim.name['zh']}",
-        f"   Judge: {dim.description['en']} {dim.description['zh']}",
+        f"{i}. {dim.key} — {rubric.in_languages(dim.name)}",
+        f"   Judge: {rubric.in_languages(dim.description, '{en} {own}')}",
         f"   Anchors: {options}.",
     ]
     if any(o.excluded for o in dim.options):
@@ -51,11 +61,10 @@ def _dimension_block(i: int, dim: Dimension) -> str:
 
 def system_prompt(rubric: Rubric, explain: str | None = None) -> str:
     """The rubric as the judge's instructions; `explain` ("poem" or "en") asks for a reason per dimension too."""
-    if explain is not None and explain not in REASON_LANGUAGES:
-        raise ValueError(f"unknown reason language {explain!r} (known: {', '.join(REASON_LANGUAGES)})")
+    language = reason_language(rubric, explain) if explain is not None else None
     keys = ", ".join(rubric.keys)
     nullable = [d.key for d in rubric.dimensions if any(o.excluded for o in d.options)]
-    blocks = "\n".join(_dimension_block(i, d) for i, d in enumerate(rubric.dimensions, start=1))
+    blocks = "\n".join(_dimension_block(i, rubric, d) for i, d in enumerate(rubric.dimensions, start=1))
     schema = "{" + ", ".join(f'"{k}": <number{" or null" if k in nullable else ""}>' for k in rubric.keys) + "}"
     values = "Each value is a number from 0 to 1" + (
         f", or null for {', '.join(nullable)} when it does not apply" if nullable else "")
@@ -64,19 +73,24 @@ def system_prompt(rubric: Rubric, explain: str | None = None) -> str:
     if explain is not None:
         fmt = (f'Reply with one JSON object and nothing else, with two keys. "scores": an object with {scores}. '
                '"reasons": an object with the same keys in the same order; each value is one sentence in '
-               f"{REASON_LANGUAGES[explain]} (at most {MAX_REASON_CHARS} characters, no double quotes) saying what in "
+               f"{language} (at most {MAX_REASON_CHARS} characters, no double quotes) saying what in "
                "the image earns that score.\n"
                + '{"scores": ' + schema + ', "reasons": {' + ", ".join(f'"{k}": "<sentence>"' for k in rubric.keys)
                + "}}")
     return (
-        f"You are an expert judge of illustrations of classical Chinese poetry ({rubric.display['en']}, "
-        f"{rubric.display['zh']}). You will see one image and the poem it illustrates. Score the image on every "
-        "dimension of the rubric below, as a careful, well-read human rater would.\n\n"
+        f"You are an expert judge of illustrations of {_framing(rubric)}. You will see one image and the poem it "
+        "illustrates. Score the image on every dimension of the rubric below, as a careful, well-read human rater "
+        "would.\n\n"
         "Each dimension lists its anchors: an option letter, what it means, and its score. Give the score of the "
         "anchor that fits best, or a value between two anchors when the image falls between them.\n\n"
         f"Rubric\n{blocks}\n\n"
         f"Answer format\n{fmt}"
     )
+
+
+def _framing(rubric: Rubric) -> str:
+    """"classical Chinese poetry (Tang poetry, 唐诗)": what the poems are, and the tradition's name."""
+    return f"{rubric.framing} ({rubric.in_languages(rubric.display, '{en}, {own}')})"
 
 
 def user_prompt(poem: PoemLike) -> str:
@@ -170,12 +184,12 @@ PAIR_WINNERS = ("A", "B")
 
 def pair_system_prompt(rubric: Rubric) -> str:
     """The same rubric as `system_prompt`, asked as a forced choice between two images."""
-    blocks = "\n".join(_dimension_block(i, d) for i, d in enumerate(rubric.dimensions, start=1))
+    blocks = "\n".join(_dimension_block(i, rubric, d) for i, d in enumerate(rubric.dimensions, start=1))
     return (
-        f"You are an expert judge of illustrations of classical Chinese poetry ({rubric.display['en']}, "
-        f"{rubric.display['zh']}). You will see two images, A (first) and B (second), and the poem they illustrate. "
-        "Judge both on every dimension of the rubric below, as a careful, well-read human rater would, and say which "
-        "is the better illustration of the poem overall. You must choose one.\n\n"
+        f"You are an expert judge of illustrations of {_framing(rubric)}. You will see two images, A (first) and B "
+        "(second), and the poem they illustrate. Judge both on every dimension of the rubric below, as a careful, "
+        "well-read human rater would, and say which is the better illustration of the poem overall. You must choose "
+        "one.\n\n"
         f"Rubric\n{blocks}\n\n"
         "Answer format\n"
         'Reply with one JSON object and nothing else: {"winner": "A" or "B", "reason": "<one sentence>"}.\n'

@@ -29,7 +29,7 @@ from .evaluators.vqascore import QUESTIONS, question
 from ..files import atomic_folder
 from ..poems import sample_poems
 from .prompt import system_prompt, user_prompt
-from ..rubric import rubric_for_tradition
+from ..rubric import BUILTIN, DEFAULT_TRADITION, load_rubric
 
 MODELS = ("qwen3-vl", "clip", "chinese-clip", "blip", "internvl", "text-to-image")
 QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
@@ -49,10 +49,17 @@ VISION_TOWER = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, n
 
 def _corpus() -> list[str]:
     poems = sample_poems()
-    texts = [system_prompt(rubric_for_tradition(t)) for t in ("tang", "song_ci")]
+    texts = [system_prompt(load_rubric(t)) for t in BUILTIN]
     texts += [user_prompt(p) + "".join(question(p, kind) for kind in QUESTIONS) for p in poems]
-    texts += ['{"safety": 1, "technical_quality": 0.5, "scene_consistency": null, "overall_impression": 0.75} Yes No']
+    texts += [_answer_shapes(load_rubric(DEFAULT_TRADITION)) + " Yes No"]
     return texts * 2
+
+
+def _answer_shapes(rubric) -> str:
+    """An answer with the value shapes a judge writes: a whole number, a fraction, a null and a quarter, on the
+    rubric's first two dimensions, its first that can be excluded and its overall one."""
+    nullable = next(d.key for d in rubric.dimensions if any(o.excluded for o in d.options))
+    return json.dumps(dict(zip([*rubric.keys[:2], nullable, rubric.overall], [1, 0.5, None, 0.75])))
 
 
 def _bpe(vocab_size: int, special: list[str]):

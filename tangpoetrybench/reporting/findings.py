@@ -1,7 +1,9 @@
 """The paper's §4 findings, computed from a built dataset's `images` and `ratings` rows exactly as the report's text
 defines them (the report states each reading; `tests/test_findings.py` recomputes every one independently).
 
-Scope: the `images` config (Tang poems, seen generators), all splits; ratings are the kept ratings of those images.
+Scope: the `images` config (the main tradition's poems, seen generators), all splits; ratings are the kept ratings of
+those images. The findings that rest on a rubric role take the role's dimension: `overall` (what drives the holistic
+judgment, poem difficulty) and `face_avoidance`; a report on a rubric without the role leaves the finding out.
 Every function is deterministic: groups are visited in sorted order, never in set order.
 """
 
@@ -17,7 +19,6 @@ from ..numeric import mean_or_none
 from ..poems import han_count
 from ..rubric import Rubric
 
-DEFINING = "overall_impression"  # poem difficulty is its mean; the quartile gap leaves it out
 HIGH_QUALITY = 0.9
 LEAKAGE = "leakage"
 
@@ -40,12 +41,24 @@ def strength(rho: float | None) -> str:
     return "negligible" if r < 0.1 else "weak" if r < 0.3 else "moderate" if r < 0.5 else "strong"
 
 
-def drivers(rows: list[dict], keys: Iterable[str]) -> dict[str, dict]:
-    """Per dimension, Spearman ρ with overall impression over images."""
+def length_unit(language: str) -> str:
+    """What `poem_length` counts, in words."""
+    return "Han characters, every CJK ideograph block" if language == "zh" else \
+        "letters and characters, without punctuation or spaces"
+
+
+def poem_length(text: str, language: str) -> int:
+    """A poem's length: its Han characters for a Chinese poem (every CJK ideograph block), else its letters and
+    characters (`str.isalpha`: kana, kanji, Latin or Arabic letters alike), punctuation and spaces left out."""
+    return han_count(text) if language == "zh" else sum(c.isalpha() for c in text)
+
+
+def drivers(rows: list[dict], keys: Iterable[str], overall: str) -> dict[str, dict]:
+    """Per dimension, Spearman ρ with the overall dimension over images."""
     out = {}
     for k in keys:
-        if k != DEFINING:
-            rho, n = spearman([r[k] for r in rows], [r[DEFINING] for r in rows])
+        if k != overall:
+            rho, n = spearman([r[k] for r in rows], [r[overall] for r in rows])
             out[k] = {"rho": rho, "images": n}
     return out
 
@@ -57,14 +70,15 @@ def _by(rows: Iterable[dict], field: str) -> dict[str, list[dict]]:
     return {key: groups[key] for key in sorted(groups)}
 
 
-def difficulty(rows: list[dict], keys: Iterable[str]) -> dict:
-    """Poem difficulty = mean overall impression over the poem's images. The hardest (easiest) quartile: the ⌊n/4⌋
-    lowest (highest) poems and every poem tied with the last one in; the gap per dimension (overall impression
-    left out: it defines the quartiles) is the mean over the quartile's poems of each poem's mean over its images."""
+def difficulty(rows: list[dict], keys: Iterable[str], overall: str, language: str = "zh") -> dict:
+    """Poem difficulty = mean of the overall dimension over the poem's images. The hardest (easiest) quartile: the
+    ⌊n/4⌋ lowest (highest) poems and every poem tied with the last one in; the gap per dimension (the overall one left
+    out: it defines the quartiles) is the mean over the quartile's poems of each poem's mean over its images. Length
+    is `poem_length` in the poems' `language`."""
     by_poem = _by(rows, "poem_id")
-    level = {p: mean_or_none([r[DEFINING] for r in rs]) for p, rs in by_poem.items()}
+    level = {p: mean_or_none([r[overall] for r in rs]) for p, rs in by_poem.items()}
     level = {p: v for p, v in level.items() if v is not None}
-    length = {p: han_count(by_poem[p][0]["poem"]) for p in level}
+    length = {p: poem_length(by_poem[p][0]["poem"], language) for p in level}
     rho, n = spearman([level[p] for p in level], [length[p] for p in level])
     values = sorted(level.values())
     q = len(values) // 4
@@ -76,7 +90,7 @@ def difficulty(rows: list[dict], keys: Iterable[str]) -> dict:
 
     gap = {}
     for k in keys:
-        if k != DEFINING:
+        if k != overall:
             e, h = quartile_mean(easy, k), quartile_mean(hard, k)
             gap[k] = None if e is None or h is None else e - h
     return {"min": min(values, default=None), "max": max(values, default=None), "spearman_with_length": rho,
@@ -84,12 +98,15 @@ def difficulty(rows: list[dict], keys: Iterable[str]) -> dict:
             "easy_minus_hard_gap": gap}
 
 
-def recognizability(rows: list[dict], generators: list[str]) -> dict:
-    """ρ of recognizability with quality and with overall impression over images; the mean recognizability of highly
-    rated images (quality ≥ 0.9) that have a Phase-1 answer, and their count; per generator, the mean recognizability
-    with and without the images whose adjudicated text issue is leakage."""
+def recognizability(rows: list[dict], generators: list[str], overall: str | None) -> dict:
+    """ρ of recognizability with quality and with the overall dimension (where the rubric has one) over images; the
+    mean recognizability of highly rated images (quality ≥ 0.9) that have a Phase-1 answer, and their count; per
+    generator, the mean recognizability with and without the images whose adjudicated text issue is leakage."""
     rho_q, n_q = spearman([r["recognizability"] for r in rows], [r["quality"] for r in rows])
-    rho_o, n_o = spearman([r["recognizability"] for r in rows], [r[DEFINING] for r in rows])
+    with_overall = {}
+    if overall is not None:
+        rho_o, n_o = spearman([r["recognizability"] for r in rows], [r[overall] for r in rows])
+        with_overall = {"spearman_with_overall": rho_o, "spearman_with_overall_images": n_o}
     high = [r["recognizability"] for r in rows
             if r["quality"] is not None and r["quality"] >= HIGH_QUALITY and r["recognizability"] is not None]
     per_generator = {}
@@ -99,8 +116,7 @@ def recognizability(rows: list[dict], generators: list[str]) -> dict:
         per_generator[g] = {"mean": mean_or_none([r["recognizability"] for r in mine]), "images": len(mine),
                             "mean_without_leakage": mean_or_none([r["recognizability"] for r in clean]),
                             "leakage_images_left_out": len(mine) - len(clean)}
-    return {"spearman_with_quality": rho_q, "spearman_with_quality_images": n_q,
-            "spearman_with_overall": rho_o, "spearman_with_overall_images": n_o,
+    return {"spearman_with_quality": rho_q, "spearman_with_quality_images": n_q, **with_overall,
             "mean_of_highly_rated": mean_or_none(high), "highly_rated_images": len(high),
             "by_generator": per_generator}
 
@@ -118,9 +134,10 @@ def applicability(ratings: list[dict], rubric: Rubric) -> dict[str, dict]:
 
 
 def emotion(ratings: list[dict], generators: list[str], rubric: Rubric) -> dict:
-    """Face avoidance pooled over ratings: per generator, the share of its applicable emotional-resonance ratings
-    that chose "expected but not visible" (the rubric's face-avoidance option); and, pooled over generators, the
-    share of each option among applicable ratings (the failure breakdown)."""
+    """Face avoidance pooled over ratings: per generator, the share of its applicable ratings of the rubric's
+    face-avoidance dimension that chose its face-avoidance option (an emotion "expected but not
+    visible"); and, pooled over generators, the share of each option among applicable ratings (the failure
+    breakdown)."""
     key, face_option = rubric.face_avoidance
     dim = rubric.dimension(key)
     applicable = [r for r in ratings if r[f"{key}_option"] is not None and not dim.option(r[f"{key}_option"]).excluded]

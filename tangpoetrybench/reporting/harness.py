@@ -1,17 +1,18 @@
 """What the lmms-eval task `tangpoetrybench` (harness/lmms_eval/tangpoetrybench/utils.py) computes, kept here so the
 harness folder stays thin: its documents, its judge, and its metrics.
 
-- Documents: one per Tang poem of the dataset's split (`images` config), with the human quality of each rated
-  generator's image of it (`human`, JSON), so τ against people needs nothing but the document.
+- Documents: one per poem of the dataset's split (`images` config: the main tradition's poems), with the human
+  quality of each rated generator's image of it (`human`, JSON), so τ against people needs nothing but the document.
 - The judge is chosen by environment variables, as lmms-eval's own judged tasks (WISE) choose theirs — lmms-eval
   0.7 has no per-task arguments on its command line: `TPB_JUDGE` (any evaluator `tpb score` runs; default pae)
   and one variable per option of the registry (`judging.registry.JudgeOptions`): `TPB_JUDGE_MODEL`,
   `TPB_JUDGE_ADAPTER`, `TPB_JUDGE_BACKEND`, `TPB_JUDGE_CONSTRAINED` (1: decode only answers in the rubric's form),
-  `TPB_JUDGE_MAX_PIXELS`, `TPB_JUDGE_BASE_URL`, `TPB_JUDGE_API_KEY_ENV`, ... They go to `load_evaluator` as
+  `TPB_JUDGE_MAX_PIXELS`, `TPB_JUDGE_RUBRIC` (a rubric file, for a tradition that is not bundled), `TPB_JUDGE_BASE_URL`, `TPB_JUDGE_API_KEY_ENV`, ... They go to `load_evaluator` as
   `tpb score`'s options do; the judge loads once per process.
-- Metrics: quality and every rubric dimension (means over the images that have them, as `tpb leaderboard`
-  averages), the images without a quality (failed answers: never a guess), and Kendall τ-b of the judge's image
-  quality against the human quality of the same images, where people rated the generator.
+- Metrics: quality and every dimension of the judge's rubric (means over the images that have them, as
+  `tpb leaderboard` averages; the bundled task file lists the default tradition's, `KEYS`), the images without a
+  quality (failed answers: never a guess), and Kendall τ-b of the judge's image quality against the human quality
+  of the same images, where people rated the generator.
 """
 
 from __future__ import annotations
@@ -28,19 +29,17 @@ from ..judging.evaluators import load_evaluator
 from ..judging.registry import JudgeOptions
 from ..judging.evaluators.base import Evaluator, ScoringItem, rgb_item
 from ..poems import Poem
-from ..rubric import rubric_for_tradition
+from ..rubric import DEFAULT_TRADITION, load_rubric, rubric_for_tradition
 
-KEYS = tuple(rubric_for_tradition("tang").keys)
+KEYS = tuple(load_rubric(DEFAULT_TRADITION).keys)  # the metrics harness/lmms_eval/tangpoetrybench/ lists
 _judges: dict[tuple, Evaluator] = {}
 
 
 def poem_docs(rows: Iterable[Mapping]) -> list[dict]:
-    """One document per Tang poem of the rows (images config), in poem order, with `human` the JSON of generator →
+    """One document per poem of the rows (images config), in poem order, with `human` the JSON of generator →
     the human quality of its image of the poem."""
     docs: dict[str, dict] = {}
     for r in rows:
-        if r["tradition"] != "tang":
-            continue
         doc = docs.setdefault(r["poem_id"], {"poem_id": r["poem_id"], "title": r["title"], "author": r["author"],
                                              "text": r["poem"], "tradition": r["tradition"], "human": {}})
         if r["quality"] is not None:
@@ -68,7 +67,8 @@ def judge(environ: Mapping[str, str] = os.environ) -> Evaluator:
     name, options = judge_options(environ)
     key = (name, tuple(sorted(options.items())))
     if key not in _judges:
-        _judges[key] = load_evaluator(name, **options)
+        rubric = {"rubric": load_rubric(options["rubric"])} if "rubric" in options else {}
+        _judges[key] = load_evaluator(name, **{**options, **rubric})
     return _judges[key]
 
 
@@ -100,7 +100,8 @@ def metric_values(evaluator: Evaluator, doc: Mapping, answer: str) -> dict:
         item = rgb_item(image_id, Image.open(path), poem)
     [result] = evaluator.score([item])
     human = json.loads(doc["human"]).get(generator)
-    return {"quality": result.quality, **{k: result.scores.get(k) for k in KEYS},
+    keys = (evaluator.rubric or rubric_for_tradition(poem.tradition)).keys
+    return {"quality": result.quality, **{k: result.scores.get(k) for k in keys},
             "answers_without_quality": result.quality is None,
             "kendall_tau_human": {"judge": result.quality, "human": human}}
 

@@ -25,7 +25,7 @@ from scipy import stats
 
 from ..stats.agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement, resample_weights
 from ..stats.calibration import carried_coverage, percent
-from ..dataset.reading import dataset_rows
+from ..dataset.reading import config_rubric, dataset_rows
 from ..judging.results import Results, ResultsFile, two_settings
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_ci, fmt_interval
 from .pairwise import lay_out_strengths, leaderboard_strengths
@@ -33,9 +33,9 @@ from .plots import colours_for, radar, ring_floor
 from .recognition import board_recognizability, lay_out_recognizability
 from .variants import lay_out_variants, variant_comparison
 from .report import Report, is_synthetic, write_report
-from ..rubric import rubric_for_tradition
+from ..rubric import Rubric
 
-HUMAN_CONFIGS = ("images", "unseen_generator")  # where a built dataset keeps human-rated Tang images
+HUMAN_CONFIGS = ("images", "unseen_generator")  # where a built dataset keeps the main tradition's human-rated images
 
 
 @dataclass
@@ -58,8 +58,9 @@ class Scores:
 
 
 def _made_with(record: dict) -> dict:
-    """The evaluator, model and settings of a record, but the rubric: a file may also hold Song Ci images, scored
-    with their own rubric; the rubric of the images compared is checked on its own (`_one_rubric`)."""
+    """The evaluator, model and settings of a record, but the rubric: a file may also hold images of another
+    tradition (Song Ci), scored with their own rubric; the rubric of the images compared is checked on its own
+    (`_one_rubric`)."""
     settings = {k: v for k, v in (record.get("settings") or {}).items() if k != "rubric"}
     return {"evaluator": record.get("evaluator"), "model": record.get("model"), **settings}
 
@@ -121,7 +122,8 @@ def unproven_files(files: Sequence[ResultsFile], dataset: str | Path, split: str
 
 
 def human_rows(dataset: str | Path, split: str, keys: list[str]) -> list[dict]:
-    """The split's human-rated Tang images (`images` config, and `unseen_generator` where the dataset has one)."""
+    """The split's human-rated images of the main tradition (`images` config, and `unseen_generator` where the
+    dataset has one)."""
     rows = []
     for config in HUMAN_CONFIGS:
         try:
@@ -179,6 +181,7 @@ class LeaderboardData:
 
     dataset: str
     split: str
+    rubric: Rubric  # the dataset's rubric of the images compared
     poems: list[str]
     scores: Scores
     n_bootstrap: int
@@ -222,7 +225,7 @@ def build_leaderboard(dataset: str | Path, scores: Sequence[Results], split: str
 def compute_leaderboard(dataset: str | Path, scores: Sequence[Results], split: str = "test",
                         n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, recognize: Sequence[Results] = (),
                         generation: list[Path] = ()) -> LeaderboardData:
-    rubric = rubric_for_tradition("tang")
+    rubric = config_rubric(dataset, "images", split)
     keys = list(rubric.keys)
     columns = keys + ["quality"]
     s = read_score_files(scores)
@@ -247,7 +250,7 @@ def compute_leaderboard(dataset: str | Path, scores: Sequence[Results], split: s
     judge = board_recognizability(board, rows, [ResultsFile.of(r) for r in recognize], poems, n_bootstrap,
                                   seed)  # adds it to the board's rows
     return LeaderboardData(
-        str(dataset), split, poems, s, n_bootstrap, seed, board, rated, is_synthetic(dataset),
+        str(dataset), split, rubric, poems, s, n_bootstrap, seed, board, rated, is_synthetic(dataset),
         agreement_with_humans(s, rows, keep, rated, pae_values, human_values, poems, n_bootstrap, seed, weights,
                               rubric),
         unproven_files(s.results, dataset, split, {r["image_id"] for r in rows}),
@@ -295,7 +298,7 @@ def ranked_board(generators: list[str], poems: list[str], columns: list[str], pa
 
 
 def lay_out(data: LeaderboardData) -> Report:
-    rubric = rubric_for_tradition("tang")
+    rubric = data.rubric
     keys = list(rubric.keys)
     columns = keys + ["quality"]
     s, board, rated = data.scores, data.board, data.rated

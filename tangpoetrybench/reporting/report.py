@@ -5,7 +5,9 @@ Writes `report.md`, a self-contained `report.html` (figures embedded), every fig
 paragraphs, tables, figures) rendered twice, to Markdown and to HTML, so both say the same.
 
 Every reading where the paper leaves room is stated in the report's own text, beside its table: Table 2 and the
-findings use the `images` config (Tang poems, seen generators), all splits; a generator's score on a dimension is the
+findings use the `images` config (the main tradition's poems, seen generators), all splits, under the rubric the
+dataset carries for them; a finding that rests on a rubric role the rubric does not declare is left out, in a
+sentence that says so; a generator's score on a dimension is the
 mean over the images where it is non-null, with intervals that resample images within each generator; "strong"
 generators (the zoomed radar) are those within 10 quality points of the best; the findings' definitions are in
 `findings.py`.
@@ -25,15 +27,15 @@ from typing import Sequence
 import numpy as np
 
 from . import findings
-from ..dataset.reading import config_rows, dataset_rows
+from ..dataset.reading import config_rows, dataset_rows, dataset_rubrics, dimension_keys, traditions_rubric
 from ..judging.calibrated import Calibration
 from ..judging.ocr.labels import ISSUES, issue_counts, ocr_table3
 from ..judging.results import Results, ResultsFile
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_interval, mean_or_none
 from .pairwise import compute_pairwise, lay_out_pairwise
-from ..rubric import rubric_for_tradition
+from ..rubric import Rubric
 from ..stats.agree import RATING_COLUMNS as AGREE_RATING_COLUMNS
-from ..stats.agree import agreement_data_of, matched, rating_table_of, tradition_rubric
+from ..stats.agree import agreement_data_of, matched, rating_table_of
 from ..stats.agreement import DEFAULT_BOOTSTRAP, STAT_LABELS, agreement
 from ..stats.calibration import Judged, evaluate_records, percent, shift_sentence
 from ..stats.noise_floor import MIN_MULTI_RATED, floor_summary, noise_floor
@@ -87,6 +89,7 @@ class ReportInputs:
     images: list[dict]
     ratings: list[dict]
     synthetic: bool
+    rubric: Rubric  # the rubric of the images config, from the dataset
 
     def split_images(self, split: str) -> list[dict]:
         return [r for r in self.images if r["split"] == split]
@@ -96,14 +99,16 @@ class ReportInputs:
 
 
 def read_inputs(dataset: str | Path) -> ReportInputs:
-    keys = list(rubric_for_tradition("tang").keys)
+    found = dataset_rubrics(dataset)
+    keys = list(dimension_keys(found))
     images = config_rows(dataset, "images", [*IMAGE_COLUMNS, *keys])
+    rubric = traditions_rubric(sorted({r["tradition"] for rows in images.values() for r in rows}), "images", found)
     ratings = config_rows(dataset, "ratings", [*RATING_COLUMNS, *AGREE_RATING_COLUMNS, *keys,
                                                *(f"{k}_option" for k in keys)])
     return ReportInputs(
         str(dataset), [dict(r, split=split) for split, rows in images.items() for r in rows],
         [dict(r, split=split) for split, rows in ratings.items() for r in rows if r["image_config"] == "images"],
-        is_synthetic(dataset))
+        is_synthetic(dataset), rubric)
 
 
 def is_synthetic(dataset: str | Path) -> bool:
@@ -130,8 +135,8 @@ class Table4:
 @dataclass
 class Findings:
     numbers: dict  # what numbers.json holds under "findings"
-    drivers: dict
-    emotion: dict
+    drivers: dict | None  # None: the rubric names no overall dimension
+    emotion: dict | None  # None: the rubric names no face-avoidance option
 
 
 @dataclass
@@ -143,6 +148,7 @@ class ReportData:
     split: str
     n_bootstrap: int
     seed: int
+    rubric: Rubric
     rows: list[dict]
     generators: list[str]
     table2: dict
@@ -205,7 +211,7 @@ def compute_report(inputs: ReportInputs, scores: Sequence[Results] = (), split: 
     for results in scores:
         if not results.pointwise:
             raise ValueError(f"{results.path} holds a pairwise judge's verdicts (tpb compare): give it with --pairs")
-    rubric = rubric_for_tradition("tang")
+    rubric = inputs.rubric
     keys = list(rubric.keys)
     rows = inputs.images
     generators = sorted({r["generator"] for r in rows})
@@ -222,7 +228,7 @@ def compute_report(inputs: ReportInputs, scores: Sequence[Results] = (), split: 
     if unseen is not None:
         if calibration is None:
             raise ValueError("--unseen-scores is Table 4C's second row: give --calibration too")
-        rubric_keys = list(rubric_for_tradition("tang").keys)
+        rubric_keys = list(inputs.rubric.keys)
         unseen_rows = list(dataset_rows(inputs.dataset, "unseen_generator", split,
                                         ["image_id", "poem_id", "tradition", "quality", *rubric_keys]))
         calibrated.append(table4_of(inputs, unseen_rows, ResultsFile.of(unseen), split, n_bootstrap, seed, [],
@@ -232,7 +238,7 @@ def compute_report(inputs: ReportInputs, scores: Sequence[Results] = (), split: 
                          f"({calibration.evaluator}, {calibration.model}): Table 4C needs its test results")
     return ReportData(
         dataset=inputs.dataset, synthetic=inputs.synthetic, split=split, n_bootstrap=n_bootstrap, seed=seed,
-        rows=rows, generators=generators, table2=table2, table2_ci=table2_ci,
+        rubric=rubric, rows=rows, generators=generators, table2=table2, table2_ci=table2_ci,
         table2_avg={k: mean_or_none([table2[g][k] for g in generators]) for k in keys + ["quality", "recognizability"]},
         strong=strong_generators(table2, generators),
         table3=issue_counts({r["image_id"]: r["text_issue_type"] for r in rows if r["text_issue"] is not None},
@@ -276,7 +282,7 @@ def table4_of(inputs: ReportInputs, rows: list[dict], results: ResultsFile, spli
     (say two served judges) is named apart by its file name. With a `calibration` of the file's judge, how its
     intervals fare there too (Table 4C)."""
     evaluator = f"{results.name} ({results.path.stem})" if results.name in taken else results.name
-    rubric = tradition_rubric(rows, f"{config}/{split}")
+    rubric = inputs.rubric
     data = agreement_data_of(rows, results, rubric)
     warnings = [matched(data, results, f"the {split} split"), results.scored_on(inputs.dataset, split, (config,))]
     warning = "; ".join(w for w in warnings if w) or None
@@ -293,19 +299,21 @@ def table4_of(inputs: ReportInputs, rows: list[dict], results: ResultsFile, spli
 def compute_findings(rows, ratings, keys, generators, rubric, table2, n_bootstrap, rng) -> Findings:
     """The paper's §4 findings (definitions in `findings.py`), in the order the report shows them."""
     f: dict = {}
-    d = findings.drivers(rows, keys)
-    f["spearman_with_overall"] = {k: v["rho"] for k, v in d.items()}
-    f["difficulty"] = findings.difficulty(rows, keys)
-    f["recognizability"] = findings.recognizability(rows, generators)
+    d = findings.drivers(rows, keys, rubric.overall) if rubric.overall else None
+    if d is not None:
+        f["spearman_with_overall"] = {k: v["rho"] for k, v in d.items()}
+        f["difficulty"] = findings.difficulty(rows, keys, rubric.overall, rubric.own_language)
+    f["recognizability"] = findings.recognizability(rows, generators, rubric.overall)
     f["ranking_stability"] = findings.ranking_stability(rows, generators, n_bootstrap, rng)
-    emo = findings.emotion(ratings, generators, rubric)
-    f["face_avoidance"] = {g: {**emo["face_avoidance"][g], "emotional_resonance": table2[g][emo["dimension"]]}
-                           for g in generators}
-    f["emotion_option_shares"] = emo["option_shares"]
-    rates = face_rates(emo, table2, generators)
-    if len(rates) >= 2:
-        f["face_avoidance_vs_emotion_spearman"], _ = findings.spearman(
-            [emo["face_avoidance"][g]["rate"] for g in rates], [table2[g][emo["dimension"]] for g in rates])
+    emo = findings.emotion(ratings, generators, rubric) if rubric.face_avoidance else None
+    if emo is not None:
+        f["face_avoidance"] = {g: {**emo["face_avoidance"][g], emo["dimension"]: table2[g][emo["dimension"]]}
+                               for g in generators}
+        f["emotion_option_shares"] = emo["option_shares"]
+        rates = face_rates(emo, table2, generators)
+        if len(rates) >= 2:
+            f["face_avoidance_vs_emotion_spearman"], _ = findings.spearman(
+                [emo["face_avoidance"][g]["rate"] for g in rates], [table2[g][emo["dimension"]] for g in rates])
     f["applicability"] = findings.applicability(ratings, rubric)
     f["phase1_accuracy_by_group"] = findings.phase1_accuracy(ratings)
     return Findings(f, d, emo)
@@ -320,13 +328,13 @@ def face_rates(emo: dict, table2: dict, generators: list[str]) -> list[str]:
 # --- Layout: blocks from the computed numbers, nothing computed below this line but wording ---
 
 def lay_out(data: ReportData) -> Report:
-    rubric = rubric_for_tradition("tang")
+    rubric = data.rubric
     rep = Report()
     rep.numbers = data.numbers()
     _intro(rep, data)
     _table2(rep, data, rubric)
     _figure2(rep, data, rubric)
-    _table3(rep, data)
+    _table3(rep, data, rubric)
     lay_out_recognition(rep, data.recognition, data.split)
     for t in data.table4:
         _table4(rep, t, data.split, data.split_floor)
@@ -385,7 +393,11 @@ def _figure2(rep: Report, data: ReportData, rubric) -> None:
                f"The strong generators (within {STRONG_GAP * 100:.0f} quality points of the best), zoomed.")
 
 
-def _table3(rep: Report, data: ReportData) -> None:
+def _table3(rep: Report, data: ReportData, rubric: Rubric) -> None:
+    if rubric.adjudicated_dimension is None:
+        rep.text(f"No table of adjudicated text issues: the rubric {rubric.name} names no adjudicated dimension "
+                 "(`adjudicated_dimension`), so no text label replaces its survey answers.")
+        return
     rep.heading("Table 3 — text issues (adjudicated labels)")
     rep.table(["Generator", "Leakage", "Fake characters", "Total", "Labelled images"],
               [[g, *(str(data.table3[g][k]) for k in ("leakage", "fake_characters", "total", "labelled_images"))]
@@ -504,12 +516,21 @@ def _table5(rep: Report, nf: dict, rubric) -> None:
     rep.heading("Table 5 — agreement between raters (multi-rated images)")
     rep.text(f"{nf['n_multi_rated_images']} multi-rated images (kept ratings of the `images` config, all splits). "
              "Within one level: the share of pairs of raters of an image, both judging the dimension applicable, "
-             "whose scores differ by at most one anchor step — on a two-level dimension (text integrity, the survey "
-             "answer) the share that agree exactly; leave-one-out deviation: the mean over raters of |one rater − "
-             "the mean of the image's other raters|; Krippendorff's α on the interval scale.")
+             f"whose scores differ by at most one anchor step{_two_level(rubric)}; leave-one-out deviation: the mean "
+             "over raters of |one rater − the mean of the image's other raters|; Krippendorff's α on the interval "
+             "scale.")
     rep.table(["Dimension", "Pairs", "Within one level (%)", "LOO deviation", "α"],
               [[rubric.dimension(k).name["en"], str(d["n_pairs"]), _pct(d["within_one_level"]),
                 fmt(d["loo_deviation"]), fmt(d["krippendorff_alpha"])] for k, d in nf["per_dimension"].items()])
+
+
+def _two_level(rubric: Rubric) -> str:
+    """" — on a two-level dimension (text integrity, the survey answer) the share that agree exactly", for the
+    rubric's dimensions of two levels (the adjudicated one as the survey answered it); "" where it has none."""
+    names = [rubric.dimension(k).name["en"].lower() + (", the survey answer" if k == rubric.adjudicated_dimension
+                                                       else "")
+             for k in rubric.keys if len(rubric.dimension(k).scores) == 2]
+    return f" — on a two-level dimension ({'; '.join(names)}) the share that agree exactly" if names else ""
 
 
 def _ordinal(rank: int, n: int) -> str:
@@ -526,34 +547,44 @@ def _findings(rep: Report, data: ReportData, rubric) -> None:
     keys, f = list(rubric.keys), data.findings.numbers
     name = {k: rubric.dimension(k).name["en"] for k in keys}
     rep.heading("Findings of the paper's §4, recomputed")
-    rep.text("Over the `images` config (Tang poems, seen generators), all splits; ratings are the kept ratings of those "
-             "images. ρ is Spearman's rank correlation, over the pairs where both values are present.")
-    _drivers(rep, data.findings.drivers, name)
-    _difficulty(rep, f["difficulty"], name)
-    _recognizability(rep, f["recognizability"], data.generators)
+    rep.text(f"Over the `images` config ({rubric.short_name} poems, seen generators), all splits; ratings are the kept "
+             "ratings of those images. ρ is Spearman's rank correlation, over the pairs where both values are present.")
+    if data.findings.drivers is None:
+        rep.text(f"Left out: what drives the holistic judgment and what makes a poem hard, since the rubric "
+                 f"{rubric.name} names no overall dimension (`overall`) for them to rest on.")
+    else:
+        overall = name[rubric.overall].lower()
+        _drivers(rep, data.findings.drivers, name, overall)
+        _difficulty(rep, f["difficulty"], name, overall, rubric.own_language)
+    _recognizability(rep, f["recognizability"], data.generators, rubric)
     _ranking_stability(rep, f["ranking_stability"], data.generators)
-    _emotion(rep, data.findings.emotion, f, data.table2, data.generators, rubric)
-    _applicability(rep, f["applicability"], name)
-    _phase1(rep, f["phase1_accuracy_by_group"])
+    if data.findings.emotion is None:
+        rep.text(f"Left out: face avoidance, since the rubric {rubric.name} names no face-avoidance option "
+                 "(`face_avoidance`).")
+    else:
+        _emotion(rep, data.findings.emotion, f, data.table2, data.generators, rubric)
+    _applicability(rep, f["applicability"], name, rubric)
+    _phase1(rep, f["phase1_accuracy_by_group"], rubric)
 
 
-def _drivers(rep: Report, d: dict, name: dict) -> None:
-    rep.heading("Dimensions and overall impression", 3)
+def _drivers(rep: Report, d: dict, name: dict, overall: str) -> None:
+    rep.heading(f"Dimensions and {overall}", 3)
     ordered = sorted((k for k in d if d[k]["rho"] is not None), key=lambda k: -d[k]["rho"])
     if len(ordered) >= 3:
         a, b, z = ordered[0], ordered[1], ordered[-1]
-        rep.text(f"Per image, overall impression goes most with {name[a]} (ρ {fmt(d[a]['rho'], 2)}) and {name[b]} "
+        rep.text(f"Per image, {overall} goes most with {name[a]} (ρ {fmt(d[a]['rho'], 2)}) and {name[b]} "
                  f"(ρ {fmt(d[b]['rho'], 2)}), least with {name[z]} (ρ {fmt(d[z]['rho'], 2)}).")
-    rep.table(["Dimension", "Spearman ρ with overall impression", "Images"],
+    rep.table(["Dimension", f"Spearman ρ with {overall}", "Images"],
               [[name[k], fmt(d[k]["rho"]), str(d[k]["images"])] for k in ordered + [k for k in d if k not in ordered]])
 
 
-def _difficulty(rep: Report, diff: dict, name: dict) -> None:
+def _difficulty(rep: Report, diff: dict, name: dict, overall: str, language: str) -> None:
     rep.heading("Poem difficulty", 3)
     gaps = sorted((k for k, v in diff["easy_minus_hard_gap"].items() if v is not None),
                   key=lambda k: -diff["easy_minus_hard_gap"][k])
-    text = (f"A poem's difficulty is the mean overall impression over its images; it ranges from {fmt(diff['min'], 2)} "
-            f"to {fmt(diff['max'], 2)}. Its correlation with poem length (Han characters, every CJK ideograph block) is "
+    unit = findings.length_unit(language)
+    text = (f"A poem's difficulty is the mean {overall} over its images; it ranges from {fmt(diff['min'], 2)} "
+            f"to {fmt(diff['max'], 2)}. Its correlation with poem length ({unit}) is "
             f"{findings.strength(diff['spearman_with_length'])} (ρ {fmt(diff['spearman_with_length'], 2)}, "
             f"{diff['poems']} poems).")
     if gaps:
@@ -566,22 +597,29 @@ def _difficulty(rep: Report, diff: dict, name: dict) -> None:
              f"{diff['poems']} poems, each with every poem tied at its boundary ({diff['hard_poems']} and "
              f"{diff['easy_poems']} poems). The gap is the "
              "mean over the easy quartile's poems minus the mean over the hard quartile's, each poem weighing as one "
-             "(its mean over its images); overall impression defines the quartiles and is left out.")
+             f"(its mean over its images); {overall} defines the quartiles and is left out.")
     rep.table(["Dimension", "Gap (easy − hard)"],
               [[name[k], fmt(diff["easy_minus_hard_gap"][k])] for k in gaps])
 
 
-def _recognizability(rep: Report, rec: dict, generators: list[str]) -> None:
+def _recognizability(rep: Report, rec: dict, generators: list[str], rubric: Rubric) -> None:
     rep.heading("Recognizability and quality", 3)
     text = (f"Per image, the correlation of recognizability with quality is "
             f"{findings.strength(rec['spearman_with_quality'])} (ρ {fmt(rec['spearman_with_quality'], 2)}, "
-            f"{rec['spearman_with_quality_images']} images) and with overall impression "
-            f"{findings.strength(rec['spearman_with_overall'])} (ρ {fmt(rec['spearman_with_overall'], 2)}). The {rec['highly_rated_images']} highly rated images "
-            f"(quality ≥ {findings.HIGH_QUALITY}, with a Phase-1 answer) have mean recognizability "
-            f"{fmt(rec['mean_of_highly_rated'], 2)}.")
+            f"{rec['spearman_with_quality_images']} images)")
+    if rubric.overall is not None:
+        text += (f" and with {rubric.dimension(rubric.overall).name['en'].lower()} "
+                 f"{findings.strength(rec['spearman_with_overall'])} (ρ {fmt(rec['spearman_with_overall'], 2)})")
+    text += (f". The {rec['highly_rated_images']} highly rated images "
+             f"(quality ≥ {findings.HIGH_QUALITY}, with a Phase-1 answer) have mean recognizability "
+             f"{fmt(rec['mean_of_highly_rated'], 2)}.")
     by_gen = rec["by_generator"]
     with_mean = [g for g in generators if by_gen[g]["mean"] is not None]
-    if len(with_mean) >= 2:
+    labelled = rubric.adjudicated_dimension is not None  # leakage is an adjudicated text issue
+    if len(with_mean) >= 2 and not labelled:
+        best = max(with_mean, key=lambda g: by_gen[g]["mean"])
+        text += f" {best} is the most recognizable generator ({fmt(by_gen[best]['mean'], 3)})."
+    elif len(with_mean) >= 2:
         best = max(with_mean, key=lambda g: by_gen[g]["mean"])
         clean = [g for g in with_mean if by_gen[g]["mean_without_leakage"] is not None]
         best_clean = max(clean, key=lambda g: by_gen[g]["mean_without_leakage"]) if clean else None
@@ -595,6 +633,9 @@ def _recognizability(rep: Report, rec: dict, generators: list[str]) -> None:
         else:
             text += "."
     rep.text(text)
+    if not labelled:
+        rep.table(["Generator", "Recognizability"], [[g, fmt(by_gen[g]["mean"])] for g in generators])
+        return
     rep.table(["Generator", "Recognizability", "Without leakage images", "Leakage images left out"],
               [[g, fmt(by_gen[g]["mean"]), fmt(by_gen[g]["mean_without_leakage"]),
                 str(by_gen[g]["leakage_images_left_out"])] for g in generators])
@@ -621,9 +662,10 @@ def _emotion(rep: Report, emo: dict, f: dict, table2: dict, generators: list[str
     if len(rates) >= 2:
         most = max(rates, key=lambda g: emo["face_avoidance"][g]["rate"])
         order = sorted(rates, key=lambda g: -table2[g][emo["dimension"]])
+        dim_name = dim.name["en"].lower()
         rep.text(f"{most}, which avoids faces most ({_pct(emo['face_avoidance'][most]['rate'])} % of its applicable "
-                 f"emotion ratings), has the {_ordinal(order.index(most) + 1, len(order))} emotional resonance of the "
-                 f"{len(order)} generators; across generators, face avoidance and emotional resonance have Spearman "
+                 f"emotion ratings), has the {_ordinal(order.index(most) + 1, len(order))} {dim_name} of the "
+                 f"{len(order)} generators; across generators, face avoidance and {dim_name} have Spearman "
                  f"ρ {fmt(f['face_avoidance_vs_emotion_spearman'], 2)}.")
     option = dim.option(emo["face_option"])
     rep.text(f"Face avoidance: the share of a generator's applicable {dim.name['en'].lower()} ratings (pooled over "
@@ -638,7 +680,11 @@ def _emotion(rep: Report, emo: dict, f: dict, table2: dict, generators: list[str
                for letter, o in emo["option_shares"].items()])
 
 
-def _applicability(rep: Report, app: dict, name: dict) -> None:
+def _applicability(rep: Report, app: dict, name: dict, rubric: Rubric) -> None:
+    if not app:
+        rep.text(f"Left out: applicability, since no dimension of the rubric {rubric.name} has a not-applicable "
+                 "option.")
+        return
     rep.heading("Applicability", 3)
     rep.text("Dimensions with a not-applicable option: the share of kept ratings, pooled over generators, that judged "
              "the dimension applicable (Table 2 averages these dimensions over the images where it applies).")
@@ -646,13 +692,13 @@ def _applicability(rep: Report, app: dict, name: dict) -> None:
               [[name[k], _pct(a["share"]), str(a["ratings"])] for k, a in app.items()])
 
 
-def _phase1(rep: Report, acc: dict) -> None:
+def _phase1(rep: Report, acc: dict, rubric: Rubric) -> None:
     rep.heading("Phase-1 accuracy by rater group", 3)
     e, c = acc["expert"]["accuracy"], acc["crowd"]["accuracy"]
     if e is not None and c is not None:
         rep.text(f"Experts picked the right poem {'more' if e > c else 'less' if e < c else 'as'} often "
                  f"{'than' if e != c else 'as'} crowd workers ({_pct(e)} % against {_pct(c)} %).")
-    rep.text("Kept ratings with a Phase-1 answer, of the Tang images by the seen generators.")
+    rep.text(f"Kept ratings with a Phase-1 answer, of the {rubric.short_name} images by the seen generators.")
     rep.table(["Rater group", "Phase-1 accuracy (%)", "Answers"],
               [[g, _pct(a["accuracy"]), str(a["answers"])] for g, a in acc.items()])
 

@@ -11,25 +11,12 @@ import numpy as np
 
 from .agreement import DEFAULT_BOOTSTRAP, DEFAULT_MARGIN, AgreementData, agreement
 from .calibration import DEFAULT_ALPHA, Judged, evaluate_records, fit, format_evaluation, one_way
-from ..dataset.reading import dataset_identity, dataset_rows
+from ..dataset.reading import config_rubric, dataset_identity, dataset_rows
 from ..judging.calibrated import SPREAD_FLOOR, Calibration
 from .noise_floor import MIN_MULTI_RATED, RatingTable, floor_summary, noise_floor
 from ..judging.results import SCALAR, ResultsFile
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, counted, fmt, fmt_interval
-from ..rubric import Rubric, rubric_for_tradition
-
-
-def tradition_rubric(rows: list[dict], where: str) -> Rubric:
-    """The rubric of images from their poems' tradition (Tang for `images` and `unseen_generator`, Song Ci for
-    `song_ci`); one config holds one tradition."""
-    traditions = sorted({r["tradition"] for r in rows})
-    if len(traditions) > 1:
-        raise ValueError(f"{where} mixes traditions ({', '.join(traditions)}): score them one at a time")
-    return rubric_for_tradition(traditions[0] if traditions else "tang")
-
-
-def config_rubric(dataset: str | Path, config: str, split: str) -> Rubric:
-    return tradition_rubric(list(dataset_rows(dataset, config, split, ["tradition"])), f"{config}/{split}")
+from ..rubric import Rubric
 
 
 def matched(data: AgreementData, results: ResultsFile, where: str) -> str | None:

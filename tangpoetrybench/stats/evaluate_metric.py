@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..judging.evaluators import Evaluator, load_evaluator
 from ..judging.registry import evaluator_spec
+from ..rubric import load_rubric
 
 
 def compute_scores(evaluator: Evaluator, images, poems, batch_size: int = 8) -> dict:
@@ -30,4 +31,6 @@ def build_evaluator(config_name: str, model: str | None, adapter: str | None, ba
     takes (the module's defaults, such as its rubric, go only where they apply)."""
     takes = evaluator_spec(config_name).options
     given = {"model": model, "adapter": adapter, "backend": backend, "device": device, "rubric": rubric}
+    if "rubric" in takes:
+        given["rubric"] = load_rubric(rubric)  # a bundled rubric by name, or a rubric file
     return load_evaluator(config_name, **{k: v for k, v in given.items() if v is not None and k in takes})

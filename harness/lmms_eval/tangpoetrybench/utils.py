@@ -14,7 +14,7 @@ kendall_tau_human = harness.kendall_tau_human
 
 
 def process_docs(dataset: datasets.Dataset) -> datasets.Dataset:
-    """The split's images → one document per Tang poem, with the human quality of each rated generator's image."""
+    """The split's images → one document per poem, with the human quality of each rated generator's image."""
     return datasets.Dataset.from_list(harness.poem_docs(dataset.remove_columns("image")))
 
 

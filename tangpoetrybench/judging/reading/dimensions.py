@@ -36,7 +36,7 @@ def alias(rubric: Rubric, key) -> str | None:
 
 
 def names(rubric: Rubric) -> tuple[tuple[str, ...], ...]:
-    return tuple((d.key, d.name["en"], d.name["zh"]) for d in rubric.dimensions)
+    return tuple((d.key, *d.name.values()) for d in rubric.dimensions)  # English, then the tradition's own
 
 
 @functools.lru_cache(maxsize=16)
