@@ -23,12 +23,25 @@ from typing import Any
 
 import yaml
 
-from .errors import DataError, Problem
+from .errors import DataError, Problem, quote
 
 EXCLUDED = "excluded"
 LANGUAGES = ("en", "zh")
 # Anchor steps are written with two decimals (0.33); the distinct scores may differ by up to 0.01 more.
 ANCHOR_TOLERANCE = 0.011
+MAX_RUBRIC_BYTES = 256 * 1024  # a rubric is a few KB (the bundled ones are 7 KB); a larger file is refused unread
+
+
+class RubricLoader(yaml.SafeLoader):
+    """YAML's safe loader without anchors and aliases (`&name`, `*name`): a rubric never needs them, and nested
+    aliases expand a few hundred bytes into gigabytes (the "billion laughs")."""
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise yaml.composer.ComposerError(None, None, "anchors and aliases (&name, *name) are not allowed in a "
+                                              "rubric: write each value out", event.start_mark)
+        return super().compose_node(parent, index)
 
 
 @dataclass(frozen=True)
@@ -54,7 +67,7 @@ class Dimension:
         for opt in self.options:
             if opt.letter == letter:
                 return opt
-        raise KeyError(f"{self.key}: unknown option {letter!r} (expected one of {', '.join(self.letters)})")
+        raise KeyError(f"{self.key}: unknown option {quote(letter)} (expected one of {', '.join(self.letters)})")
 
     @property
     def letters(self) -> tuple[str, ...]:
@@ -86,7 +99,7 @@ class Rubric:
         for dim in self.dimensions:
             if dim.key == key:
                 return dim
-        raise KeyError(f"rubric {self.name!r} has no dimension {key!r}")
+        raise KeyError(f"rubric {quote(self.name)} has no dimension {quote(key)}")
 
     def score(self, key: str, letter: str) -> float | None:
         """The score of option `letter` of dimension `key`; None when the option is excluded."""
@@ -115,6 +128,9 @@ def load_rubric(name_or_path: str | Path) -> Rubric:
     path = Path(name_or_path)
     if not path.is_file():
         raise DataError(Problem(str(path), f"no such rubric file (bundled rubrics: {', '.join(BUILTIN)})"))
+    if path.stat().st_size > MAX_RUBRIC_BYTES:
+        raise DataError(Problem(str(path), f"{path.stat().st_size:,} bytes: a rubric file may have at most "
+                                f"{MAX_RUBRIC_BYTES:,}"))
     return parse_rubric(path.read_text(encoding="utf-8"), source=str(path))
 
 
@@ -126,7 +142,7 @@ def _load_builtin(name: str, text: str) -> Rubric:
 def rubric_for_tradition(tradition: str) -> Rubric:
     """The bundled rubric of a poetic tradition (`tang` or `song_ci`)."""
     if tradition not in BUILTIN:
-        raise KeyError(f"no bundled rubric for tradition {tradition!r} (known: {', '.join(BUILTIN)})")
+        raise KeyError(f"no bundled rubric for tradition {quote(tradition)} (known: {', '.join(BUILTIN)})")
     return load_rubric(tradition)
 
 
@@ -138,7 +154,7 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
         problems.append(Problem(source, message, field=where))
 
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=RubricLoader)
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         raise DataError(Problem(source, f"not valid YAML: {exc}", line=None if line is None else line + 1)) from None
@@ -151,7 +167,7 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
     display = _texts(data.get("display", {}), "display", bad)
     version = data.get("version", 1)
     if not isinstance(version, int):
-        bad("version", f"expected an integer, got {version!r}")
+        bad("version", f"expected an integer, got {quote(version)}")
 
     dims: list[Dimension] = []
     raw_dims = data.get("dimensions")
@@ -162,15 +178,15 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
         dim = _dimension(raw, f"dimensions[{i}]", bad)
         if dim is not None:
             if dim.key in {d.key for d in dims}:
-                bad(f"dimensions[{i}].key", f"duplicate dimension {dim.key!r}")
+                bad(f"dimensions[{i}].key", f"duplicate dimension {quote(dim.key)}")
             dims.append(dim)
     by_key = {d.key: d for d in dims}
 
     def check_ref(where: str, key: Any, letter: Any = None) -> None:
         if key not in by_key:
-            bad(where, f"unknown dimension {key!r}")
+            bad(where, f"unknown dimension {quote(key)}")
         elif letter is not None and letter not in by_key[key].letters:
-            bad(where, f"{key} has no option {letter!r}")
+            bad(where, f"{key} has no option {quote(letter)}")
 
     adjudicated = data.get("adjudicated_dimension")
     if adjudicated is not None:
@@ -215,7 +231,7 @@ def _texts(value: Any, where: str, bad) -> dict[str, str]:
     if not isinstance(value, dict) or set(value) != set(LANGUAGES) or not all(
         isinstance(v, str) and v.strip() for v in value.values()
     ):
-        bad(where, f"expected non-empty texts for {' and '.join(LANGUAGES)}, got {value!r}")
+        bad(where, f"expected non-empty texts for {' and '.join(LANGUAGES)}, got {quote(value)}")
         return {}
     return {k: value[k].strip() for k in LANGUAGES}
 
@@ -226,7 +242,7 @@ def _dimension(raw: Any, where: str, bad) -> Dimension | None:
         return None
     key = raw.get("key")
     if not isinstance(key, str) or not key.isidentifier():
-        bad(f"{where}.key", f"expected an identifier, got {key!r}")
+        bad(f"{where}.key", f"expected an identifier, got {quote(key)}")
         return None
     unknown = set(raw) - {"key", "name", "description", "options", "anchor_step"}
     for k in sorted(unknown):
@@ -245,14 +261,14 @@ def _dimension(raw: Any, where: str, bad) -> Dimension | None:
             continue
         letter, score = opt["letter"], opt["score"]
         if not (isinstance(letter, str) and len(letter) == 1 and letter.islower()):
-            bad(f"{at}.letter", f"expected one lower-case letter, got {letter!r}")
+            bad(f"{at}.letter", f"expected one lower-case letter, got {quote(letter)}")
             continue
         if letter in {o.letter for o in options}:
-            bad(f"{at}.letter", f"duplicate option {letter!r}")
+            bad(f"{at}.letter", f"duplicate option {quote(letter)}")
         if score == EXCLUDED:
             score = None
         elif isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= score <= 1:
-            bad(f"{at}.score", f"expected a number in [0, 1] or {EXCLUDED!r}, got {score!r}")
+            bad(f"{at}.score", f"expected a number in [0, 1] or {EXCLUDED!r}, got {quote(score)}")
             continue
         else:
             score = float(score)
@@ -262,7 +278,7 @@ def _dimension(raw: Any, where: str, bad) -> Dimension | None:
         bad(f"{where}.options", "need at least two distinct non-excluded scores")
     step = raw.get("anchor_step")
     if isinstance(step, bool) or not isinstance(step, (int, float)) or step <= 0:
-        bad(f"{where}.anchor_step", f"expected a positive number, got {step!r}")
+        bad(f"{where}.anchor_step", f"expected a positive number, got {quote(step)}")
         step = 0.0
     elif len(scores) >= 2:
         gaps = [a - b for a, b in zip(scores, scores[1:])]
