@@ -29,6 +29,8 @@ from pathlib import Path
 import yaml
 
 from ..errors import DataError, Problem
+from ..files import write_file
+from ..poems import check_generator
 from ..reporting.leaderboard import HUMAN_CONFIGS, read_score_files
 
 RESULTS_FILE = Path(".eval_results") / "tangpoetrybench.yaml"
@@ -217,13 +219,11 @@ def write_eval_results(numbers: dict, out: Path | str, dataset_id: str, revision
             if config == "images":
                 raise
     rec, config_of = mean_recognizability(rows, poems)
-    written = {}
-    for g, items in generator_results(numbers, rec, config_of, dataset_id, revision, date).items():
-        path = Path(out) / g / RESULTS_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(dump_eval_results(items), encoding="utf-8")
-        written[g] = path
-    return written
+    results = generator_results(numbers, rec, config_of, dataset_id, revision, date)
+    for g in results:  # each names a folder of OUT: all checked before any is written
+        check_generator(g, "a generator (from the scores files' image ids)")
+    return {g: write_file(Path(out) / g / RESULTS_FILE, dump_eval_results(items), root=out)
+            for g, items in results.items()}
 
 
 def _compared_poems(numbers: dict) -> set[str]:
@@ -331,7 +331,4 @@ def write_judge_eval_results(agree: dict, folder: Path | str, dataset_id: str, m
     items = judge_results(agree, dataset_id, model, date)
     if not items:
         return None
-    path = Path(folder) / RESULTS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dump_eval_results(items), encoding="utf-8")
-    return path
+    return write_file(Path(folder) / RESULTS_FILE, dump_eval_results(items), root=folder)
