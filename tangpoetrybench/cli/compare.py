@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .base import add_max_image_pixels
+
 
 SUMMARY = ('which of two illustrations of a poem is better: a pairwise judge asked every pair in both orders, records '
            'resumable')
@@ -27,6 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device")
     p.add_argument("--constrained", action="store_true", help="pae: decode every answer in the pairwise JSON form")
     p.add_argument("--max-pixels", type=int)
+    add_max_image_pixels(p)
     p.add_argument("--max-new-tokens", type=int)
     p.add_argument("--base-url", help="api: the OpenAI-compatible server's URL")
     p.add_argument("--api-key-env", help="api: the environment variable holding the key")
@@ -43,7 +46,7 @@ def run(args: argparse.Namespace) -> None:
     from ..stats.pairs import pair_table
 
     selected = None if args.all_pairs else pair_table(args.dataset, args.split, args.config, args.margin).id_pairs()
-    pairs, load = dataset_pairs(args.dataset, args.config, args.split, selected)
+    pairs, load = dataset_pairs(args.dataset, args.config, args.split, selected, args.max_image_pixels)
     options = {k: getattr(args, k) for k in ("model", "adapter", "device", "max_pixels", "max_new_tokens", "base_url",
                                              "api_key_env", "concurrency", "timeout", "retries")}
     if args.evaluator == "pae":

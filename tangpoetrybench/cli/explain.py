@@ -31,8 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     import json
 
-    from PIL import Image
-
+    from ..files import open_image
     from ..judging.semjudge import RANDOM_WEIGHTS_NOTE, graph_tree, load_semjudge
     from ..poems import read_poems, sample_poems
 
@@ -51,7 +50,7 @@ def run(args: argparse.Namespace) -> None:
     judge = load_semjudge(args.model, base_url=args.base_url, cache_dir=args.cache, local=args.local,
                           device=args.device, **({"max_new_tokens": args.max_new_tokens} if args.max_new_tokens else {}),
                           **({"api_key_env": args.api_key_env} if args.api_key_env else {}))
-    image = Image.open(args.image)
+    image = open_image(args.image)
     [poem_graph] = judge.poem_graphs([poem])
     [image_graph] = judge.image_graphs([image])
     if judge.random_weights:

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .base import POEMS_FILE
+from .base import POEMS_FILE, add_max_image_pixels
 
 SUMMARY = 'score images with PAE, a served or hosted judge, a baseline or the OCR, to JSON Lines that a rerun resumes'
 EXAMPLE = ('tpb score --dataset sample/dataset --evaluator pae --adapter ORG/PAE --out scores.jsonl\n'
@@ -40,6 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, help="score only the first N images (default: all)")
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: the GPU when there is one)")
     p.add_argument("--max-pixels", type=int, help="shrink larger images to this many pixels (default: 1024×1024)")
+    add_max_image_pixels(p)
     p.add_argument("--max-new-tokens", type=int, help="PAE's answer length limit (default: 256)")
     p.add_argument("--constrained", action="store_true",
                    help="PAE on transformers: decode only answers in the rubric's JSON form, so every answer parses "
@@ -90,7 +91,7 @@ def run(args: argparse.Namespace) -> None:
         raise ValueError("--price-in and --price-out apply to the api evaluator only")
     if args.reason_language and not args.explain:
         raise ValueError("--reason-language applies with --explain only")
-    source = source_of(args.dataset, args.images, args.poems, args.config, args.split)
+    source = source_of(args.dataset, args.images, args.poems, args.config, args.split, args.max_image_pixels)
     state = process_state()  # under a launcher: the process group, before any model is loaded
     if args.backend == "vllm" and state.num_processes > 1:
         raise ValueError("the vLLM backend runs as one process that uses its GPUs itself: start tpb score without "
