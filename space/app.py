@@ -1,7 +1,11 @@
 """TangPoetryBench Space: score an illustration of a classical Chinese poem with PAE, beside the literal
 metrics. The logic lives in `tangpoetrybench.hub.space`; this file wires it to gradio components."""
 
-import gradio as gr
+import os
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported: it reads it then
+
+import gradio as gr  # noqa: E402
 
 from tangpoetrybench.hub.space import (JUDGES, LEADERBOARD_HEADERS, UPLOADED, Scorer, SpaceConfig, UserError,
                                    example_images, leaderboard_view, ocr_available, poem_catalogue, read_image,

@@ -2,12 +2,33 @@
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass
+
+MAX_PROBLEM_CHARS = 1000
+"""The longest a problem's line is shown: a message quoting hostile data (a value of a million characters, or the
+expansion of nested YAML aliases) is cut here, in the one place every problem is formatted."""
+
+_QUOTE = reprlib.Repr()
+_QUOTE.maxstring = _QUOTE.maxother = 200
+_QUOTE.maxlevel, _QUOTE.maxlist, _QUOTE.maxtuple, _QUOTE.maxdict, _QUOTE.maxset = 3, 6, 6, 6, 6
+
+
+def quote(value: object) -> str:
+    """`repr(value)` for a message, bounded however large or deeply nested the value is: long strings, lists and
+    mappings are elided with `...`, never formatted in full first."""
+    return _QUOTE.repr(value)
+
+
+def bounded(text: str, limit: int = MAX_PROBLEM_CHARS) -> str:
+    """`text`, cut to `limit` characters with a note of how long it was."""
+    return text if len(text) <= limit else f"{text[:limit]}... (cut: {len(text):,} characters in all)"
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong with an input file. `line` is 1-based (the header of a CSV is line 1)."""
+    """One thing wrong with an input file. `line` is 1-based (the header of a CSV is line 1). Shown bounded
+    (`MAX_PROBLEM_CHARS`): the place comes first, so a cut never hides it."""
 
     file: str
     message: str
@@ -16,7 +37,7 @@ class Problem:
 
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
-        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        return bounded(f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}")
 
 
 class DataError(ValueError):
@@ -30,6 +51,14 @@ class DataError(ValueError):
             lines.append(f"... and {len(self.problems) - len(shown)} more problems")
         noun = "problem" if len(self.problems) == 1 else "problems"
         super().__init__(f"{len(self.problems)} {noun}:\n" + "\n".join(lines))
+
+
+class ImageError(ValueError):
+    """An image that is not read (`files.open_image`): unreadable, or refused by its size (`ImageTooLarge`)."""
+
+
+class ImageTooLarge(ImageError):
+    """An image over the pixel limit, refused from its header before it is decoded."""
 
 
 class SystematicFailure(RuntimeError):

@@ -1,15 +1,34 @@
-"""Writing a folder all at once: readers never see a half-written dataset or release; reading JSON Lines."""
+"""Files from and into data folders, the safe way.
+
+- Writing: a folder all at once (`atomic_folder`: readers never see a half-written dataset or release), or a file
+  all at once and never through a symbolic link (`atomic_file`, `write_file`, and `write_csv`, which also quotes
+  cells a spreadsheet would run as formulas).
+- Reading: paths from data kept inside their folder (`inside`, `link_outside`), images opened with their size checked
+  from the header before they are decoded (`open_image`), JSON Lines with the line of each bad record.
+"""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import re
 import shutil
 import tempfile
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+
+from .errors import ImageError, ImageTooLarge, quote
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+DEFAULT_MAX_IMAGE_PIXELS = 50_000_000
+"""Images with more pixels are refused before they are decoded, wherever one is read (a decompression bomb is a few
+KB on disk and gigabytes in memory)."""
 
 
 @contextmanager
@@ -26,7 +45,7 @@ def atomic_folder(out: Path) -> Iterator[Path]:
             os.replace(out, old)
         os.replace(tmp, out)
         if old is not None:
-            shutil.rmtree(old)
+            old.unlink() if old.is_symlink() else shutil.rmtree(old)  # a link replaced is removed, not followed
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
@@ -108,3 +127,144 @@ def local_or_hub(value: str | os.PathLike, what: str, repo_type: str = "model") 
                              "forbids downloading it: give the path of a local copy, or unset HF_HUB_OFFLINE"
                              ) from None
     return text
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+UMASK = _umask()  # read once: os.umask can only be read by setting it
+
+
+def refuse_links(path: Path | str, root: Path | str | None = None) -> None:
+    """Refuse to write at `path` through a symbolic link: `path` itself, and with `root`, every folder between `root`
+    and `path` (a link planted in a data folder would send the write anywhere)."""
+    path = Path(path)
+    steps = [path]
+    if root is not None:
+        below = path.relative_to(root).parts
+        steps = [Path(root).joinpath(*below[:i]) for i in range(1, len(below) + 1)]
+    for step in steps:
+        if step.is_symlink():
+            raise ValueError(f"{step} is a symbolic link (to {os.readlink(step)}): refusing to write through it; "
+                             "remove the link, or write elsewhere")
+
+
+@contextmanager
+def atomic_file(path: Path | str, mode: str = "w", root: Path | str | None = None, **kwargs) -> Iterator[IO]:
+    """A file object whose content becomes `path` whole, or not at all: written to a new temporary file beside it
+    (created exclusively, so never through a link), then renamed over it, which replaces a link rather than
+    following it. Symbolic links at `path` (and below `root`) are refused (`refuse_links`). Other keyword arguments
+    go to `open` (`encoding`, `newline`)."""
+    path = Path(path)
+    refuse_links(path, root)  # before any folder is made: one made below a linked folder would be made elsewhere
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if "b" not in mode:
+        kwargs.setdefault("encoding", "utf-8")
+    done = False
+    try:
+        with os.fdopen(fd, mode, **kwargs) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp makes it private; the file is meant to be shared like any other
+        os.replace(tmp, path)
+        done = True
+    finally:
+        if not done:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def write_file(path: Path | str, data: str | bytes, root: Path | str | None = None) -> Path:
+    """Write `data` (text as UTF-8) to `path` whole, never through a symbolic link (`atomic_file`)."""
+    with atomic_file(path, "wb" if isinstance(data, bytes) else "w", root) as f:
+        f.write(data)
+    return Path(path)
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""What makes a spreadsheet read a cell as a formula (OWASP's list)."""
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def quote_cell(value: object) -> object:
+    """A CSV cell that a spreadsheet shows as text: one starting with `=`, `+`, `-`, `@`, a tab or a carriage return
+    gets a leading `'` (a plain number such as -0.5 is left as it is). `unquote_cell` undoes it."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS) and not _is_number(value):
+        return "'" + value
+    return value
+
+
+def unquote_cell(value: str) -> str:
+    """A cell as `quote_cell` had it before quoting (a draft saved back by a spreadsheet reads as it was written)."""
+    return value[1:] if value.startswith("'") and value[1:].startswith(FORMULA_STARTS) else value
+
+
+def write_csv(path: Path | str, columns: Iterable[str], rows: Iterable[Mapping],
+              root: Path | str | None = None) -> Path:
+    """A CSV for people to open (a header, then one line per row), every cell `quote_cell`d, written whole and never
+    through a symbolic link (`atomic_file`)."""
+    with atomic_file(path, "w", root, newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(columns), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({k: quote_cell(v) for k, v in row.items()} for row in rows)
+    return Path(path)
+
+
+def inside(root: Path | str, path: Path | str) -> Path:
+    """`root / path` with every link resolved, refused (ValueError) unless it lies inside `root`: a path read from data
+    (absolute, with `..`, or through a link) never reaches outside the data's folder."""
+    base = Path(root).resolve()
+    target = (base / path).resolve()
+    if not target.is_relative_to(base):
+        raise ValueError(f"{quote(str(path))} lies outside {root}: refused (a path from data must stay inside its "
+                         "folder)")
+    return target
+
+
+def link_outside(root: Path | str, path: Path | str) -> Path | None:
+    """The first symbolic link on the way from `root` down to `path` (itself included) whose target lies outside
+    `root`, or None: such a link pulls an outside file into what is read from `root`."""
+    root, path = Path(root), Path(path)
+    base = root.resolve()
+    step = root
+    for part in path.relative_to(root).parts:
+        step = step / part
+        if step.is_symlink() and not step.resolve().is_relative_to(base):
+            return step
+    return None
+
+
+def open_image(source: str | os.PathLike | bytes | "Image.Image",
+               max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> "Image.Image":
+    """An image (a file, its bytes, or a PIL image not yet decoded) decoded, once its width × height, read from the
+    header, is checked against `max_pixels`. Raises `ImageTooLarge` for a larger image (before decoding it) and
+    `ImageError` for one that cannot be read, each with a one-line reason."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the limit below is the one that counts
+            image = source if isinstance(source, Image.Image) else Image.open(
+                io.BytesIO(source) if isinstance(source, bytes) else source)
+            if image.width * image.height > max_pixels:
+                raise ImageTooLarge(f"{image.width}x{image.height} pixels is over the limit of {max_pixels:,} pixels "
+                                    "(a decompression bomb, or an image far larger than a generator makes)")
+            image.load()
+    except ImageError:
+        raise
+    except Image.DecompressionBombError as exc:
+        raise ImageTooLarge(f"refused as a decompression bomb: {exc}") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise ImageError(f"unreadable image: {exc}") from exc
+    return image

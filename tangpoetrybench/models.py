@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -151,7 +152,7 @@ def load_qwen_vl(model: str, adapter: str | None = None, device: str | None = No
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     model = local_or_hub(model, "model")
-    adapter = local_or_hub(adapter, "adapter") if adapter else None
+    adapter = safetensors_adapter(local_or_hub(adapter, "adapter")) if adapter else None
     dev = pick_device(device)
     extra = {}
     if quantize:
@@ -165,6 +166,16 @@ def load_qwen_vl(model: str, adapter: str | None = None, device: str | None = No
         net = PeftModel.from_pretrained(net, adapter)
         net = net.merge_and_unload() if merge and not quantize else net
     return processor, (net if quantize else net.to(dev)).eval(), dev
+
+
+def safetensors_adapter(adapter: str) -> str:
+    """An adapter folder whose weights are safetensors: one with pickled weights only (`adapter_model.bin`) is
+    refused, since unpickling runs whatever the file says (a Hub id is left to peft, which prefers safetensors)."""
+    folder = Path(adapter)
+    if folder.is_dir() and not (folder / "adapter_model.safetensors").is_file() and any(folder.glob("*.bin")):
+        raise ValueError(f"{adapter} holds pickled weights only (adapter_model.bin), which are never loaded: save the "
+                         "adapter with safetensors (peft's save_pretrained does by default)")
+    return adapter
 
 
 def chat_inputs(processor, conversations: list[list[dict]]) -> dict:

@@ -14,12 +14,30 @@ from importlib import resources
 from pathlib import Path
 from typing import Iterable
 
-from .errors import DataError, Problem
+from .errors import DataError, Problem, quote
+from .files import write_file
 
 SPLITS = ("train", "validation", "test")
 REQUIRED = ("poem_id", "title", "author", "text", "tradition")
 OPTIONAL = ("form", "tune", "split")
-POEM_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+POEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+"""What a poem id or a generator name may be (each names a file or a folder): check with `is_name`, which matches the
+whole string (a `$` would let a final newline through)."""
+
+
+def is_name(value: object) -> bool:
+    """Whether `value` is a poem id or generator name: letters, digits, '.', '_' and '-', starting with a letter or
+    digit (so never `..`, a path, or a hidden file)."""
+    return isinstance(value, str) and POEM_ID.fullmatch(value) is not None
+
+
+def check_generator(name: object, what: str = "generator") -> str:
+    """`name` if it may name a generator's folder, else a ValueError saying why; `what` names where it came from
+    (`--generator`, a scores file's image id)."""
+    if not is_name(name):
+        raise ValueError(f"{what} {quote(name)}: use letters, digits, '.', '_' and '-' only, starting with a letter or "
+                         "digit (it names a folder)")
+    return name
 
 
 # Every block of CJK unified and compatibility ideographs (Unicode 15.1), so that a poem's rare characters
@@ -100,7 +118,7 @@ def parse_poems(path: Path | str, display: str | None = None,
                 problems.append(Problem(name, f"expected a string, got {row[key]!r}", line=lineno, field=key))
         for key in sorted(set(row) - set(REQUIRED) - set(OPTIONAL)):
             problems.append(Problem(name, "unknown field", line=lineno, field=key))
-        if isinstance(row.get("poem_id"), str) and row["poem_id"] and not POEM_ID.match(row["poem_id"]):
+        if isinstance(row.get("poem_id"), str) and row["poem_id"] and not is_name(row["poem_id"]):
             problems.append(Problem(name, f"{row['poem_id']!r}: use letters, digits, '.', '_' and '-' only "
                                     "(it names image files)", line=lineno, field="poem_id"))
         tradition = row.get("tradition")
@@ -136,7 +154,8 @@ def _split_of(poems: list[Poem], poem_id: str) -> str | None:
 
 
 def write_poems(poems: Iterable[Poem], path: Path | str) -> None:
-    Path(path).write_text("".join(p.to_json() + "\n" for p in poems), encoding="utf-8")
+    """A SPEC poems file, written whole and never through a symbolic link (`files.write_file`)."""
+    write_file(path, "".join(p.to_json() + "\n" for p in poems))
 
 
 def sample_poems() -> list[Poem]:

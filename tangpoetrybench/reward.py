@@ -16,6 +16,7 @@ for the dimensions a generator can game).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -24,6 +25,8 @@ import numpy as np
 import torch
 from PIL import Image
 
+from .errors import ImageError
+from .files import DEFAULT_MAX_IMAGE_PIXELS, open_image
 from .judging.calibrated import Calibrated, interval_info, load_calibration
 from .judging.evaluators import load_evaluator
 from .judging.evaluators.base import EvalResult, Evaluator, as_poem
@@ -58,26 +61,37 @@ class Scalar:
         return sum(w * s for w, s in pairs) / total if total > 0 else self.missing
 
 
-def as_images(images: Any) -> list[Image.Image]:
-    """PIL images from what a trainer holds: PIL images, a float tensor (N, C, H, W) in [0, 1] (Flow-GRPO's), or
-    uint8 arrays (N, H, W, C)."""
+def as_images(images: Any, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> list[Image.Image]:
+    """PIL images from what a trainer holds: PIL images, image files (paths or their bytes), a float tensor
+    (N, C, H, W) in [0, 1] (Flow-GRPO's), or uint8 arrays (N, H, W, C). Each passes `files.open_image`: one over
+    `max_pixels` (checked before a file is decoded) is refused, naming its place in the batch."""
     if isinstance(images, torch.Tensor):
         arrays = (images.detach().float().clamp(0, 1) * 255).round().to(torch.uint8).permute(0, 2, 3, 1).cpu().numpy()
-        return [Image.fromarray(a) for a in arrays]
-    if isinstance(images, np.ndarray):
-        return [Image.fromarray(a) for a in images]
-    return [im if isinstance(im, Image.Image) else Image.fromarray(np.asarray(im)) for im in images]
+        found = [Image.fromarray(a) for a in arrays]
+    elif isinstance(images, np.ndarray):
+        found = [Image.fromarray(a) for a in images]
+    else:
+        found = [im if isinstance(im, (Image.Image, str, bytes, os.PathLike)) else Image.fromarray(np.asarray(im))
+                 for im in images]
+    out = []
+    for i, image in enumerate(found):
+        try:
+            out.append(open_image(image, max_pixels))
+        except ImageError as exc:
+            raise type(exc)(f"image {i}: {exc}") from None
+    return out
 
 
 class PAEReward:
     """The reward callable (built by `load_reward`)."""
 
     def __init__(self, evaluator: Evaluator, poems: Mapping[str, Poem] | Sequence[Poem] = (),
-                 scalar: Scalar | None = None, batch_size: int = 16):
+                 scalar: Scalar | None = None, batch_size: int = 16, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS):
         self.evaluator = evaluator
         self.poems = dict(poems) if isinstance(poems, Mapping) else {p.poem_id: p for p in poems}
         self.scalar = scalar or Scalar()
         self.batch_size = batch_size
+        self.max_image_pixels = max_image_pixels
 
     def poem(self, prompt: Any, meta: Mapping[str, Any] | None, index: int) -> Poem:
         """The poem an image illustrates: metadata's `poem` or `poem_id`, else the prompt itself (a poem, a mapping
@@ -92,7 +106,7 @@ class PAEReward:
                          f"the {len(self.poems)} poems this reward knows (give metadata 'poem_id', or poems=...)")
 
     def results(self, images: Any, prompts: Sequence[Any], metadata: Sequence[Mapping] | None = None) -> list[EvalResult]:
-        images = as_images(images)
+        images = as_images(images, self.max_image_pixels)
         if len(images) != len(prompts):
             raise ValueError(f"{len(images)} images but {len(prompts)} prompts")
         metadata = metadata if metadata is not None else [None] * len(images)
@@ -135,15 +149,16 @@ class PAEReward:
 def load_reward(model: str | None = None, adapter: str | None = None, *, base_url: str | None = None,
                 poems: Mapping[str, Poem] | Sequence[Poem] = (), scalar: Scalar | None = None,
                 readout: str = "expected", batch_size: int = 16, calibration: str | Path | None = None,
-                **kwargs) -> PAEReward:
+                max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, **kwargs) -> PAEReward:
     """The reward, its judge loaded once. Without `base_url`: a local PAE (`model`, `adapter`, and `device`,
     `quantize`, `max_pixels`, `rubric` in kwargs). With `base_url`: the served judge (`model` is the name the server
     knows; `api_key_env`, `concurrency`, ... in kwargs), its readout from the server's logprobs. `calibration` (a
-    `tpb calibrate` file for this judge as set up here) adds each image's intervals to `info` (docs/calibration.md)."""
+    `tpb calibrate` file for this judge as set up here) adds each image's intervals to `info` (docs/calibration.md).
+    Images over `max_image_pixels` are refused (`as_images`)."""
     if base_url:
         evaluator = load_evaluator("api", model=model, base_url=base_url, readout=readout, **kwargs)
     else:
         evaluator = load_evaluator("pae", model=model, adapter=adapter, readout=readout, **kwargs)
     if calibration is not None:
         evaluator = Calibrated(evaluator, load_calibration(calibration))
-    return PAEReward(evaluator, poems, scalar, batch_size)
+    return PAEReward(evaluator, poems, scalar, batch_size, max_image_pixels)

@@ -25,14 +25,13 @@ from typing import Any, Mapping
 
 import yaml
 
-from .errors import DataError, Problem
+from .errors import DataError, Problem, quote
 
 EXCLUDED = "excluded"
 # A poem that names no tradition is one of the benchmark's own.
 DEFAULT_TRADITION = "tang"
-TRADITION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # it names a config and a file: rubrics/<tradition>.yaml
-LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$")
-MAX_RUBRIC_BYTES = 1 << 20
+TRADITION_NAME = re.compile(r"[a-z][a-z0-9_]*")  # it names a config and a file: rubrics/<tradition>.yaml
+LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8})*")
 # What a rubric could not say before it could name its languages and what its poems are: such a field enters the
 # fingerprint only where it differs from this, so a rubric written before keeps its fingerprint and its results.
 FORMAT_1_LANGUAGES = {"en": "English", "zh": "Chinese"}
@@ -43,6 +42,21 @@ FIELDS = ("name", "tradition", "display", "short", "description", "languages", "
           "adjudicated_dimension", "face_avoidance", "consistency", "overall", "depict", "evoke")
 # Anchor steps are written with two decimals (0.33); the distinct scores may differ by up to 0.01 more.
 ANCHOR_TOLERANCE = 0.011
+MAX_RUBRIC_BYTES = 256 * 1024  # a rubric is a few KB (the bundled ones are 7 KB); a larger file is refused unread
+
+
+class RubricLoader(yaml.SafeLoader):
+    """YAML's safe loader without anchors and aliases (`&name`, `*name`): a rubric never needs them, and nested
+    aliases expand a few hundred bytes into gigabytes (the "billion laughs")."""
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise yaml.composer.ComposerError(None, None, "anchors and aliases (&name, *name) are not allowed in a "
+                                              "rubric: write each value out", event.start_mark)
+        return super().compose_node(parent, index)
+
+
 @dataclass(frozen=True)
 class Option:
     letter: str
@@ -66,7 +80,7 @@ class Dimension:
         for opt in self.options:
             if opt.letter == letter:
                 return opt
-        raise KeyError(f"{self.key}: unknown option {letter!r} (expected one of {', '.join(self.letters)})")
+        raise KeyError(f"{self.key}: unknown option {quote(letter)} (expected one of {', '.join(self.letters)})")
 
     @property
     def letters(self) -> tuple[str, ...]:
@@ -130,7 +144,7 @@ class Rubric:
         for dim in self.dimensions:
             if dim.key == key:
                 return dim
-        raise KeyError(f"rubric {self.name!r} has no dimension {key!r}")
+        raise KeyError(f"rubric {quote(self.name)} has no dimension {quote(key)}")
 
     def score(self, key: str, letter: str) -> float | None:
         """The score of option `letter` of dimension `key`; None when the option is excluded."""
@@ -170,6 +184,9 @@ def load_rubric(name_or_path: str | Path) -> Rubric:
     path = Path(name_or_path)
     if not path.is_file():
         raise DataError(Problem(str(path), f"no such rubric file (bundled rubrics: {', '.join(BUILTIN)})"))
+    if path.stat().st_size > MAX_RUBRIC_BYTES:
+        raise DataError(Problem(str(path), f"{path.stat().st_size:,} bytes: a rubric file may have at most "
+                                f"{MAX_RUBRIC_BYTES:,}"))
     return parse_rubric(path.read_text(encoding="utf-8"), source=str(path))
 
 
@@ -185,7 +202,7 @@ def rubric_for_tradition(tradition: str, found: Mapping[str, Rubric] | None = No
         return found[tradition]
     if tradition not in BUILTIN:
         known = sorted({*BUILTIN, *(found or {})})
-        raise KeyError(f"no rubric for tradition {tradition!r} (known: {', '.join(known)}): a tradition that is not "
+        raise KeyError(f"no rubric for tradition {quote(tradition)} (known: {', '.join(known)}): a tradition that is not "
                        f"bundled brings its rubric, rubrics/{tradition}.yaml (docs/rubrics.md)")
     return load_rubric(tradition)
 
@@ -241,7 +258,7 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
         problems.append(Problem(source, message, field=where))
 
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=RubricLoader)
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         raise DataError(Problem(source, f"not valid YAML: {exc}", line=None if line is None else line + 1)) from None
@@ -251,7 +268,7 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
     for key in ("name", "tradition"):
         if not isinstance(data.get(key), str) or not data[key]:
             bad(key, "required, a non-empty string")
-    if isinstance(data.get("tradition"), str) and data["tradition"] and not TRADITION_NAME.match(data["tradition"]):
+    if isinstance(data.get("tradition"), str) and data["tradition"] and not TRADITION_NAME.fullmatch(data["tradition"]):
         bad("tradition", f"{data['tradition']!r}: lower-case letters, digits and '_', starting with a letter (it "
                          "names a config and a file)")
     languages = _languages(data.get("languages", FORMAT_1_LANGUAGES), bad)
@@ -263,7 +280,7 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
         short = ""
     version = data.get("version", 1)
     if not isinstance(version, int):
-        bad("version", f"expected an integer, got {version!r}")
+        bad("version", f"expected an integer, got {quote(version)}")
 
     dims: list[Dimension] = []
     raw_dims = data.get("dimensions")
@@ -274,15 +291,15 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
         dim = _dimension(raw, f"dimensions[{i}]", bad, languages)
         if dim is not None:
             if dim.key in {d.key for d in dims}:
-                bad(f"dimensions[{i}].key", f"duplicate dimension {dim.key!r}")
+                bad(f"dimensions[{i}].key", f"duplicate dimension {quote(dim.key)}")
             dims.append(dim)
     by_key = {d.key: d for d in dims}
 
     def check_ref(where: str, key: Any, letter: Any = None) -> None:
         if key not in by_key:
-            bad(where, f"unknown dimension {key!r}")
+            bad(where, f"unknown dimension {quote(key)}")
         elif letter is not None and letter not in by_key[key].letters:
-            bad(where, f"{key} has no option {letter!r}")
+            bad(where, f"{key} has no option {quote(letter)}")
 
     adjudicated = data.get("adjudicated_dimension")
     if adjudicated is not None:
@@ -337,7 +354,7 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
 def _languages(value: Any, bad) -> dict[str, str]:
     """{code: English name}: `en` first, then at most the tradition's own language."""
     if (not isinstance(value, dict) or not value or next(iter(value)) != "en" or len(value) > 2
-            or not all(isinstance(k, str) and LANGUAGE_CODE.match(k) for k in value)
+            or not all(isinstance(k, str) and LANGUAGE_CODE.fullmatch(k) for k in value)
             or not all(isinstance(v, str) and v.strip() for v in value.values())):
         bad("languages", f"expected {{en: English}} or {{en: English, CODE: NAME}} (the tradition's own language, "
                          f"e.g. ja: Japanese), got {value!r}")
@@ -350,7 +367,7 @@ def _texts(value: Any, where: str, bad, languages: Mapping[str, str]) -> dict[st
     if not isinstance(value, dict) or set(value) != set(languages) or not all(
         isinstance(v, str) and v.strip() for v in value.values()
     ):
-        bad(where, f"expected non-empty texts for {' and '.join(languages)}, got {value!r}")
+        bad(where, f"expected non-empty texts for {' and '.join(languages)}, got {quote(value)}")
         return {}
     return {k: value[k].strip() for k in languages}
 
@@ -361,7 +378,7 @@ def _dimension(raw: Any, where: str, bad, languages: Mapping[str, str]) -> Dimen
         return None
     key = raw.get("key")
     if not isinstance(key, str) or not key.isidentifier():
-        bad(f"{where}.key", f"expected an identifier, got {key!r}")
+        bad(f"{where}.key", f"expected an identifier, got {quote(key)}")
         return None
     unknown = set(raw) - {"key", "name", "description", "options", "anchor_step"}
     for k in sorted(unknown):
@@ -380,14 +397,14 @@ def _dimension(raw: Any, where: str, bad, languages: Mapping[str, str]) -> Dimen
             continue
         letter, score = opt["letter"], opt["score"]
         if not (isinstance(letter, str) and len(letter) == 1 and letter.islower()):
-            bad(f"{at}.letter", f"expected one lower-case letter, got {letter!r}")
+            bad(f"{at}.letter", f"expected one lower-case letter, got {quote(letter)}")
             continue
         if letter in {o.letter for o in options}:
-            bad(f"{at}.letter", f"duplicate option {letter!r}")
+            bad(f"{at}.letter", f"duplicate option {quote(letter)}")
         if score == EXCLUDED:
             score = None
         elif isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= score <= 1:
-            bad(f"{at}.score", f"expected a number in [0, 1] or {EXCLUDED!r}, got {score!r}")
+            bad(f"{at}.score", f"expected a number in [0, 1] or {EXCLUDED!r}, got {quote(score)}")
             continue
         else:
             score = float(score)
@@ -397,7 +414,7 @@ def _dimension(raw: Any, where: str, bad, languages: Mapping[str, str]) -> Dimen
         bad(f"{where}.options", "need at least two distinct non-excluded scores")
     step = raw.get("anchor_step")
     if isinstance(step, bool) or not isinstance(step, (int, float)) or step <= 0:
-        bad(f"{where}.anchor_step", f"expected a positive number, got {step!r}")
+        bad(f"{where}.anchor_step", f"expected a positive number, got {quote(step)}")
         step = 0.0
     elif len(scores) >= 2:
         gaps = [a - b for a, b in zip(scores, scores[1:])]

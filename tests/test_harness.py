@@ -16,7 +16,7 @@ import yaml
 from scipy import stats
 
 from tangpoetrybench.cli import main
-from tangpoetrybench.dataset.reading import dataset_rows
+from tangpoetrybench.dataset.reading import dataset_rows, row_image
 from tangpoetrybench.generation.diffusers_generate import image_path
 from tangpoetrybench.reporting import harness
 
@@ -63,7 +63,7 @@ def test_docs_judge_and_metrics(demo_built, tiny_models, tmp_path):
     assert harness.judge(env) is judge  # loaded once
     generator = next(iter(human))
     image = next(r["image"] for r in rows if r["poem_id"] == docs[0]["poem_id"] and r["generator"] == generator)
-    image.save(tmp_path / "a.png")
+    row_image(image, demo_built).save(tmp_path / "a.png")
     answer = json.dumps({"text": "", "images": [str(tmp_path / "a.png")], "generator": generator})
     values = harness.metric_values(judge, docs[0], answer)
     assert values["quality"] is not None and set(harness.KEYS) <= set(values)  # constrained: every answer parses

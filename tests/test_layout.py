@@ -97,7 +97,8 @@ def test_a_planted_upward_import_and_a_cycle_are_caught(tmp_path):
                        encoding="utf-8")
     files = root / "files.py"
     files.write_text(files.read_text(encoding="utf-8") + "\nfrom .numeric import fmt\n", encoding="utf-8")
-    assert cycles(imports(root)) == [["tangpoetrybench.numeric", "tangpoetrybench.files", "tangpoetrybench.numeric"]]
+    [cycle] = cycles(imports(root))  # found from whichever of the two the search reaches first
+    assert cycle[0] == cycle[-1] and sorted(cycle[:-1]) == ["tangpoetrybench.files", "tangpoetrybench.numeric"]
 
 
 def test_every_room_says_what_it_holds_and_the_top_level_stays_small():

@@ -70,7 +70,7 @@ def test_uploaded_rubric(scorer, png, tmp_path):
 @pytest.mark.parametrize("case,message", [
     ("empty poem", "Enter the poem's text"),
     ("not an image", "not an image this app can read"),
-    ("too many pixels", "the limit is 4,000,000 pixels"),
+    ("too many pixels", "over the limit of 4,000,000 pixels"),
     ("too many bytes", "the limit is 2 MB"),
     ("no image", "Upload an image first"),
 ])

@@ -9,6 +9,14 @@ from typing import Callable, Sequence
 POEMS_FILE = "a poems file (JSON Lines: poem_id, title, author, text, tradition; see the README)"
 
 
+def add_max_image_pixels(p: argparse.ArgumentParser) -> None:
+    """--max-image-pixels: the bound every command that reads images checks from each image's header."""
+    from ..files import DEFAULT_MAX_IMAGE_PIXELS
+
+    p.add_argument("--max-image-pixels", type=int, default=DEFAULT_MAX_IMAGE_PIXELS,
+                   help="refuse larger images (width × height) before decoding them")
+
+
 def number_or_off(cast: Callable[[str], float | int]) -> Callable[[str], float | int | None]:
     """An option's type: a number, or `off` / `none` for None (a rule turned off)."""
     def parse(text: str):

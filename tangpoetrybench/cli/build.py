@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .base import number_or_off
+from .base import add_max_image_pixels, number_or_off
 from ..dataset.qc import QCConfig
-from ..dataset.raw_release import DEFAULT_MAX_IMAGE_PIXELS
 
 SUMMARY = 'validate, quality-control and aggregate a raw release into a dataset folder (Parquet)'
 EXAMPLE = ('tpb build sample/raw sample/dataset --qc-min-seconds 30\n'
@@ -33,8 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--qc-phase1-min-accuracy", type=number_or_off(float), default=defaults.phase1_min_accuracy,
                    help="Phase-1 floor: drop raters below this accuracy ('off')")
     p.add_argument("--qc-no-consistency", action="store_true", help="turn off the consistency rule")
-    p.add_argument("--max-image-pixels", type=int, default=DEFAULT_MAX_IMAGE_PIXELS,
-                   help="refuse larger images before decoding them")
+    add_max_image_pixels(p)
     p.add_argument("--overwrite", action="store_true", help="replace OUT (and a label draft) if it exists")
     p.add_argument("--push", metavar="ORG/NAME", help="then upload OUT to the Hub as this dataset repo")
     p.add_argument("--private", action="store_true",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .base import add_judge_options, judge_options, judge_rubric
+from .base import add_judge_options, add_max_image_pixels, judge_options, judge_rubric
 
 
 SUMMARY = ('which of two illustrations of a poem is better: a pairwise judge asked every pair in both orders, records '
@@ -26,6 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", default="test")
     p.add_argument("--margin", type=float, default=0.05, help="the human pairs: human quality apart by at least this")
     p.add_argument("--all-pairs", action="store_true", help="every pair of images of one poem, not only human pairs")
+    add_max_image_pixels(p)
     p.add_argument("--batch-size", type=int, default=8, help="pairs per batch (two questions each)")
     p.add_argument("--limit", type=int, help="only the first N pairs")
     add_judge_options(p, sorted({o for n in names for o in evaluator_spec(n).options}))
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> None:
     from ..stats.pairs import pair_table
 
     selected = None if args.all_pairs else pair_table(args.dataset, args.split, args.config, args.margin).id_pairs()
-    pairs, load = dataset_pairs(args.dataset, args.config, args.split, selected)
+    pairs, load = dataset_pairs(args.dataset, args.config, args.split, selected, args.max_image_pixels)
     options = judge_options(args)
     if "rubric" in evaluator_spec(args.evaluator).options:  # the rubric judges: the dataset's rubric where not bundled
         options["rubric"] = judge_rubric(args.rubric, args.dataset, args.config)

@@ -28,8 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     import json
 
-    from PIL import Image
-
+    from ..files import open_image
     from ..judging.evaluators import load_evaluator
     from ..judging.semjudge import RANDOM_WEIGHTS_NOTE, graph_tree
     from ..poems import read_poems, sample_poems
@@ -49,7 +48,7 @@ def run(args: argparse.Namespace) -> None:
     if not args.model:
         raise ValueError("give --model: a Hub id or local folder, or the model name a server knows (with --base-url)")
     judge = load_evaluator("semjudge", task="pairwise", **judge_options(args))
-    image = Image.open(args.image)
+    image = open_image(args.image)
     [poem_graph] = judge.poem_graphs([poem])
     [image_graph] = judge.image_graphs([image])
     if judge.random_weights:

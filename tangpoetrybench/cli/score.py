@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .base import POEMS_FILE, add_judge_options, judge_options, judge_rubric
+from .base import POEMS_FILE, add_judge_options, add_max_image_pixels, judge_options, judge_rubric
 
 SUMMARY = 'score images with PAE, a served or hosted judge, a baseline or the OCR, to JSON Lines that a rerun resumes'
 EXAMPLE = ('tpb score --dataset sample/dataset --evaluator pae --adapter ORG/PAE --out scores.jsonl\n'
@@ -37,6 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="processes that decode and prepare batches while the model scores (default: up to 4 beside "
                         "a GPU, 0 on the CPU)")
     p.add_argument("--limit", type=int, help="score only the first N images (default: all)")
+    add_max_image_pixels(p)
     p.add_argument("--price-in", type=float, metavar="USD",
                    help="a served judge: USD per million prompt tokens, for a cost estimate at the end (default: none)")
     p.add_argument("--price-out", type=float, metavar="USD",
@@ -57,7 +58,8 @@ def run(args: argparse.Namespace) -> None:
     served = args.backend == "api" or bool(args.base_url) or evaluator_spec(args.evaluator).backends == ("api",)
     if not served and (args.price_in is not None or args.price_out is not None):
         raise ValueError("--price-in and --price-out apply to a served judge only")
-    source = source_of(args.dataset, args.images, args.poems, args.config, args.split)
+    source = source_of(args.dataset, args.images, args.poems, args.config, args.split,
+                       args.max_image_pixels)
     state = process_state()  # under a launcher: the process group, before any model is loaded
     if args.backend == "vllm" and state.num_processes > 1:
         raise ValueError("the vLLM backend runs as one process that uses its GPUs itself: start tpb score without "

@@ -26,21 +26,17 @@ from collections import Counter
 import io
 import json
 import math
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from PIL import Image, UnidentifiedImageError
-
-from ..errors import DataError, Problem
+from ..errors import DataError, ImageError, Problem
+from ..files import DEFAULT_MAX_IMAGE_PIXELS, link_outside, open_image, unquote_cell
 from ..poems import Poem, parse_poems
 from ..rubric import BUILTIN, DEFAULT_TRADITION, Rubric, is_bundled, read_rubric_folder, rubric_for_tradition
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp")
-# Larger images are refused before they are decoded (a decompression bomb is a few KB on disk).
-DEFAULT_MAX_IMAGE_PIXELS = 50_000_000
 RATER_GROUPS = ("expert", "crowd")
 RATING_COLUMNS = (
     "rating_id", "rater_id", "rater_group", "generator", "poem_id", "seconds",
@@ -233,9 +229,15 @@ def _scan_images(
         problems.append(Problem("images/", "missing"))
         return {}
     images: dict[str, ImageFile] = {}
+    if link := link_outside(root, folder):
+        problems.append(outside_link(root, link))
+        return {}
     for gen_dir in sorted(folder.iterdir()):
         rel = f"images/{gen_dir.name}"
         if gen_dir.name.startswith("."):
+            continue
+        if link_outside(root, gen_dir):
+            problems.append(outside_link(root, gen_dir))
             continue
         if not gen_dir.is_dir():
             problems.append(Problem(rel, "expected a folder per generator: images/<generator>/<poem_id>.png"))
@@ -247,6 +249,9 @@ def _scan_images(
         for path in sorted(gen_dir.iterdir()):
             rel = f"images/{gen_dir.name}/{path.name}"
             if path.name.startswith("."):
+                continue
+            if link_outside(root, path):
+                problems.append(outside_link(root, path))
                 continue
             if not path.is_file() or path.suffix.lower() not in IMAGE_EXTENSIONS:
                 problems.append(Problem(rel, f"not an image file (expected {', '.join(IMAGE_EXTENSIONS)})"))
@@ -264,22 +269,19 @@ def _scan_images(
     return images
 
 
+def outside_link(root: Path, link: Path) -> Problem:
+    """A symbolic link that leaves the release: what it points at would be published as the release's own."""
+    return Problem(str(link.relative_to(root)), f"a symbolic link to {link.resolve()}, outside the release: refused "
+                   "(copy the file into the release instead)")
+
+
 def _check_images(images: dict[str, ImageFile], max_pixels: int, root: Path, problems: list[Problem]) -> None:
     """Decode every image in full (a truncated file fails only then), refusing huge ones before decoding."""
     def check(image: ImageFile) -> Problem | None:
-        rel = str(image.path.relative_to(root))
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-                with Image.open(image.path) as im:
-                    if im.width * im.height > max_pixels:
-                        return Problem(rel, f"{im.width}x{im.height} pixels is over the limit of {max_pixels:,} "
-                                       "(a decompression bomb, or an image far larger than a generator makes)")
-                    im.load()
-        except Image.DecompressionBombError as exc:
-            return Problem(rel, f"refused as a decompression bomb: {exc}")
-        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-            return Problem(rel, f"unreadable image: {exc}")
+            open_image(image.path, max_pixels).close()
+        except ImageError as exc:
+            return Problem(str(image.path.relative_to(root)), str(exc))
         return None
 
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -355,7 +357,7 @@ def _csv_rows(path: Path, name: str, columns: tuple[str, ...], problems: list[Pr
         if len(values) != len(header):
             problems.append(Problem(name, f"{len(values)} fields, the header has {len(header)}", line=line))
             continue
-        yield line, {h: v.strip() for h, v in zip(header, values)}
+        yield line, {h: unquote_cell(v.strip()) for h, v in zip(header, values)}
 
 
 def _image_problem(

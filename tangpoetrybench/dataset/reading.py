@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-from ..errors import DataError
-from ..files import local_or_hub
+from ..errors import DataError, ImageError, quote
+from ..files import DEFAULT_MAX_IMAGE_PIXELS, inside, local_or_hub, open_image
 from ..rubric import DEFAULT_TRADITION, Rubric, read_rubric_folder, rubric_for_tradition
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 ROWS_PER_READ = 64
 
 
-def dataset_rows(dataset: str | Path, config: str, split: str, columns: list[str] | None = None,
-                 decode: bool = True) -> Iterator[dict]:
+def dataset_rows(dataset: str | Path, config: str, split: str, columns: list[str] | None = None) -> Iterator[dict]:
     """Rows streamed from the Parquet files: no cache copy, so a folder rebuilt in place is read afresh.
 
-    decode=False leaves images as {"bytes", "path"} for the caller to decode when (and if) it needs them.
-    A wrong folder, config or split fails here, not at the first row."""
+    Images are left as {"bytes", "path"} for the caller to decode when (and if) it needs them, with `row_image`
+    (datasets' own decoding would open any local file a row's path names). A wrong folder, config or split fails
+    here, not at the first row."""
     import datasets
 
     dataset = local_or_hub(dataset, "dataset", repo_type="dataset")
@@ -32,7 +35,25 @@ def dataset_rows(dataset: str | Path, config: str, split: str, columns: list[str
         raise
     if columns:
         ds = ds.select_columns(columns)
-    return _rows(ds if decode else ds.decode(False))
+    return _rows(ds.decode(False))
+
+
+def row_image(image: dict, dataset: str | Path, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> "Image.Image":
+    """A row's image (`{"bytes", "path"}`, from `dataset_rows`) decoded by `files.open_image`: its bytes, or for a
+    row without them the file its path names, which must lie inside the dataset's local folder (a relative path is
+    taken from there). A path outside it (absolute, with `..`, or through a link), or a path-only row of a dataset
+    that is no local folder, is refused (`ImageError`)."""
+    if image.get("bytes") is not None:
+        return open_image(image["bytes"], max_pixels)
+    path = image.get("path")
+    if not path or not Path(dataset).is_dir():
+        raise ImageError(f"the row's image has no bytes, and its path {quote(path)} is not inside a local dataset "
+                         "folder: refused")
+    try:
+        file = inside(dataset, path)
+    except ValueError as exc:
+        raise ImageError(f"the row's image has no bytes, and its path {exc}") from None
+    return open_image(file, max_pixels)
 
 
 def refuse_raw_release(dataset: str | Path) -> None:

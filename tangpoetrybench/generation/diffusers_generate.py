@@ -7,7 +7,8 @@
   `OUT/poems.jsonl`, so `tpb score --images OUT/images --poems OUT/poems.jsonl` scores them.
 - Each image has its own seed, derived from (seed, poem_id) by SHA-256: the same settings give the same bytes, in
   any order and with any number of processes.
-- Images are written to a hidden temporary file and renamed into place, so an image file is always whole. A rerun
+- Images are written to a hidden temporary file and renamed into place (`files.atomic_file`), so an image file is
+  always whole and never written through a symbolic link planted in OUT. A rerun
   skips the images already there; it refuses other settings for the same generator (they would mix two runs).
 - `OUT/generation.json` records, per generator, the pipeline, its class, the diffusers and torch versions, the
   prompt template and its SHA-256, every setting, and every image's seed and prompt exactly as sent.
@@ -20,7 +21,6 @@ import hashlib
 import inspect
 import json
 import logging
-import os
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
@@ -29,9 +29,10 @@ from typing import Callable
 from tqdm.auto import tqdm
 
 
-from ..files import local_or_hub
+from ..files import atomic_file, local_or_hub, open_image, write_file
+from ..errors import ImageError
 from ..models import pick_dtype, process_state
-from ..poems import POEM_ID, Poem, read_poems, write_poems
+from ..poems import Poem, check_generator, read_poems, write_poems
 from .prompt_variants import fill_template, resolve_prompt
 
 PROMPT_FILE = "generation_prompt.txt"
@@ -180,33 +181,11 @@ def image_path(out: Path, generator: str, poem_id: str) -> Path:
 
 def _complete(path: Path) -> bool:
     """An image file that decodes (a file copied in by hand may be cut short; ours are renamed into place whole)."""
-    from PIL import Image
-
     try:
-        with Image.open(path) as image:
-            image.load()
+        open_image(path).close()
         return True
-    except Exception:
+    except ImageError:
         return False
-
-
-def save_atomically(image, path: Path) -> None:
-    """Write a PNG to a hidden temporary file beside `path`, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        image.save(tmp, format="PNG")
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def write_json_atomically(data: dict, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _manifest_entry(settings: GenerationSettings, template: str, prompt_file: str | None, pipe_class: str,
@@ -274,8 +253,7 @@ def generate_images(
     `after_image(poem_id)` is called after each image is in place."""
     from ..models import pick_device
 
-    if not POEM_ID.match(generator):
-        raise ValueError(f"--generator {generator!r}: use letters, digits, '.', '_' and '-' only (it names a folder)")
+    check_generator(generator, "--generator")
     poems = read_poems(poems_file)
     if prompt is not None and prompt_file is not None:
         raise ValueError("give --prompt or --prompt-file, not both")
@@ -303,13 +281,11 @@ def generate_images(
         for stale in (out / "images" / generator).glob(".*.tmp"):  # left by a killed run: never an image
             stale.unlink()
         if not (out / "poems.jsonl").is_file():
-            tmp = out / f".poems.jsonl.{os.getpid()}.tmp"
-            write_poems(poems, tmp)
-            os.replace(tmp, out / "poems.jsonl")
+            write_poems(poems, out / "poems.jsonl")
         held = manifest.get("generators", {}).get(generator, {})
         entry["images"] = {**held.get("images", {}), **entry["images"]}
         manifest.setdefault("generators", {})[generator] = entry
-        write_json_atomically(manifest, manifest_path)
+        write_file(manifest_path, json.dumps(manifest, ensure_ascii=False, indent=1) + "\n")
     if world > 1:
         state.wait_for_everyone()
 
@@ -319,7 +295,8 @@ def generate_images(
     made = 0
     for poem in tqdm(todo, desc=f"Generating ({generator})", unit="image", disable=not progress or rank != 0):
         image = _generate_one(pipe, entry["images"][poem.poem_id], settings)
-        save_atomically(image, image_path(out, generator, poem.poem_id))
+        with atomic_file(image_path(out, generator, poem.poem_id), "wb", root=out) as f:
+            image.save(f, format="PNG")
         made += 1
         if after_image is not None:
             after_image(poem.poem_id)

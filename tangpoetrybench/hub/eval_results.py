@@ -30,6 +30,8 @@ from pathlib import Path
 import yaml
 
 from ..errors import DataError, Problem
+from ..files import write_file
+from ..poems import check_generator
 from ..reporting.leaderboard import HUMAN_CONFIGS, read_score_files
 from ..rubric import BUILTIN, DEFAULT_TRADITION, TRADITION_NAME
 
@@ -90,7 +92,7 @@ def is_task_id(task_id: str) -> bool:
     for metric in (*GENERATOR_METRICS, *JUDGE_METRICS):
         config = task_id.removesuffix(f"_{metric}")
         if config != task_id:
-            return config in HUMAN_CONFIGS or (metric in JUDGE_METRICS and bool(TRADITION_NAME.match(config)))
+            return config in HUMAN_CONFIGS or (metric in JUDGE_METRICS and bool(TRADITION_NAME.fullmatch(config)))
     return False
 
 
@@ -239,13 +241,11 @@ def write_eval_results(numbers: dict, out: Path | str, dataset_id: str, revision
             if config == "images":
                 raise
     rec, config_of = mean_recognizability(rows, poems)
-    written = {}
-    for g, items in generator_results(numbers, rec, config_of, dataset_id, revision, date).items():
-        path = Path(out) / g / RESULTS_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(dump_eval_results(items), encoding="utf-8")
-        written[g] = path
-    return written
+    results = generator_results(numbers, rec, config_of, dataset_id, revision, date)
+    for g in results:  # each names a folder of OUT: all checked before any is written
+        check_generator(g, "a generator (from the scores files' image ids)")
+    return {g: write_file(Path(out) / g / RESULTS_FILE, dump_eval_results(items), root=out)
+            for g, items in results.items()}
 
 
 def _compared_poems(numbers: dict) -> set[str]:
@@ -353,7 +353,4 @@ def write_judge_eval_results(agree: dict, folder: Path | str, dataset_id: str, m
     items = judge_results(agree, dataset_id, model, date)
     if not items:
         return None
-    path = Path(folder) / RESULTS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dump_eval_results(items), encoding="utf-8")
-    return path
+    return write_file(Path(folder) / RESULTS_FILE, dump_eval_results(items), root=folder)

@@ -20,15 +20,15 @@ from __future__ import annotations
 import importlib.util
 import os
 import tempfile
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
-from PIL import Image, ImageDraw, UnidentifiedImageError
+from PIL import Image, ImageDraw
 
-from ..errors import DataError
+from ..errors import DataError, ImageError, ImageTooLarge
+from ..files import DEFAULT_MAX_IMAGE_PIXELS, open_image
 from ..numeric import counted
 from ..judging.backends.transformers import DEFAULT_MODEL, TransformersBackend
 from ..judging.calibrated import Calibrated, load_calibration
@@ -40,7 +40,6 @@ from ..judging.semjudge import SemJudge, graph_tree
 from ..fonts import cjk_font
 from ..reporting.plots import label, radar
 from ..poems import Poem, read_poems, sample_poems
-from ..dataset.raw_release import DEFAULT_MAX_IMAGE_PIXELS
 from ..rubric import BUILTIN, DEFAULT_TRADITION, Dimension, Rubric, load_rubric
 
 
@@ -212,20 +211,19 @@ class Comparison:
 
 
 def read_image(path: str | Path | None, max_bytes: int, max_pixels: int) -> Image.Image:
+    """An upload decoded by `files.open_image` (its pixels checked from the header first), after its size in bytes;
+    a file that is not an image is named by the kind of error only (never the upload's temporary path)."""
     if not path:
         raise UserError("Upload an image first.")
     size = Path(path).stat().st_size
     if size > max_bytes:
         raise UserError(f"The file is {size / 2**20:.1f} MB; the limit is {max_bytes / 2**20:.0f} MB.")
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            image = Image.open(path)
-            if image.width * image.height > max_pixels:
-                raise UserError(f"The image is {image.width}×{image.height} pixels; the limit is {max_pixels:,} pixels.")
-            image.load()
-    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, SyntaxError, ValueError) as exc:
-        raise UserError(f"That file is not an image this app can read ({type(exc).__name__}).") from None
+        image = open_image(path, max_pixels)
+    except ImageTooLarge as exc:
+        raise UserError(f"The image is refused: {exc}.") from None
+    except ImageError as exc:
+        raise UserError(f"That file is not an image this app can read ({type(exc.__cause__).__name__}).") from None
     return image.convert("RGB")
 
 

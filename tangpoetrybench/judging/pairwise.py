@@ -24,14 +24,15 @@ logic `tpb score` uses too: `results.Resume`).
 
 from __future__ import annotations
 
-import io
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from PIL import Image
 
-from ..dataset.reading import dataset_rows
+from ..dataset.reading import dataset_rows, row_image
+from ..errors import ImageError
+from ..files import DEFAULT_MAX_IMAGE_PIXELS
 from ..poems import Poem
 from .results import MODEL_FAILURES, STATUSES, WINNERS, Resume
 from .scoring import chunks
@@ -187,11 +188,13 @@ def compare_to_jsonl(judge: PairwiseJudge, pairs: Sequence[Pair], load: Callable
 
 
 def dataset_pairs(dataset: str | Path, config: str = "images", split: str = "test",
-                  selected: Sequence[tuple[str, str]] | None = None) -> tuple[list[Pair], Callable[[str], Image.Image]]:
+                  selected: Sequence[tuple[str, str]] | None = None, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
+                  ) -> tuple[list[Pair], Callable[[str], Image.Image]]:
     """The pairs to compare from a built dataset's config and split — `selected` (image id pairs, e.g. the human
     pairs), or every pair of images of one poem — and a loader of their images by id (the encoded images of those
-    images only are held in memory, decoded when a batch needs them)."""
-    rows = {r["image_id"]: r for r in dataset_rows(dataset, config, split, decode=False)}
+    images only are held in memory, decoded when a batch needs them, by `row_image`: an image over
+    `max_image_pixels`, or a path-only row whose path leaves the dataset's folder, is refused naming its id)."""
+    rows = {r["image_id"]: r for r in dataset_rows(dataset, config, split)}
     if selected is None:
         by_poem: dict[str, list[str]] = {}
         for image_id, row in rows.items():
@@ -211,9 +214,11 @@ def dataset_pairs(dataset: str | Path, config: str = "images", split: str = "tes
     images = {i: rows[i]["image"] for i in wanted}
 
     def load(image_id: str) -> Image.Image:
-        image = images[image_id]
-        source = io.BytesIO(image["bytes"]) if image.get("bytes") is not None else image["path"]
-        with Image.open(source) as opened:
+        try:
+            opened = row_image(images[image_id], dataset, max_image_pixels)
+        except ImageError as exc:
+            raise ImageError(f"{dataset} ({config}, {split}): image {image_id}: {exc}") from None
+        with opened:
             return opened.convert("RGB")
 
     return pairs, load

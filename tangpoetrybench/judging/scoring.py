@@ -20,7 +20,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from dataclasses import dataclass
@@ -33,9 +32,9 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-from ..dataset.reading import dataset_identity, dataset_rows
-from ..errors import DataError, Problem, SystematicFailure
-from ..files import local_or_hub
+from ..dataset.reading import dataset_identity, dataset_rows, row_image
+from ..errors import DataError, ImageError, Problem, SystematicFailure
+from ..files import DEFAULT_MAX_IMAGE_PIXELS, link_outside, local_or_hub, open_image, write_file
 from .evaluators.base import EvalResult, Evaluator, Prepared, ScoringItem, rgb_item
 from .results import MODEL_FAILURES, Resume, final_records, read_lines
 from ..models import process_state
@@ -57,7 +56,9 @@ class SourceItem:
     def load(self) -> ScoringItem:
         try:
             image = self.load_image()
-        except Exception as exc:  # an unreadable image is one failed result, not a failed run
+        except ImageError as exc:  # unreadable or refused (over the pixel limit): one failed result, not a failed run
+            return ScoringItem(self.image_id, None, self.poem, str(exc))
+        except Exception as exc:
             return ScoringItem(self.image_id, None, self.poem, f"unreadable image: {exc}")
         return rgb_item(self.image_id, image, self.poem)
 
@@ -77,15 +78,18 @@ class Source(Protocol):
 class DatasetSource:
     """Items of a built dataset, streamed from its Parquet files (no cache copy). A Hub dataset is downloaded once
     (its card and this config's files), so that every data-loader worker and every process reads local files
-    rather than streaming the split again."""
+    rather than streaming the split again. Images are read by `row_image`: over `max_image_pixels`, or a path-only
+    row whose path leaves the dataset's folder, is a failed result of kind `input`."""
 
-    def __init__(self, dataset: str | Path, config: str = "images", split: str = "test"):
+    def __init__(self, dataset: str | Path, config: str = "images", split: str = "test",
+                 max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS):
         if not Path(local_or_hub(dataset, "dataset", repo_type="dataset")).exists():
             from huggingface_hub import snapshot_download
 
             dataset = snapshot_download(str(dataset), repo_type="dataset",
                                         allow_patterns=["README.md", f"data/{config}/*"])
         self.dataset, self.config, self.split = str(dataset), config, split
+        self.max_image_pixels = max_image_pixels
         dataset_rows(self.dataset, config, split)  # a wrong folder, config or split fails here, before any model loads
 
     def ids(self) -> list[str]:
@@ -95,29 +99,30 @@ class DatasetSource:
         return dataset_identity(self.dataset, self.config, self.split)
 
     def __iter__(self) -> Iterator[SourceItem]:
-        for row in dataset_rows(self.dataset, self.config, self.split, decode=False):
+        for row in dataset_rows(self.dataset, self.config, self.split):
             poem = Poem(poem_id=row["poem_id"], title=row["title"], author=row["author"], text=row["poem"],
                         tradition=row["tradition"])
-            image = row["image"]
-            load = (partial(_open_bytes, image["bytes"]) if image.get("bytes") is not None
-                    else partial(Image.open, image["path"]))
-            yield SourceItem(row["image_id"], poem, load)
-
-
-def _open_bytes(data: bytes) -> Image.Image:
-    return Image.open(io.BytesIO(data))
+            yield SourceItem(row["image_id"], poem, partial(row_image, row["image"], self.dataset,
+                                                            self.max_image_pixels))
 
 
 class FolderSource:
     """Images named by poem: `DIR/<poem_id>.png` or `DIR/<generator>/<poem_id>.png`.
 
-    The image_id is the path below DIR without its extension. Every image must name a poem of the file."""
+    The image_id is the path below DIR without its extension. Every image must name a poem of the file; a symbolic
+    link (to a file or a folder) that leaves DIR is refused, by name. An image over `max_image_pixels` is a failed
+    result of kind `input`, refused before it is decoded."""
 
-    def __init__(self, images: Path | str, poems_file: Path | str):
+    def __init__(self, images: Path | str, poems_file: Path | str, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS):
         root = Path(images)
         self.poems = {p.poem_id: p for p in read_poems(poems_file)}
-        files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS
-                       and not any(part.startswith(".") for part in p.relative_to(root).parts))
+        self.max_image_pixels = max_image_pixels
+        entries = [p for p in root.rglob("*") if not any(part.startswith(".") for part in p.relative_to(root).parts)]
+        outside = [Problem(str(p.relative_to(root)), f"a symbolic link to {p.resolve()}, outside {root}: refused")
+                   for p in entries if link_outside(root, p) == p]
+        if outside:
+            raise DataError(outside)
+        files = sorted(p for p in entries if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
         unknown = [Problem(str(p.relative_to(root)), f"no poem {p.stem!r} in {poems_file}") for p in files
                    if p.stem not in self.poems]
         if unknown:
@@ -134,7 +139,7 @@ class FolderSource:
 
     def __iter__(self) -> Iterator[SourceItem]:
         for image_id, path in self.files:
-            yield SourceItem(image_id, self.poems[path.stem], partial(Image.open, path))
+            yield SourceItem(image_id, self.poems[path.stem], partial(open_image, path, self.max_image_pixels))
 
 
 @dataclass
@@ -330,10 +335,8 @@ def _merge(state, out: Path, order: dict[str, int], counts: tuple[int, ...]) -> 
     if state is None or state.is_main_process:
         parts = sorted(out.parent.glob(f"{out.name}.part*"))
         records = final_records(line.record for path in [out, *parts] for line in read_lines(path, partial="drop"))
-        tmp = out.with_name(out.name + ".merging")
-        tmp.write_text("".join(json.dumps(records[i], ensure_ascii=False) + "\n"
-                               for i in sorted(records, key=lambda i: order.get(i, len(order)))), encoding="utf-8")
-        os.replace(tmp, out)
+        write_file(out, "".join(json.dumps(records[i], ensure_ascii=False) + "\n"
+                                for i in sorted(records, key=lambda i: order.get(i, len(order)))))
         for path in parts:
             path.unlink(missing_ok=True)
     if world > 1:
@@ -342,19 +345,22 @@ def _merge(state, out: Path, order: dict[str, int], counts: tuple[int, ...]) -> 
 
 
 def source_of(dataset: str | Path | None = None, images: Path | str | None = None, poems: Path | str | None = None,
-              config: str = "images", split: str = "test") -> Source:
+              config: str = "images", split: str = "test", max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Source:
     """What to score: a built dataset's split (`dataset`, a folder or Hub id), or a folder of images named by
-    poem (`images` with the `poems` file)."""
+    poem (`images` with the `poems` file). Larger images than `max_image_pixels` are refused before decoding."""
     if (dataset is None) == (images is None):
         raise ValueError("give --dataset DIR, or --images DIR with --poems FILE")
     if images is not None and poems is None:
         raise ValueError("--images needs --poems FILE")
-    return DatasetSource(dataset, config, split) if dataset is not None else FolderSource(images, poems)
+    if dataset is not None:
+        return DatasetSource(dataset, config, split, max_image_pixels)
+    return FolderSource(images, poems, max_image_pixels)
 
 
 def score(evaluator: Evaluator, out: Path | str, dataset: str | Path | None = None, images: Path | str | None = None,
-          poems: Path | str | None = None, config: str = "images", split: str = "test", **kwargs) -> ScoreSummary:
+          poems: Path | str | None = None, config: str = "images", split: str = "test",
+          max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, **kwargs) -> ScoreSummary:
     """Score a dataset's split or a folder of images (see `source_of`) into the JSON Lines file `out`, resuming
     what is already there. Other keyword arguments (batch_size, limit, num_workers, progress) go to
     `score_to_jsonl`."""
-    return score_to_jsonl(evaluator, source_of(dataset, images, poems, config, split), out, **kwargs)
+    return score_to_jsonl(evaluator, source_of(dataset, images, poems, config, split, max_image_pixels), out, **kwargs)

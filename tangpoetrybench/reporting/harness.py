@@ -25,6 +25,8 @@ from pathlib import Path
 
 from scipy import stats
 
+from ..errors import ImageError
+from ..files import open_image
 from ..judging.evaluators import load_evaluator
 from ..judging.registry import JudgeOptions
 from ..judging.evaluators.base import Evaluator, ScoringItem, rgb_item
@@ -95,9 +97,10 @@ def metric_values(evaluator: Evaluator, doc: Mapping, answer: str) -> dict:
     if path is None or not Path(path).is_file():
         item = ScoringItem(image_id, None, poem, error=f"the model returned no image file ({answer[:200]!r})")
     else:
-        from PIL import Image
-
-        item = rgb_item(image_id, Image.open(path), poem)
+        try:
+            item = rgb_item(image_id, open_image(path), poem)
+        except ImageError as exc:  # unreadable, or over the pixel limit: refused before decoding
+            item = ScoringItem(image_id, None, poem, error=str(exc))
     [result] = evaluator.score([item])
     human = json.loads(doc["human"]).get(generator)
     keys = (evaluator.rubric or rubric_for_tradition(poem.tradition)).keys

@@ -29,6 +29,7 @@ import numpy as np
 from . import findings
 from ..dataset.reading import config_rows, dataset_rows, dataset_rubrics, dimension_keys, traditions_rubric
 from ..judging.calibrated import Calibration
+from ..files import write_file
 from ..judging.ocr.labels import ISSUES, issue_counts, ocr_table3
 from ..judging.results import Results, ResultsFile
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_interval, mean_or_none
@@ -758,12 +759,13 @@ def render_html(rep: Report) -> str:
 
 
 def write_report(rep: Report, out: Path | str, name: str = "report", numbers: str = "numbers.json") -> Path:
+    """OUT/NAME.md, NAME.html, the numbers and figures/, each file written whole and never through a symbolic link
+    (`files.write_file`)."""
     out = Path(out)
-    (out / "figures").mkdir(parents=True, exist_ok=True)
+    (out / "figures").mkdir(parents=True, exist_ok=True)  # there even when empty
     for figure, png in rep.figures.items():
-        (out / "figures" / figure).write_bytes(png)
-    (out / f"{name}.md").write_text(render_markdown(rep), encoding="utf-8")
-    (out / f"{name}.html").write_text(render_html(rep), encoding="utf-8")
-    (out / numbers).write_text(json.dumps(rep.numbers, ensure_ascii=False, indent=1, default=float) + "\n",
-                                      encoding="utf-8")
+        write_file(out / "figures" / figure, png, root=out)
+    write_file(out / f"{name}.md", render_markdown(rep), root=out)
+    write_file(out / f"{name}.html", render_html(rep), root=out)
+    write_file(out / numbers, json.dumps(rep.numbers, ensure_ascii=False, indent=1, default=float) + "\n", root=out)
     return out

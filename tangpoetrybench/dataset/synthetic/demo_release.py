@@ -20,7 +20,6 @@ Same seed, same poems, same font -> a byte-identical release.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import warnings
@@ -32,7 +31,7 @@ from typing import Mapping
 import numpy as np
 from tqdm.auto import tqdm
 
-from ...files import atomic_folder, ensure_free
+from ...files import atomic_folder, ensure_free, write_csv
 from ...fonts import cjk_font
 from ...poems import Poem, write_poems
 from ..raw_release import RATING_COLUMNS, TEXT_LABEL_COLUMNS, main_tradition
@@ -157,9 +156,9 @@ def write_demo_release(
         write_poems(poems, tmp / "poems.jsonl")
         (tmp / "release.json").write_text(json.dumps(_release_json(seed, labelled), ensure_ascii=False, indent=1)
                                           + "\n", encoding="utf-8")
-        _write_csv(tmp / "ratings.csv", RATING_COLUMNS + main.keys, ratings)
+        write_csv(tmp / "ratings.csv", RATING_COLUMNS + main.keys, ratings)
         if labelled:
-            _write_csv(tmp / "text_labels.csv", TEXT_LABEL_COLUMNS, [
+            write_csv(tmp / "text_labels.csv", TEXT_LABEL_COLUMNS, [
                 {"generator": im.painter.key, "poem_id": im.poem.poem_id, "text_issue": int(im.glyphs is not None),
                  "issue_type": im.glyphs or "none"}
                 for im in images if not im.painter.unseen and by_tradition[im.poem.tradition].adjudicated_dimension
@@ -366,10 +365,3 @@ def _write_images(images: list[_Image], folder: Path, size: int, progress: bool)
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         list(tqdm(pool.map(work, images), total=len(images), desc="Painting", unit="image", disable=not progress))
-
-
-def _write_csv(path: Path, columns: tuple[str, ...], rows: list[dict]) -> None:
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(columns), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)

@@ -3,18 +3,19 @@ adjudicate (`tpb build RAW --text-labels-from ocr.jsonl`), and the OCR's Table 3
 the precision and recall of each issue type (`tpb report --ocr ocr.jsonl`, `benchmarks/ocr_text.py`).
 
 The draft never replaces the release's own `text_labels.csv`: it is written beside it, as `text_labels.draft.csv`
-(the same columns, so it passes the release's validation once renamed) with the OCR's evidence for each row in
+(the same columns, so it passes the release's validation once renamed; cells a spreadsheet would run as formulas are
+quoted, `files.quote_cell`, and read back as they were) with the OCR's evidence for each row in
 `text_labels.draft.evidence.jsonl` (verdict, matched poem characters, regions with box, text and confidence).
 """
 
 from __future__ import annotations
 
-import csv
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import DataError, Problem
+from ...files import refuse_links, write_csv, write_file
 from ..results import ResultsFile
 from ...dataset.raw_release import ISSUE_TYPES, TEXT_LABEL_COLUMNS, read_release
 
@@ -54,6 +55,7 @@ def draft_text_labels(raw: Path | str, ocr: Path | str, overwrite: bool = False)
     raw = Path(raw)
     draft, evidence_path = raw / DRAFT_NAME, raw / EVIDENCE_NAME
     for path in (draft, evidence_path):
+        refuse_links(path, raw)  # a link planted in the release would send the draft anywhere, even with --overwrite
         if path.exists() and not overwrite:
             raise FileExistsError(f"{path} exists (a draft being adjudicated?): move it away, or pass --overwrite")
     release = read_release(raw)
@@ -75,11 +77,8 @@ def draft_text_labels(raw: Path | str, ocr: Path | str, overwrite: bool = False)
         generator, poem_id = image_id.split("/", 1)
         rows.append({"generator": generator, "poem_id": poem_id, "text_issue": int(issue != "none"), "issue_type": issue})
         evidence.append({"generator": generator, "poem_id": poem_id, **record["evidence"]})
-    with open(draft, "w", encoding="utf-8", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(TEXT_LABEL_COLUMNS), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-    evidence_path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in evidence), encoding="utf-8")
+    write_csv(draft, TEXT_LABEL_COLUMNS, rows, root=raw)
+    write_file(evidence_path, "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in evidence), root=raw)
     issues = {t: sum(r["issue_type"] == t for r in rows) for t in ISSUES}
     return DraftSummary(draft, evidence_path, len(rows), issues, failed, len(release.images) - len(records))
 
