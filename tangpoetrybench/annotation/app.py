@@ -24,6 +24,15 @@ from .protocol import PoemView, Protocol, RaterError, Task, ui_text
 
 N_CANDIDATES = 4
 IMAGE_HEIGHT = 560
+QUEUE_CONCURRENCY = 8  # raters served at once; each step is a few SQLite statements
+# No run history: gradio would keep each call, the rater's token among its inputs, in the browser's storage.
+LAUNCH_OPTIONS = {"run_history": False, "footer_links": ["api", "settings"]}
+
+
+def launch(demo: gr.Blocks, **kwargs):
+    """Queue and launch the app with the options it needs (gradio's `launch` keywords pass through)."""
+    demo.queue(default_concurrency_limit=QUEUE_CONCURRENCY)
+    return demo.launch(**{**LAUNCH_OPTIONS, **kwargs})
 
 
 def poem_markdown(poem: PoemView, lang: str) -> str:
@@ -81,8 +90,8 @@ class AnnotationApp:
                 with gr.Accordion("Instructions", open=False) as instructions_box:
                     instructions = gr.Markdown()
                 with gr.Row():
-                    image = gr.Image(type="pil", format="png", interactive=False, show_label=False,
-                                     height=IMAGE_HEIGHT, elem_id="picture")
+                    image = gr.Image(type="pil", format="png", interactive=False, show_label=False,  # lossless
+                                     height=IMAGE_HEIGHT, elem_id="picture", buttons=["fullscreen"])
                     with gr.Column():
                         with gr.Column(visible=False) as phase1:
                             phase1_intro = gr.Markdown()
@@ -127,8 +136,9 @@ class AnnotationApp:
                     phase1_intro: ui_text("phase1", lang), choose: gr.update(value=ui_text("choose", lang)),
                     phase2: gr.update(visible=task.phase == "phase2"), phase2_intro: ui_text("phase2", lang),
                     submit: gr.update(value=ui_text("submit", lang)), admin_view: gr.update(visible=False), marks: {},
-                    candidates: gr.update(value=None, choices=[(candidate_label(n, c), str(n))
-                                                               for n, c in enumerate(task.candidates, start=1)]),
+                    # the positions 1-4 stay the choices (a Phase-1 answer sent again stays valid); labels change
+                    candidates: gr.update(value=None, choices=[(candidate_label(n, c), str(n)) for n, c in enumerate(
+                        task.candidates, start=1)]) if task.candidates else gr.update(value=None),
                     poem: poem_markdown(task.poem, lang) if task.poem else "",  # the poem exists only in Phase 2
                 }
                 if task.phase == "done":
@@ -206,8 +216,12 @@ class AnnotationApp:
             # the page's own events, callable from gradio_client with the same inputs
             open_button = gr.Button(visible=False)
             open_button.click(open_task, [token], task_outputs, api_name="open")
-            choose.click(choose_poem, [token, ticket, candidates], task_outputs, api_name="choose")
-            submit.click(rate, [token, ticket, *radios.values(), marks], task_outputs, api_name="rate")
+            # progress, and a refusal's error state, on the notice line alone: over the questions it would stop the
+            # rater from answering the one they missed
+            choose.click(choose_poem, [token, ticket, candidates], task_outputs, api_name="choose",
+                         show_progress_on=notice)
+            submit.click(rate, [token, ticket, *radios.values(), marks], task_outputs, api_name="rate",
+                         show_progress_on=notice)
             for key, radio in radios.items():
                 radio.input(mark(key), marks, marks, api_visibility="private", show_progress="hidden")
             refresh.click(qc, [token], admin_outputs, api_name="qc")

@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def serve(args: argparse.Namespace) -> None:
+    from ..annotation.app import launch
     from ..annotation.assignment import Plan, read_priority
     from ..annotation.campaign import load_campaign
     from ..annotation.store import Store
@@ -110,8 +111,7 @@ def serve(args: argparse.Namespace) -> None:
     if not any(p.admin for p in people):
         print(f"No admin yet: `tpb annotate invite NAME --admin --db {args.db}` makes the QC page's link")
     demo = app.blocks()
-    demo.queue(default_concurrency_limit=8)
-    _, url, _ = demo.launch(server_name=args.host, server_port=args.port, prevent_thread_lock=True, quiet=True)
+    _, url, _ = launch(demo, server_name=args.host, server_port=args.port, prevent_thread_lock=True, quiet=True)
     print(f"Serving on {url} (each rater opens their own link: {url.rstrip('/')}/?token=...)", flush=True)
     try:
         demo.block_thread()
