@@ -8,8 +8,8 @@ The public API, for users who need not know the layout:
     >>> agree("path/to/dataset", "scores.jsonl")["agreement"]["quality"]
 
 The package is laid out as the pipeline, each room importing only from those before it: the core modules here
-(rubric, poems, errors, numeric, files, fonts, models) → `dataset` → `generation` → `judging` → `stats` →
-`reporting` → `hub`, with the command line (`cli`, or `python -m tangpoetrybench`) on top. Names are imported
+(rubric, poems, errors, numeric, files, fonts, models) → `dataset` → `annotation` → `generation` → `judging` →
+`stats` → `reporting` → `hub`, with the command line (`cli`, or `python -m tangpoetrybench`) on top. Names are imported
 on first use, so `import tangpoetrybench` stays fast.
 """
 

@@ -2,7 +2,8 @@
 
 A poems file is JSON Lines, one poem a line:
 `{"poem_id", "title", "author", "text" (lines joined by "\\n"), "tradition" (a tradition with a rubric: "tang",
-"song_ci" or one a release brings, docs/rubrics.md), "form"?, "tune"?, "split"?: "train"|"validation"|"test"}`.
+"song_ci" or one a release brings, docs/rubrics.md), "form"?, "tune"?, "split"?: "train"|"validation"|"test", "paraphrase"?}` (`paraphrase`: the poem in modern
+language, shown to raters beside it once it is revealed).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from .files import write_file
 
 SPLITS = ("train", "validation", "test")
 REQUIRED = ("poem_id", "title", "author", "text", "tradition")
-OPTIONAL = ("form", "tune", "split")
+OPTIONAL = ("form", "tune", "split", "paraphrase")
 POEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 """What a poem id or a generator name may be (each names a file or a folder): check with `is_name`, which matches the
 whole string (a `$` would let a final newline through)."""
@@ -65,6 +66,7 @@ class Poem:
     form: str | None = None
     tune: str | None = None
     split: str | None = None
+    paraphrase: str | None = None
 
     @property
     def lines(self) -> list[str]:

@@ -93,15 +93,15 @@ def load_module(path: Path, name: str):
 
 
 @contextmanager
-def launched_space(env: dict[str, str], name: str):
-    """The Space's app.py imported with `env` set (the environment is restored once it has loaded) and launched on
-    127.0.0.1: yields (module, url)."""
+def launched_space(env: dict[str, str], name: str, app: Path | None = None):
+    """A Space's app.py (default the demo's, space/app.py) imported with `env` set (the environment is restored once
+    it has loaded) and launched on 127.0.0.1: yields (module, url)."""
     import os
 
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        module = load_module(Path(__file__).resolve().parents[1] / "space" / "app.py", name)
+        module = load_module(app or Path(__file__).resolve().parents[1] / "space" / "app.py", name)
     finally:
         for k, v in old.items():
             if v is None:

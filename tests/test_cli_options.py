@@ -8,9 +8,15 @@ import pytest
 from tangpoetrybench.cli import make_parser
 
 
-def commands() -> dict[str, argparse.ArgumentParser]:
-    sub = next(a for a in make_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return dict(sub.choices)
+def commands(parser: argparse.ArgumentParser | None = None, prefix: str = "") -> dict[str, argparse.ArgumentParser]:
+    """Every command's parser by its words ("build", "annotate serve"): a command with actions of its own lists
+    each of them instead."""
+    sub = next(a for a in (parser or make_parser())._actions if isinstance(a, argparse._SubParsersAction))
+    found = {}
+    for name, command in sub.choices.items():
+        nested = any(isinstance(a, argparse._SubParsersAction) for a in command._actions)
+        found.update(commands(command, f"{prefix}{name} ") if nested else {f"{prefix}{name}": command})
+    return found
 
 
 def value(action: argparse.Action, n: int) -> str:
@@ -35,14 +41,15 @@ CASES = [(name, action) for name, parser in commands().items() for action in par
 
 
 def test_every_command_has_options():
-    assert {name for name, _ in CASES} >= {"score", "report", "leaderboard", "agree", "build", "generate", "publish"}
+    assert {name for name, _ in CASES} >= {"score", "report", "leaderboard", "agree", "build", "generate", "publish",
+                                           "annotate serve", "annotate invite"}
 
 
 @pytest.mark.parametrize("name,action", CASES, ids=[f"{n} {a.option_strings[0]}" for n, a in CASES])
 def test_an_option_given_twice_extends_or_is_refused(name, action, capsys):
     parser = commands()[name]
     flag = action.option_strings[0]
-    argv = [name, *required(parser, action), flag, value(action, 0), flag, value(action, 1)]
+    argv = [*name.split(), *required(parser, action), flag, value(action, 0), flag, value(action, 1)]
     if isinstance(action, argparse._ExtendAction):
         got = getattr(make_parser().parse_args(argv), action.dest)
         assert [str(v) for v in got] == [value(action, 0), value(action, 1)]

@@ -1,5 +1,5 @@
-"""The package is laid out as the pipeline: core → dataset → generation → judging → stats → reporting → hub, with
-the CLI (and the top-level API) above them. A module imports only from its own room or rooms below it, and no
+"""The package is laid out as the pipeline: core → dataset → annotation → generation → judging → stats → reporting →
+hub, with the CLI (and the top-level API) above them. A module imports only from its own room or rooms below it, and no
 imports form a cycle. The imports are read with `ast`, so nothing is imported to check them."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import tangpoetrybench
 
 PACKAGE = Path(tangpoetrybench.__file__).parent
-ROOMS = ("dataset", "generation", "judging", "stats", "reporting", "hub")
+ROOMS = ("dataset", "annotation", "generation", "judging", "stats", "reporting", "hub")
 # Above every room: the API that re-exports them, the reward built on the judges, and the command line.
 TOP = {"tangpoetrybench", "tangpoetrybench.cli", "tangpoetrybench.__main__", "tangpoetrybench.reward"}
 

@@ -18,8 +18,8 @@ from ..errors import DataError, RunStopped, SystematicFailure
 from .base import Help, Parser
 
 # The commands in pipeline order: data, images, judging, statistics, reporting, the Hub.
-COMMANDS = ("demo-release", "convert-poems", "distractors", "build", "generate", "tiny-models", "score", "agree",
-            "calibrate", "compare", "explain", "report", "leaderboard", "model-card", "publish")
+COMMANDS = ("demo-release", "convert-poems", "distractors", "build", "annotate", "generate", "tiny-models", "score",
+            "agree", "calibrate", "compare", "explain", "report", "leaderboard", "model-card", "publish")
 FIRST = "bash scripts/quickstart.sh   (or: tpb demo-release sample/raw && tpb build sample/raw sample/dataset)"
 
 

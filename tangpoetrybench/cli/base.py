@@ -6,6 +6,8 @@ import argparse
 import dataclasses
 from typing import Callable, Sequence
 
+from ..dataset.qc import QCConfig
+
 POEMS_FILE = "a poems file (JSON Lines: poem_id, title, author, text, tradition; see the README)"
 
 
@@ -27,6 +29,27 @@ def number_or_off(cast: Callable[[str], float | int]) -> Callable[[str], float |
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number or 'off', got {text!r}") from None
     return parse
+
+
+def add_qc_arguments(p: argparse.ArgumentParser) -> None:
+    """The quality-control rules' thresholds (defaults: `QCConfig`'s, the ones `tpb build` applies), for `tpb build`
+    and the live QC of `tpb annotate serve`."""
+    defaults = QCConfig()
+    p.add_argument("--qc-min-seconds", type=number_or_off(float), default=defaults.min_seconds,
+                   help="drop ratings faster than this many seconds ('off' disables)")
+    p.add_argument("--qc-straightline-min", type=number_or_off(int), default=defaults.straightline_min_ratings,
+                   help="straight-lining: the fewest ratings of a rater for the rule to apply ('off')")
+    p.add_argument("--qc-phase1-min-answers", type=number_or_off(int), default=defaults.phase1_min_answers,
+                   help="Phase-1 floor: the fewest answers of a rater for the rule to apply ('off')")
+    p.add_argument("--qc-phase1-min-accuracy", type=number_or_off(float), default=defaults.phase1_min_accuracy,
+                   help="Phase-1 floor: drop raters below this accuracy ('off')")
+    p.add_argument("--qc-no-consistency", action="store_true", help="turn off the consistency rule")
+
+
+def qc_config(args: argparse.Namespace) -> QCConfig:
+    return QCConfig(min_seconds=args.qc_min_seconds, straightline_min_ratings=args.qc_straightline_min,
+                    phase1_min_answers=args.qc_phase1_min_answers, phase1_min_accuracy=args.qc_phase1_min_accuracy,
+                    consistency=not args.qc_no_consistency)
 
 
 class StoreOnce(argparse._StoreAction):

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .base import add_max_image_pixels, number_or_off
-from ..dataset.qc import QCConfig
+from .base import add_max_image_pixels, add_qc_arguments, qc_config
 
 SUMMARY = 'validate, quality-control and aggregate a raw release into a dataset folder (Parquet)'
 EXAMPLE = ('tpb build sample/raw sample/dataset --qc-min-seconds 30\n'
@@ -22,16 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="text-ocr results of RAW's images (tpb score --evaluator text-ocr): write a draft "
                         "RAW/text_labels.draft.csv with its evidence beside it, for people to adjudicate")
     p.add_argument("--no-qc", action="store_true", help="keep every rating")
-    defaults = QCConfig()
-    p.add_argument("--qc-min-seconds", type=number_or_off(float), default=defaults.min_seconds,
-                   help="drop ratings faster than this many seconds ('off' disables)")
-    p.add_argument("--qc-straightline-min", type=number_or_off(int), default=defaults.straightline_min_ratings,
-                   help="straight-lining: the fewest ratings of a rater for the rule to apply ('off')")
-    p.add_argument("--qc-phase1-min-answers", type=number_or_off(int), default=defaults.phase1_min_answers,
-                   help="Phase-1 floor: the fewest answers of a rater for the rule to apply ('off')")
-    p.add_argument("--qc-phase1-min-accuracy", type=number_or_off(float), default=defaults.phase1_min_accuracy,
-                   help="Phase-1 floor: drop raters below this accuracy ('off')")
-    p.add_argument("--qc-no-consistency", action="store_true", help="turn off the consistency rule")
+    add_qc_arguments(p)
     add_max_image_pixels(p)
     p.add_argument("--overwrite", action="store_true", help="replace OUT (and a label draft) if it exists")
     p.add_argument("--push", metavar="ORG/NAME", help="then upload OUT to the Hub as this dataset repo")
@@ -50,11 +40,7 @@ def run(args: argparse.Namespace) -> None:
         text_labels_draft(args)
         if args.out is None:
             return
-    qc = None if args.no_qc else QCConfig(
-        min_seconds=args.qc_min_seconds, straightline_min_ratings=args.qc_straightline_min,
-        phase1_min_answers=args.qc_phase1_min_answers, phase1_min_accuracy=args.qc_phase1_min_accuracy,
-        consistency=not args.qc_no_consistency,
-    )
+    qc = None if args.no_qc else qc_config(args)
     summary = build_dataset(args.raw, args.out, qc=qc, overwrite=args.overwrite,
                             max_image_pixels=args.max_image_pixels, progress=not args.quiet)
     print(f"Built {summary.out} (fingerprint {summary.fingerprint})")

@@ -11,11 +11,14 @@ EXAMPLE = 'tpb publish hub --dataset sample/dataset --adapter pae-grpo --agree a
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("out", type=Path, nargs="?", help="a folder: OUT/dataset, OUT/model, OUT/metric, OUT/space")
+    p.add_argument("out", type=Path, nargs="?",
+                   help="a folder: OUT/dataset, OUT/model, OUT/metric, OUT/space (and OUT/annotation)")
     p.add_argument("--dataset", type=Path, help="a dataset folder made by tpb build")
     p.add_argument("--adapter", type=Path, help="a trained PAE adapter folder")
     p.add_argument("--agree", type=Path, help="with --adapter: tpb agree --out results for its model card")
     p.add_argument("--base-model", default="Qwen/Qwen3-VL-8B-Instruct", help="the model the adapter was trained on")
+    p.add_argument("--annotation", type=Path, metavar="RAW",
+                   help="also write OUT/annotation: the rating Space (tpb annotate) over this raw release")
     p.add_argument("--org", default="ORG", help="the Hub owner the cards name (ORG is a placeholder)")
     p.add_argument("--push", metavar="ORG", help="upload each folder to its repo under ORG (needs `hf auth login`)")
     p.add_argument("--private", action="store_true",
@@ -37,7 +40,7 @@ def run(args: argparse.Namespace) -> None:
         raise ValueError("give OUT, the folder to write the repos to (or --eval-results ORG/MODEL --from DIR)")
     org = args.push or args.org
     written = publish(args.out, org=org, dataset=args.dataset, adapter=args.adapter, agree=args.agree,
-                      base_model=args.base_model)
+                      base_model=args.base_model, annotation=args.annotation)
     for name, path in written.items():
         print(f"{name:<8} {path}")
     if "dataset" in written and not (written["dataset"] / "eval.yaml").is_file():

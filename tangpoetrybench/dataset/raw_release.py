@@ -135,8 +135,11 @@ class Release:
 
 
 
-def read_release(raw: Path | str, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Release:
-    """Read and check a raw release; raises `DataError` with every problem found, by file and line."""
+def read_release(raw: Path | str, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
+                 ratings_required: bool = True) -> Release:
+    """Read and check a raw release; raises `DataError` with every problem found, by file and line.
+    `ratings_required=False` reads a release still to be rated (`tpb annotate`): a ratings.csv that is missing or
+    holds only its header is then no problem (one that has rows is checked all the same)."""
     root = Path(raw)
     if not root.is_dir():
         raise DataError(Problem(str(root), "not a folder (expected a raw release: poems.jsonl, images/, ratings.csv)"))
@@ -163,7 +166,7 @@ def read_release(raw: Path | str, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXE
     }
     rubrics = _rubrics(meta, poems, found, problems)
     keys = _dimension_keys(rubrics, problems)
-    ratings = _read_ratings(root, rubrics, keys, generators, poems, images, problems)
+    ratings = _read_ratings(root, rubrics, keys, generators, poems, images, problems, ratings_required)
     labels = _read_text_labels(root, generators, poems, images, problems)
     if problems:
         raise DataError(problems)
@@ -376,11 +379,12 @@ def _image_problem(
 
 def _read_ratings(
     root: Path, rubrics: dict[str, Rubric], keys: tuple[str, ...], generators: dict[str, Generator],
-    poems: dict[str, Poem], images: dict[str, ImageFile], problems: list[Problem],
+    poems: dict[str, Poem], images: dict[str, ImageFile], problems: list[Problem], required: bool = True,
 ) -> list[Rating]:
     path, name = root / "ratings.csv", "ratings.csv"
     if not path.is_file():
-        problems.append(Problem(name, "missing"))
+        if required:
+            problems.append(Problem(name, "missing"))
         return []
     ratings: list[Rating] = []
     seen: dict[str, int] = {}
@@ -444,7 +448,7 @@ def _read_ratings(
                 phase1_candidates=candidates, phase1_choice=choice,
                 answers={k: row[k] for k in keys}, line=line,
             ))
-    if n_rows == 0 and len(problems) == n_before:
+    if n_rows == 0 and len(problems) == n_before and required:
         problems.append(Problem(name, "no ratings (only a header)"))
     return ratings
 

@@ -6,8 +6,9 @@
                    (agreement.py and numeric.py copied from this package, their one source; rubrics.py made
                    from the rubric files), so it loads with only evaluate, numpy and scipy installed
     OUT/space/     the demo Space, with this package as a wheel beside its requirements
+    OUT/annotation/  the rating Space (`tpb annotate`'s app) over a raw release copied beside it (given --annotation)
 
-With `--push`, each goes to its repo (`dataset`, `model`, and two `space` repos with the gradio SDK). An upload
+With `--push`, each goes to its repo (`dataset`, `model`, and the `space` repos with the gradio SDK). An upload
 deletes the repo's files that are no longer in the folder (a rebuild with fewer shards leaves exactly the new
 ones), and `private` is sent only when asked for, so an organisation's default visibility holds.
 """
@@ -53,7 +54,8 @@ class Repo:
 
 
 REPOS = (Repo("dataset", "TangPoetryBench", "dataset"), Repo("model", "PAE", "model"),
-         Repo("metric", "pae", "space"), Repo("space", "TangPoetryBench-demo", "space"))
+         Repo("metric", "pae", "space"), Repo("space", "TangPoetryBench-demo", "space"),
+         Repo("annotation", "TangPoetryBench-rating", "space"))
 
 
 def ids(org: str) -> dict[str, str]:
@@ -107,21 +109,48 @@ def build_wheel(folder: Path) -> Path:
     return wheel
 
 
+def space_app_with_wheel(source: Path, tmp: Path) -> str:
+    """A Space's app.py copied from `source` (a folder of the checkout), this package built as a wheel beside it,
+    and its requirements naming the wheel; returns its card's text, for the caller to fill in."""
+    shutil.copy(source / "app.py", tmp / "app.py")
+    wheel = build_wheel(tmp)
+    requirements = (source / "requirements.txt").read_text(encoding="utf-8")
+    (tmp / "requirements.txt").write_text(requirements.replace("tangpoetrybench>=0.1", f"./{wheel.name}"),
+                                          encoding="utf-8")
+    return (source / "README.md").read_text(encoding="utf-8")
+
+
 def write_space(out: Path, org: str, adapter: bool) -> Path:
     """The demo Space: app.py, its card with the real ids, and requirements naming the wheel beside them."""
-    root = checkout()
     repos = ids(org)
     with atomic_folder(out) as tmp:
-        shutil.copy(root / "space" / "app.py", tmp / "app.py")
-        wheel = build_wheel(tmp)
-        requirements = (root / "space" / "requirements.txt").read_text(encoding="utf-8")
-        (tmp / "requirements.txt").write_text(requirements.replace("tangpoetrybench>=0.1", f"./{wheel.name}"),
-                                              encoding="utf-8")
-        card = (root / "space" / "README.md").read_text(encoding="utf-8")
+        card = space_app_with_wheel(checkout() / "space", tmp)
         card = card.replace(f"{PLACEHOLDER_ORG}/TangPoetryBench\n", f"{repos['dataset']}\n")
         if adapter:
             card = card.replace("models:\n", f"models:\n- {repos['model']}\n", 1)
         (tmp / "README.md").write_text(card.replace(f"{PLACEHOLDER_ORG}/", f"{org}/"), encoding="utf-8")
+    return out
+
+
+def write_annotation_space(out: Path, org: str, raw: Path) -> Path:
+    """The rating Space (`annotation_space/`): its app with the wheel, and the release it serves under `release/`
+    (poems.jsonl, release.json, the images, and the candidates as a `tpb distractors` file), checked first."""
+    from ..annotation.campaign import CANDIDATES_FILE, load_campaign
+
+    campaign = load_campaign(raw)
+    with atomic_folder(out) as tmp:
+        card = space_app_with_wheel(ROOT / "annotation_space", tmp)
+        (tmp / "README.md").write_text(card.replace(f"{PLACEHOLDER_ORG}/", f"{org}/"), encoding="utf-8")
+        release = tmp / "release"
+        release.mkdir()
+        for name in ("poems.jsonl", "release.json"):
+            if (raw / name).is_file():
+                shutil.copyfile(raw / name, release / name)
+        for image in campaign.images.values():
+            target = release / "images" / image.generator / image.path.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(image.path, target)
+        campaign.write_candidates(release / CANDIDATES_FILE)
     return out
 
 
@@ -162,7 +191,7 @@ def write_model(out: Path, adapter: Path, org: str, agree: Path | None, base_mod
 
 def publish(out: Path | str, org: str = PLACEHOLDER_ORG, dataset: Path | str | None = None,
             adapter: Path | str | None = None, agree: Path | str | None = None,
-            base_model: str = "Qwen/Qwen3-VL-8B-Instruct") -> dict[str, Path]:
+            base_model: str = "Qwen/Qwen3-VL-8B-Instruct", annotation: Path | str | None = None) -> dict[str, Path]:
     """Write every repo folder that can be made from what is given; returns folder name → path."""
     out = Path(out)
     written = {"metric": write_metric(out / "metric", org), "space": write_space(out / "space", org, adapter is not None)}
@@ -170,6 +199,8 @@ def publish(out: Path | str, org: str = PLACEHOLDER_ORG, dataset: Path | str | N
         written["dataset"] = write_dataset(out / "dataset", Path(dataset), org)
     if adapter is not None:
         written["model"] = write_model(out / "model", Path(adapter), org, Path(agree) if agree else None, base_model)
+    if annotation is not None:
+        written["annotation"] = write_annotation_space(out / "annotation", org, Path(annotation))
     return written
 
 

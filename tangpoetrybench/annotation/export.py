@@ -1,0 +1,122 @@
+"""The campaign's answers in the raw release format, so that `tpb build` takes them with no step between.
+
+    RAW/ratings.csv                      every rated image: the Phase-1 candidates (in the order the rater saw them)
+                                         and choice, the rating's seconds (Phase 1 and Phase 2) and every answer
+    RAW/annotations-<campaign>.jsonl     every assignment, rated or not: each phase's time and each answer's
+
+A rating's id is `<campaign>-<assignment>`. Exporting again replaces this campaign's rows and keeps every other row of
+ratings.csv as it was (an earlier campaign's, the authors' own), so an export can be repeated at any time; files are
+written beside their place and renamed into it, never through a symbolic link.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import Path
+from typing import Sequence
+
+from ..dataset.raw_release import RATING_COLUMNS, Rating, read_release
+from ..errors import DataError, Problem
+from .store import Assignment, Person, Store
+
+
+def rating_id(campaign: str, assignment: Assignment) -> str:
+    return f"{campaign}-{assignment.id}"
+
+
+def as_rating(assignment: Assignment, person: Person, campaign: str) -> Rating:
+    """A rated assignment as the raw release's `Rating` (what QC and the export read)."""
+    return Rating(rating_id=rating_id(campaign, assignment), rater_id=assignment.rater, rater_group=person.role,
+                  generator=assignment.generator, poem_id=assignment.poem_id, seconds=round(assignment.seconds, 3),
+                  phase1_candidates=assignment.candidates, phase1_choice=assignment.choice,
+                  answers=dict(assignment.answers))
+
+
+def campaign_ratings(store: Store) -> list[Rating]:
+    """Every rating of the campaign, in the order they were given."""
+    campaign, people = store.campaign_id(), store.people()
+    done = sorted((a for a in store.assignments() if a.done), key=lambda a: (a.rated_at, a.id))
+    return [as_rating(a, people[a.rater], campaign) for a in done]
+
+
+def seconds_text(seconds: float) -> str:
+    """Seconds as ratings.csv holds them: 60, 12.5 (every digit kept)."""
+    text = repr(float(seconds))
+    return text[:-2] if text.endswith(".0") else text
+
+
+def rating_rows(ratings: Sequence[Rating], keys: Sequence[str]) -> list[dict[str, str]]:
+    return [{"rating_id": r.rating_id, "rater_id": r.rater_id, "rater_group": r.rater_group, "generator": r.generator,
+             "poem_id": r.poem_id, "seconds": seconds_text(r.seconds), "phase1_candidates": "|".join(r.phase1_candidates),
+             "phase1_choice": r.phase1_choice or "", **{k: r.answers[k] for k in keys}} for r in ratings]
+
+
+def csv_text(rows: Sequence[dict[str, str]], columns: Sequence[str]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def annotation_lines(store: Store) -> str:
+    """One JSON line per assignment: the record of each phase, with each answer's time."""
+    campaign = store.campaign_id()
+    lines = []
+    for a in store.assignments():
+        lines.append(json.dumps({
+            "rating_id": rating_id(campaign, a), "rater_id": a.rater, "image_id": a.image_id, "phase": a.phase,
+            "phase1_candidates": list(a.candidates), "phase1_choice": a.choice, "phase1_seconds": a.phase1_seconds,
+            "answers": a.answers, "answer_seconds": a.answer_seconds, "seconds": a.seconds,
+            "assigned_at": a.assigned_at, "rated_at": a.rated_at}, ensure_ascii=False, sort_keys=True))
+    return "".join(line + "\n" for line in lines)
+
+
+def write_file(path: Path, text: str) -> None:
+    """Write `text` beside `path` and rename it into place (readers see the old file or the new, never half)."""
+    if path.is_symlink():
+        raise DataError(Problem(str(path), "is a symbolic link: the export never writes through one"))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_campaign_files(store: Store, folder: Path | str) -> list[Path]:
+    """This campaign's files alone into `folder` (what the Space's scheduler uploads): ratings.csv and the
+    annotations."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    keys, campaign = store.keys(), store.campaign_id()
+    ratings = folder / "ratings.csv"
+    annotations = folder / f"annotations-{campaign}.jsonl"
+    write_file(ratings, csv_text(rating_rows(campaign_ratings(store), keys), RATING_COLUMNS + keys))
+    write_file(annotations, annotation_lines(store))
+    return [ratings, annotations]
+
+
+def export_release(store: Store, raw: Path | str) -> tuple[Path, int, int]:
+    """Write the campaign's ratings into the release `raw` (merged with the rows of ratings.csv that are not this
+    campaign's) and its annotations beside them. Returns (ratings.csv, this campaign's ratings, other rows kept).
+    The release is read and checked first; every rated image must be in it."""
+    raw = Path(raw)
+    release = read_release(raw, ratings_required=False)
+    keys, campaign = store.keys(), store.campaign_id()
+    mine = campaign_ratings(store)
+    unknown = sorted({r.image_id for r in mine} - set(release.images))
+    if unknown:
+        raise DataError(Problem(str(raw), f"{len(unknown)} rated images are not in this release (e.g. {unknown[0]}): "
+                                "export into the release the campaign served"))
+    if tuple(release.keys) != tuple(keys) and release.ratings:
+        raise DataError(Problem(str(raw / "ratings.csv"), f"its rating columns ({', '.join(release.keys)}) are not "
+                                f"the campaign's questions ({', '.join(keys)}): export into another release"))
+    kept = [r for r in release.ratings if not r.rating_id.startswith(f"{campaign}-")]
+    path = raw / "ratings.csv"
+    write_file(path, csv_text(rating_rows(kept + mine, keys), RATING_COLUMNS + keys))
+    write_file(raw / f"annotations-{campaign}.jsonl", annotation_lines(store))
+    return path, len(mine), len(kept)

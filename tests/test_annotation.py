@@ -1,0 +1,464 @@
+"""tpb annotate without a server: the store, the assignment rule, both phases, live QC, the export into a release that
+`tpb build` and `load_dataset` take, a non-Tang rubric, the CLI. The protocol runs on a clock the tests move, so
+response times are exact and nothing waits. The app in a browser and a killed server: test_annotation_app.py."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import load, rating, write_release
+from tangpoetrybench.annotation.assignment import Plan, next_image, read_priority, shown_order
+from tangpoetrybench.annotation.campaign import load_campaign
+from tangpoetrybench.annotation.export import export_release, write_campaign_files
+from tangpoetrybench.annotation.protocol import Protocol, RaterError
+from tangpoetrybench.annotation.store import Refused, Store
+from tangpoetrybench.cli import main
+from tangpoetrybench.dataset.builder import build_dataset
+from tangpoetrybench.dataset.distractors import choose_distractors, write_candidates
+from tangpoetrybench.errors import DataError
+from tangpoetrybench.hub.annotation_space import annotation_app, space_app
+from tangpoetrybench.poems import read_poems
+from tangpoetrybench.rubric import load_rubric
+
+HAIKU = Path(__file__).parent / "data" / "haiku_rubric.yaml"
+TANG_KEYS = load_rubric("tang").keys
+
+
+class Clock:
+    """The protocol's clock, moved by the test (seconds)."""
+
+    def __init__(self, start: float = 1_000_000.0):
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def unrated_release(root: Path) -> Path:
+    """conftest's hand-made release with no ratings yet, and its candidates from `choose_distractors`."""
+    raw = write_release(root, [])
+    poems = read_poems(raw / "poems.jsonl")
+    write_candidates(choose_distractors(poems), poems, raw / "candidates.jsonl", {"similarity": "test"})
+    return raw
+
+
+@pytest.fixture
+def raw(tmp_path) -> Path:
+    return unrated_release(tmp_path / "raw")
+
+
+def started(raw: Path, db: Path, plan: Plan = Plan(), rubric: Path | None = None):
+    """(protocol, clock) over a new campaign in `db`."""
+    app = annotation_app(load_campaign(raw, rubric=rubric), Store(db), plan)
+    clock = Clock()
+    app.protocol.clock = clock
+    return app, clock
+
+
+def rate_one(protocol: Protocol, clock: Clock, token: str, answers: str, correct: bool = True,
+             phase1_s: float = 30, phase2_s: float = 30):
+    """One image through both phases: the right poem (or the first wrong one), then `answers` (a letter per question,
+    in the rubric's order). Returns the assignment as stored."""
+    task = protocol.open(token)
+    held = protocol.store.open_assignment(task.rater)
+    right = held.candidates.index(held.poem_id)
+    position = right if correct else next(i for i in range(4) if i != right)
+    clock.advance(phase1_s)
+    revealed = protocol.choose(token, task.ticket, position + 1)
+    assert revealed.phase == "phase2" and revealed.poem.title == protocol.campaign.poem(held.poem_id).title
+    clock.advance(phase2_s)
+    keys = [q.key for q in revealed.questions]
+    protocol.rate(token, task.ticket, dict(zip(keys, answers)))
+    return next(a for a in protocol.store.assignments() if a.id == held.id)
+
+
+def test_the_store_is_wal_keeps_digests_and_takes_a_step_sent_twice_once(tmp_path):
+    store = Store(tmp_path / "c.sqlite")
+    with store.connect() as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    token = store.invite("alice", "crowd", "en", 0.0)
+    assert store.person(token).name == "alice" and store.person(token + "x") is None
+    with pytest.raises(ValueError, match="already invited"):
+        store.invite("alice", "crowd", "en", 0.0)
+    with pytest.raises(ValueError, match="a name is 1 to 64"):
+        store.invite("a,b", "crowd", "en", 0.0)
+    again = store.invite("alice", "crowd", "zh", 1.0, reissue=True)
+    assert store.person(token) is None and store.person(again).lang == "zh"  # the old link stops working
+    written = b"".join(p.read_bytes() for p in tmp_path.glob("c.sqlite*"))
+    assert again.encode() not in written and token.encode() not in written
+
+    store.bind({"keys": ["q"], "release": "r"})
+    from tangpoetrybench.annotation.store import NewAssignment
+
+    pick = NewAssignment("g1/p1", "p1", "g1", ("p2", "p1", "p3", "p4"))
+    a = store.assign("alice", lambda rows: pick, 10.0)
+    assert store.assign("alice", lambda rows: pytest.fail("holds one already"), 11.0) == a
+    store.record_choice("alice", a.id, "p1", 15.0)
+    assert store.record_choice("alice", a.id, "p1", 99.0).chosen_at == 15.0  # sent again: nothing changes
+    with pytest.raises(Refused, match="already answered"):
+        store.record_choice("alice", a.id, "p2", 16.0)
+    store.record_rating("alice", a.id, {"q": "a"}, {"q": 3.0}, 20.0)
+    assert store.record_rating("alice", a.id, {"q": "a"}, {"q": 9.0}, 30.0).rated_at == 20.0
+    with pytest.raises(Refused, match="already rated"):
+        store.record_rating("alice", a.id, {"q": "b"}, {"q": 3.0}, 31.0)
+    [done] = store.assignments()
+    assert (done.phase1_seconds, done.seconds, done.answer_seconds) == (5.0, 10.0, {"q": 3.0})
+    with pytest.raises(Refused):
+        store.record_choice("bob", a.id, "p1", 40.0)  # another rater's ticket
+    with pytest.raises(DataError, match="another release"):
+        store.bind({"keys": ["q"], "release": "other"})
+
+
+def test_assignment_overlap_never_twice_priority_first_and_balanced(raw, tmp_path):
+    priority = tmp_path / "priority.jsonl"
+    priority.write_text('{"image_id": "g2/p3", "uncertainty": 0.9}\n{"image_id": "gx/p1"}\n')
+    campaign = load_campaign(raw)
+    order = read_priority(priority, campaign.images)
+    assert order == ("g2/p3", "gx/p1")
+    app, clock = started(raw, tmp_path / "c.sqlite", Plan(overlap=2, priority=order))
+    store, protocol = app.protocol.store, app.protocol
+    tokens = {name: store.invite(name, "crowd", "en", 0.0) for name in ("r1", "r2", "r3", "r4")}
+    for name, token in tokens.items():
+        while protocol.open(token).phase != "done":
+            rate_one(protocol, clock, token, "aaaaaaaaaa")
+    rated = [a for a in store.assignments() if a.done]
+    def firsts(name: str) -> list[str]:
+        return [a.image_id for a in sorted((a for a in rated if a.rater == name), key=lambda a: a.id)][:2]
+
+    assert firsts("r1") == firsts("r2") == ["g2/p3", "gx/p1"]  # the list first, in its order, to overlap 2
+    assert not set(firsts("r3") + firsts("r4")) & set(order)
+    per_image = {i: sum(a.image_id == i for a in rated) for i in campaign.images}
+    assert max(per_image.values()) == 2
+    for name in tokens:
+        mine = [a for a in rated if a.rater == name]
+        assert len({a.poem_id for a in mine}) == len(mine) >= 4  # one image per poem: never a poem twice
+        gens = [a.generator for a in mine]
+        assert max(gens.count(g) for g in set(gens)) - min(gens.count(g) for g in ("g1", "g2", "gx")) <= 1
+    # each rater saw each image's candidates in a fixed order of their own
+    a, b = (next(x for x in rated if x.rater == n and x.image_id == "g2/p3") for n in ("r1", "r2"))
+    assert set(a.candidates) == set(b.candidates) == set(campaign.candidates["p3"])
+    assert a.candidates == shown_order(campaign.candidates["p3"], 0, "r1", "g2/p3")
+
+
+def test_an_image_held_too_long_is_offered_again(raw):
+    campaign = load_campaign(raw)
+    from tangpoetrybench.annotation.store import Assignment
+
+    one = {"g1/p1": campaign.images["g1/p1"]}
+    taken = [Assignment(1, "r1", "g1/p1", "p1", "g1", ("p1", "p2", "p3", "p4"), assigned_at=0.0, shown_at=0.0)]
+    assert next_image("r2", one, campaign.candidates, taken, Plan(hold_s=60), now=59.0) is None
+    assert next_image("r2", one, campaign.candidates, taken, Plan(hold_s=60), now=61.0).image_id == "g1/p1"
+    assert next_image("r1", one, campaign.candidates, taken, Plan(hold_s=60), now=61.0) is None  # never twice
+
+
+def test_priority_and_campaign_errors_name_the_line(raw, tmp_path):
+    images = load_campaign(raw).images
+    bad = tmp_path / "bad.txt"
+    bad.write_text("g1/p1\n# a comment\ng9/p1\n{not json\n")
+    with pytest.raises(DataError) as exc:
+        read_priority(bad, images)
+    assert "bad.txt:3: image_id: no image 'g9/p1'" in str(exc.value) and "bad.txt:4: not a JSON record" in str(exc.value)
+    (raw / "candidates.jsonl").unlink()
+    with pytest.raises(DataError, match="no Phase-1 candidates for poem 'p1'.*tpb distractors"):
+        load_campaign(raw)
+
+
+def test_phase_1_hides_the_poem_and_phase_2_needs_every_answer(raw, tmp_path):
+    app, clock = started(raw, tmp_path / "c.sqlite")
+    protocol, store = app.protocol, app.protocol.store
+    token = store.invite("wen", "expert", "zh", 0.0)
+    task = protocol.open(token)
+    held = store.open_assignment("wen")
+    shown = json.dumps(task.to_json(), ensure_ascii=False)
+    assert task.phase == "phase1" and task.poem is None and task.questions == []
+    assert held.poem_id not in shown and held.image_id not in shown and held.generator not in shown
+    assert [c.title for c in task.candidates] == [protocol.campaign.poem(p).title for p in held.candidates]
+    assert task.image.size == (64, 64) and not getattr(task.image, "filename", "")  # pixels, no file name
+    with pytest.raises(RaterError, match="请先在四首诗中选择一首"):
+        protocol.choose(token, task.ticket, None)
+    with pytest.raises(RaterError, match="此任务已不属于您"):
+        protocol.choose(token, task.ticket + 1, 1)
+    clock.advance(40)
+    task = protocol.choose(token, task.ticket, 1)
+    assert task.phase == "phase2" and [q.key for q in task.questions] == list(TANG_KEYS)
+    assert task.questions[0].name == "安全性" and task.questions[0].options[0] == ("a. 无问题", "a")
+    answers = dict(zip(TANG_KEYS, "abbaeaabca"))
+    clock.advance(25)
+    with pytest.raises(RaterError, match="尚未回答：整体印象"):
+        protocol.rate(token, task.ticket, {**answers, "overall_impression": None})
+    with pytest.raises(RaterError, match="尚未回答：安全性"):
+        protocol.rate(token, task.ticket, {**answers, "safety": "z"})
+    assert store.assignments()[0].answers is None  # a refused submission records nothing
+    marks = {"safety": clock.now - 20, "overall_impression": clock.now - 1}
+    clock.advance(5)
+    after = protocol.rate(token, task.ticket, answers, marks)
+    done = store.assignments()[0]
+    assert done.answers == answers and done.phase1_seconds == 40 and done.seconds == 70
+    assert done.answer_seconds["safety"] == 5 and done.answer_seconds["overall_impression"] == 24
+    assert done.answer_seconds["core_imagery"] == 30  # no mark: the submission's time
+    assert after.done == 1 and after.ticket != task.ticket
+    again = protocol.rate(token, task.ticket, answers)  # sent twice: taken once, the rater stays where they are
+    assert again.ticket == after.ticket and sum(a.done for a in store.assignments()) == 1
+    changed = protocol.rate(token, task.ticket, {**answers, "safety": "c"})
+    assert changed.notice == "此题已作答，以您的第一次回答为准。" and store.assignments()[0].answers == answers
+
+
+def test_concurrent_raters_each_answer_once(raw, tmp_path):
+    app, clock = started(raw, tmp_path / "c.sqlite", Plan(overlap=3))
+    store = app.protocol.store
+    tokens = [store.invite(f"r{i}", "crowd", "en", 0.0) for i in range(6)]
+    errors = []
+
+    def work(token: str) -> None:
+        try:
+            for _ in range(3):
+                rate_one(app.protocol, clock, token, "aaaaaaaaaa")
+        except Exception as exc:  # reported below, with the thread's rater
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in tokens]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    rated = [a for a in store.assignments() if a.done]
+    assert len(rated) == 18 and len({(a.rater, a.image_id) for a in rated}) == 18
+    assert max(sum(a.image_id == i for a in rated) for i in {a.image_id for a in rated}) <= 3
+
+
+def hand_scores(rubric, *answers: str) -> dict[str, float | None]:
+    """Per dimension, the mean of the raters' option scores that are not excluded (by hand, from the rubric)."""
+    out = {}
+    for j, key in enumerate(rubric.keys):
+        scores = [rubric.score(key, a[j]) for a in answers if rubric.score(key, a[j]) is not None]
+        out[key] = sum(scores) / len(scores) if scores else None
+    return out
+
+
+def test_export_build_load_dataset_gives_the_answers_scores(raw, tmp_path):
+    app, clock = started(raw, tmp_path / "c.sqlite", Plan(overlap=2, priority=("g1/p1", "g2/p2")))
+    protocol, store = app.protocol, app.protocol.store
+    alice = store.invite("alice", "expert", "en", 0.0)
+    bob = store.invite("bob", "crowd", "zh", 0.0)
+    a1 = rate_one(protocol, clock, alice, "abbaeaabcb")
+    b1 = rate_one(protocol, clock, bob, "aacadbbadc", correct=False)
+    a2 = rate_one(protocol, clock, alice, "aaaaaaaaaa", phase1_s=12, phase2_s=13)
+    assert a1.image_id == b1.image_id == "g1/p1" and a2.image_id == "g2/p2"
+    path, mine, kept = export_release(store, raw)
+    assert (mine, kept) == (3, 0)
+    built = build_dataset(raw, tmp_path / "ds", progress=False)
+    assert built.qc["n_ratings"] == 3 and built.qc["n_kept"] == 3
+    images = load(built.out, "images", tmp_path / "cache")
+    rows = {r["image_id"]: r for split in images for r in images[split]}
+    rubric = load_rubric("tang")
+    # by hand: safety 1, technical .75, ai (.67 + .33)/2, text 1, scene .33 (alice's e is excluded), cultural .75,
+    # style .75, core (.67 + 1)/2, emotion .33 (alice's c excluded), overall (.75 + .5)/2
+    expected = {"safety": 1.0, "technical_quality": 0.75, "ai_plausibility": 0.5, "text_integrity": 1.0,
+                "scene_consistency": 0.33, "cultural_coherence": 0.75, "artistic_style": 0.75, "core_imagery": 0.835,
+                "emotional_resonance": 0.33, "overall_impression": 0.625}
+    assert hand_scores(rubric, "abbaeaabcb", "aacadbbadc") == pytest.approx(expected)
+    row = rows["g1/p1"]
+    assert {k: row[k] for k in TANG_KEYS} == pytest.approx(expected)
+    assert row["quality"] == pytest.approx(sum(expected.values()) / 10)
+    assert row["recognizability"] == 0.5 and row["n_ratings"] == 2  # alice chose right, bob did not
+    assert rows["g2/p2"]["quality"] == 1.0 and rows["g2/p2"]["n_ratings"] == 1
+    ratings = load(built.out, "ratings", tmp_path / "cache")
+    given = {r["rater_id"]: r for split in ratings for r in ratings[split] if r["image_id"] == "g1/p1"}
+    assert given["alice"]["rater_group"] == "expert" and given["alice"]["seconds"] == 60
+    assert given["bob"]["phase1_correct"] is False and given["bob"]["scene_consistency_option"] == "d"
+    assert given["alice"]["phase1_candidates"] == list(a1.candidates)
+    # exported again after more ratings: this campaign's rows are replaced, an author's row is kept as it was
+    with path.open("a", encoding="utf-8") as f:
+        f.write(rating("authors-1", "ann", "g2", "p3", seconds=44) + "\n")
+    rate_one(protocol, clock, bob, "bbbbbbbbbb")
+    assert export_release(store, raw)[1:] == (4, 1)
+    text = path.read_text(encoding="utf-8")
+    assert text.count("\n") == 6 and "authors-1,ann,crowd,g2,p3,44," in text
+    lines = (raw / f"annotations-{store.campaign_id()}.jsonl").read_text().splitlines()
+    phases = [json.loads(x)["phase"] for x in lines]
+    assert sorted(phases) == ["done"] * 4 + ["phase1"] * 2  # each rater's next image, shown, not chosen yet
+
+
+def test_live_qc_flags_raters_as_the_build_drops_them(raw, tmp_path):
+    app, clock = started(raw, tmp_path / "c.sqlite", Plan(overlap=4))
+    protocol, store = app.protocol, app.protocol.store
+    boss = store.invite("boss", "admin", "en", 0.0)
+    people = {name: store.invite(name, "crowd", "en", 0.0) for name in ("steady", "constant", "hasty", "lost")}
+    varied = ["abbaeaabcb", "aacadbbadc", "aaaaaaaaaa", "bbbbbbbbbb", "abababcbab"]
+    for i in range(3):
+        rate_one(protocol, clock, people["steady"], varied[i] if i < 2 else "aaaaaaadaa")  # overall a, core d
+    for _ in range(5):
+        rate_one(protocol, clock, people["constant"], "aaaaaaaaab")
+    for i in range(5):
+        rate_one(protocol, clock, people["hasty"], varied[i], phase1_s=4, phase2_s=5)
+    for i in range(5):
+        rate_one(protocol, clock, people["lost"], varied[i], correct=False)
+    view = app.qc_view(boss)
+    flagged = {row[0]: row[1] for row in view.flagged.rows}
+    assert flagged == {"constant": "straight_lining (5)", "hasty": "response_time (5)",
+                       "lost": "phase1_accuracy (5)", "steady": "consistency (1)"}
+    raters = {row[0]: row for row in view.raters.rows}
+    assert raters["hasty"][3] == 9.0 and raters["hasty"][4] == 5 and raters["constant"][5] == "1 in 5"
+    assert raters["lost"][6] == 0.0 and raters["steady"][6] == 1.0 and raters["steady"][8] == 1
+    assert view.progress.rows[-1][:3] == ["all", 13, 18]
+    with pytest.raises(RaterError):
+        app.qc_view(people["steady"])  # a rater's link does not open the QC page
+    export_release(store, raw)
+    report = build_dataset(raw, tmp_path / "ds", progress=False).qc
+    assert report["by_rule"] == {"response_time": 5, "straight_lining": 5, "phase1_accuracy": 5, "consistency": 1}
+    assert (report["n_ratings"], report["n_kept"], report["n_dropped"]) == (18, 2, 16)
+    def without_lines(qc: dict) -> dict:  # the build names each rating's line of ratings.csv too
+        return {**qc, "dropped": [{k: v for k, v in d.items() if k != "line"} for d in qc["dropped"]]}
+
+    assert without_lines(report) == without_lines(view.report)  # the page's QC is the build's, rule for rule
+
+
+def test_agreement_so_far_is_table_5s(raw, tmp_path):
+    app, clock = started(raw, tmp_path / "c.sqlite", Plan(overlap=2, priority=tuple(load_campaign(raw).images)))
+    boss = app.protocol.store.invite("boss", "admin", "en", 0.0)
+    a, b = (app.protocol.store.invite(n, "crowd", "en", 0.0) for n in ("a", "b"))
+    # technical quality: a (1) beside b (.5) on the first image, within one level; a beside c (0) on the second, not
+    for other in ("abaaaaaaaa", "acaaaaaaaa"):
+        rate_one(app.protocol, clock, a, "aaaaaaaaaa")
+        rate_one(app.protocol, clock, b, other)
+    rows = {row[0]: row for row in app.qc_view(boss).agreement.rows}
+    assert rows["Technical quality"][1:] == [2, 2, 50.0]  # within one level on the first image only
+    assert rows["Safety"][1:] == [2, 2, 100.0]
+
+
+def test_a_six_dimension_rubric_of_another_tradition_drives_the_app(raw, tmp_path):
+    app, clock = started(raw, tmp_path / "c.sqlite", rubric=HAIKU)
+    protocol, store = app.protocol, app.protocol.store
+    boss = store.invite("boss", "admin", "en", 0.0)
+    token = store.invite("yuki", "crowd", "zh", 0.0)
+    task = protocol.open(token)
+    clock.advance(30)
+    task = protocol.choose(token, task.ticket, 1)
+    assert [q.name for q in task.questions] == ["清晰度", "季语", "切字", "意象", "留白", "总体"]
+    assert task.questions[1].options[-1] == ("d. 俳句无季语", "d")
+    keys = [q.key for q in task.questions]
+    with pytest.raises(RaterError, match="尚未回答：总体"):
+        protocol.rate(token, task.ticket, dict(zip(keys, "abcab")))
+    protocol.rate(token, task.ticket, dict(zip(keys, "aacaba")))
+    assert store.assignments()[0].answers == {"clarity": "a", "seasonal_word": "a", "cutting_word": "c",
+                                              "imagery": "a", "restraint": "b", "overall": "a"}
+    rate_one(protocol, clock, token, "acaaaa")  # overall a with the season word missing: the fixture's rule
+    assert {row[0]: row[1] for row in app.qc_view(boss).flagged.rows} == {"yuki": "consistency (1)"}
+    demo = app.blocks()  # the page's questions come from the file too
+    radios = [b for b in demo.blocks.values() if type(b).__name__ == "Radio" and b.elem_id.startswith("q-")]
+    assert [r.elem_id for r in radios] == [f"q-{k}" for k in load_rubric(HAIKU).keys]
+    out = tmp_path / "space-export"
+    ratings, annotations = write_campaign_files(store, out)
+    header = ratings.read_text().splitlines()[0].split(",")
+    assert header[8:] == list(load_rubric(HAIKU).keys) and len(ratings.read_text().splitlines()) == 3
+
+
+def test_a_campaign_restarted_with_other_settings_is_refused(raw, tmp_path):
+    started(raw, tmp_path / "c.sqlite")
+    with pytest.raises(DataError, match="(?s)started with another keys.*another rubric"):
+        started(raw, tmp_path / "c.sqlite", rubric=HAIKU)
+    started(raw, tmp_path / "c.sqlite", Plan(overlap=3))  # scheduling may change
+
+
+def test_backup_while_raters_write(raw, tmp_path):
+    app, clock = started(raw, tmp_path / "c.sqlite", Plan(overlap=4))
+    store = app.protocol.store
+    tokens = [store.invite(f"r{i}", "crowd", "en", 0.0) for i in range(4)]
+    stop = threading.Event()
+
+    def write() -> None:
+        for token in tokens:
+            for _ in range(3):
+                rate_one(app.protocol, clock, token, "aaaaaaaaaa")
+        stop.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    copies = []
+    while not stop.is_set() or not copies:
+        copies.append(store.backup(tmp_path / f"copy{len(copies)}.sqlite"))
+    writer.join()
+    counts = []
+    for copy in copies:
+        with sqlite3.connect(copy) as db:
+            assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            counts.append(db.execute("SELECT count(*) FROM assignments WHERE answers IS NOT NULL").fetchone()[0])
+    assert counts == sorted(counts) and Store(copies[-1]).people().keys() == store.people().keys()
+    with pytest.raises(FileExistsError):
+        store.backup(copies[0])
+
+
+def test_the_command_line(raw, tmp_path, capsys):
+    db = tmp_path / "c.sqlite"
+    assert main(["annotate", "invite", "lin", "--expert", "--lang", "zh", "--db", str(db), "--url",
+                 "https://example.org/rate/"]) == 0
+    link = capsys.readouterr().out.split()[2]
+    assert link.startswith("https://example.org/rate/?token=")
+    store = Store(db)
+    assert store.person(link.split("=", 1)[1]).role == "expert"
+    assert main(["annotate", "export", str(db), str(raw)]) == 2  # nothing served yet
+    assert "no campaign started here yet" in capsys.readouterr().err
+    app = annotation_app(load_campaign(raw), store, Plan())
+    app.protocol.clock = clock = Clock()
+    rate_one(app.protocol, clock, link.split("=", 1)[1], "aaaaaaaaaa")
+    assert main(["annotate", "export", str(db), str(raw)]) == 0
+    assert "1 ratings of this campaign" in capsys.readouterr().out
+    assert main(["annotate", "backup", str(db), str(tmp_path / "b.sqlite")]) == 0
+    assert Store(tmp_path / "b.sqlite").assignments() == store.assignments()
+    assert main(["annotate", "export", str(tmp_path / "none.sqlite"), str(raw)]) == 2
+    assert "no such campaign database" in capsys.readouterr().err
+
+
+def test_the_space_builds_from_its_environment(raw, tmp_path):
+    env = {"TPB_ANNOTATE_RELEASE": str(raw), "TPB_ANNOTATE_DB": str(tmp_path / "space.sqlite"),
+           "TPB_ADMIN_TOKEN": "a-secret-of-the-space-0123", "TPB_ANNOTATE_OVERLAP": "2"}
+    demo, scheduler = space_app(env)
+    assert scheduler is None  # no TPB_ANNOTATE_REPO: nothing to commit (the Hub is not reachable from the tests)
+    store = Store(tmp_path / "space.sqlite")
+    assert store.person("a-secret-of-the-space-0123").admin
+    assert space_app(env)[1] is None  # a restart keeps the campaign and the admin's secret
+    assert len(store.people()) == 1
+
+
+def test_a_new_tradition_in_its_own_language_round_trips_through_the_app(tmp_path):
+    """The haiku rubric of docs/rubrics.md (six dimensions, English and Japanese; synthetic test material) carried by
+    its release, no rating yet: a Japanese rater's questions come from the file in Japanese, and the app's export
+    builds into a dataset whose human scores are the hand computation, a column per haiku dimension."""
+    data = Path(__file__).parent / "data"
+    rubric = load_rubric(data / "haiku.yaml")
+    assert main(["demo-release", str(tmp_path / "raw"), "--rubric", str(data / "haiku.yaml"), "--poems-file",
+                 str(data / "haiku.jsonl"), "--size", "64", "--quiet"]) == 0
+    raw = tmp_path / "raw"
+    (raw / "ratings.csv").unlink()
+    (raw / "text_labels.csv").unlink(missing_ok=True)
+    poems = read_poems(raw / "poems.jsonl", traditions=("haiku",))
+    write_candidates(choose_distractors(poems), poems, raw / "candidates.jsonl", {"similarity": "test"})
+    first = sorted(load_campaign(raw).images)[0]
+    app, clock = started(raw, tmp_path / "c.sqlite", Plan(overlap=2, priority=(first,)))
+    protocol, store = app.protocol, app.protocol.store
+    hanako, ken = store.invite("hanako", "crowd", "ja", 0.0), store.invite("ken", "expert", "en", 0.0)
+    task = protocol.open(hanako)
+    clock.advance(30)
+    revealed = protocol.choose(hanako, task.ticket, 1)
+    assert [q.name for q in revealed.questions] == [rubric.dimension(k).name["ja"] for k in rubric.keys]
+    keys = [q.key for q in revealed.questions]
+    clock.advance(30)
+    answers = {"hanako": "bbbbbb", "ken": "abdacb"}
+    protocol.rate(hanako, task.ticket, dict(zip(keys, answers["hanako"])))
+    assert rate_one(protocol, clock, ken, answers["ken"]).image_id == first
+    export_release(store, raw)
+    built = build_dataset(raw, tmp_path / "ds", qc=None, progress=False)
+    images = load(built.out, "images", tmp_path / "cache")
+    [row] = [r for split in images for r in images[split] if r["image_id"] == first]
+    assert set(rubric.keys) <= set(row) and "safety" not in row
+    assert {k: row[k] for k in rubric.keys} == pytest.approx(hand_scores(rubric, *answers.values()))
+    assert row["n_ratings"] == 2
