@@ -77,3 +77,17 @@ def judge_options(args: argparse.Namespace) -> dict:
     from ..judging.registry import OPTION_NAMES
 
     return {name: getattr(args, name) for name in OPTION_NAMES if hasattr(args, name)}
+
+
+def what_to_try(args: argparse.Namespace) -> list[str]:
+    """What may make a judge answer in the form asked, from the options a command was given (`tpb score` and
+    `tpb compare`, when no answer of a run could be read)."""
+    served = getattr(args, "backend", None) == "api" or bool(getattr(args, "base_url", None)) or args.evaluator == "api"
+    if served:
+        return ["a model that follows the prompt's instructions (PAE itself, served with its adapter: docs/scoring.md)"]
+    tries = []
+    if args.evaluator == "pae" and not getattr(args, "constrained", False):
+        tries.append("--constrained (decoding held to the answer's JSON form)")
+    if args.evaluator == "pae" and not getattr(args, "adapter", None):
+        tries.append("a PAE adapter (--adapter)")
+    return tries

@@ -23,7 +23,8 @@ from __future__ import annotations
 import io
 import json
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from functools import partial
 from itertools import islice
 from pathlib import Path
@@ -37,9 +38,11 @@ from ..dataset.reading import dataset_identity, dataset_rows
 from ..errors import DataError, Problem, SystematicFailure
 from ..files import local_or_hub
 from .evaluators.base import EvalResult, Evaluator, Prepared, ScoringItem, rgb_item
+from .failures import KEEP, FailedAnswer
 from .results import MODEL_FAILURES, Resume, final_records, read_lines
+from .tasks.scores import readout_fallback
 from ..models import process_state
-from ..poems import Poem, read_poems
+from ..poems import POEM_ID, Poem, read_poems
 from ..dataset.raw_release import IMAGE_EXTENSIONS
 
 DEFAULT_BATCH_SIZE = 8
@@ -109,11 +112,13 @@ def _open_bytes(data: bytes) -> Image.Image:
 
 
 class FolderSource:
-    """Images named by poem: `DIR/<poem_id>.png` or `DIR/<generator>/<poem_id>.png`.
+    """Images named by poem: `DIR/<generator>/<poem_id>.png`, or `DIR/<poem_id>.png` (a flat folder).
 
-    The image_id is the path below DIR without its extension. Every image must name a poem of the file."""
+    The image_id is the path below DIR without its extension (`generator/poem_id`, what the leaderboard ranks); a flat
+    folder's ids are `generator/poem_id` when `generator` says whose images they are, else the poem_id alone
+    (`names_no_generator`). Every image must name a poem of the file."""
 
-    def __init__(self, images: Path | str, poems_file: Path | str):
+    def __init__(self, images: Path | str, poems_file: Path | str, generator: str | None = None):
         root = Path(images)
         self.poems = {p.poem_id: p for p in read_poems(poems_file)}
         files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS
@@ -124,7 +129,16 @@ class FolderSource:
             raise DataError(unknown)
         if not files:
             raise DataError(Problem(str(root), f"no images ({', '.join(IMAGE_EXTENSIONS)})"))
-        self.files = [(str(p.relative_to(root).with_suffix("")), p) for p in files]
+        flat = [p for p in files if p.parent == root]
+        if generator is not None:
+            if not POEM_ID.match(generator):
+                raise ValueError(f"--generator {generator!r}: use letters, digits, '.', '_' and '-' only")
+            if len(flat) != len(files):
+                raise ValueError(f"--generator names the generator of a flat folder (DIR/<poem_id>.png), but {root} "
+                                 "has generator folders (DIR/<generator>/<poem_id>.png): give no --generator")
+        self.names_no_generator = bool(flat) and generator is None
+        prefix = f"{generator}/" if generator else ""
+        self.files = [(prefix + str(p.relative_to(root).with_suffix("")), p) for p in files]
 
     def ids(self) -> list[str]:
         return [image_id for image_id, _ in self.files]
@@ -153,6 +167,8 @@ class ScoreSummary:
     repair_rounds: int = 0  # answers of a served judge that did not parse and got a repair round
     repair_parsed: int = 0  # of those, read from the second answer
     truncated: int = 0  # texts the evaluator's text encoder saw only in part (CLIP's 77 tokens, BLIP's 35, ...)
+    readout_fallbacks: int = 0  # answers asked for the readout that were decoded instead (a server without logprobs)
+    failed_answers: list[FailedAnswer] = field(default_factory=list)  # a sample of this process's unreadable answers
 
     @property
     def main_process(self) -> bool:
@@ -231,8 +247,17 @@ class FailureGuard:
     def stop(self) -> None:
         first = next(r for r in self.held if r.error_kind in MODEL_FAILURES)
         raise SystematicFailure(f"every image of the first {self.failed_batches} batch(es) failed in the model "
-                                f"({first.error}); nothing was written for them. Fix the cause and run again "
-                                "(lower --batch-size or --max-pixels if it is out of memory)")
+                                f"({first.error}); nothing was written for them. {what_to_fix(first.error or '')}")
+
+
+def what_to_fix(error: str) -> str:
+    """The advice that follows from a failure that stopped a run: memory, a server's refusal, or the cause named."""
+    if "out of memory" in error.lower():
+        return "It is out of memory: lower --batch-size or --max-pixels and run again"
+    if re.search(r"\bHTTP 4\d\d\b", error):
+        return ("The server refused every request: its message is above (a --model it does not serve, or an option "
+                "it does not take); fix that and run again")
+    return "Fix the cause and run again"
 
 
 def score_to_jsonl(
@@ -244,7 +269,7 @@ def score_to_jsonl(
     num_workers: int | None = None,
     progress: bool = True,
 ) -> ScoreSummary:
-    """Score every item of `source` not yet in `out`, appending SPEC §6 records as JSON Lines.
+    """Score every item of `source` not yet in `out`, appending result records as JSON Lines (docs/scoring.md).
 
     `batch_size` defaults to 8 (an engine that schedules its own batches, vLLM, takes at least its
     `min_batch_size`); `num_workers` preparing processes default to `default_num_workers`."""
@@ -276,6 +301,7 @@ def score_to_jsonl(
                                      for line in resume.lines))
 
     scored = failed = retryable = prompt_tokens = completion_tokens = repair_rounds = repair_parsed = truncated = 0
+    fallbacks, failed_answers = 0, []
     identity = getattr(source, "identity", lambda: None)()  # what a dataset source says it is; None for others
 
     def with_identity(record: dict) -> dict:
@@ -286,7 +312,7 @@ def score_to_jsonl(
     ) as bar:
         def write(results: list[EvalResult]) -> None:
             nonlocal scored, failed, retryable, prompt_tokens, completion_tokens
-            nonlocal repair_rounds, repair_parsed, truncated
+            nonlocal repair_rounds, repair_parsed, truncated, fallbacks
             append([with_identity(r.to_json()) for r in results])
             scored += len(results)
             failed += sum(r.parse_status == "failed" for r in results)
@@ -296,6 +322,10 @@ def score_to_jsonl(
             repair_rounds += sum(r.repair is not None for r in results)
             repair_parsed += sum(r.repair is not None and r.parse_status != "failed" for r in results)
             truncated += sum(bool(r.evidence and r.evidence.get("text_seen", {}).get("truncated")) for r in results)
+            fallbacks += sum(readout_fallback(r) is not None for r in results)
+            failed_answers.extend(FailedAnswer.of(r.raw_output, r.error, r.usage, r.settings.get("max_new_tokens"))
+                                  for r in results if r.error_kind == "parse")
+            del failed_answers[KEEP:]
 
         seen = 0
         for batch in loader:
@@ -306,14 +336,16 @@ def score_to_jsonl(
     if seen != len(todo):  # a source whose stream and ids disagree must not pass for a finished run
         raise RuntimeError(f"the source gave {seen} of the {len(todo)} items to score; rerun to score the rest")
     local = scored
-    counts = (scored, failed, retryable, prompt_tokens, completion_tokens, repair_rounds, repair_parsed, truncated)
+    counts = (scored, failed, retryable, prompt_tokens, completion_tokens, repair_rounds, repair_parsed, truncated,
+              fallbacks)
     if parts or retry:
         counts = _merge(state, out, order, counts)
-    scored, failed, retryable, prompt_tokens, completion_tokens, repair_rounds, repair_parsed, truncated = counts
+    scored, failed, retryable, prompt_tokens, completion_tokens, repair_rounds, repair_parsed, truncated, fallbacks = \
+        counts
     return ScoreSummary(out=out, total=len(ids), skipped=len(done), scored=scored, failed=failed, retryable=retryable,
                         process_scored=local, process_index=rank, num_processes=world, prompt_tokens=prompt_tokens,
                         completion_tokens=completion_tokens, repair_rounds=repair_rounds, repair_parsed=repair_parsed,
-                        truncated=truncated)
+                        truncated=truncated, readout_fallbacks=fallbacks, failed_answers=failed_answers)
 
 
 def _merge(state, out: Path, order: dict[str, int], counts: tuple[int, ...]) -> tuple[int, ...]:
@@ -342,19 +374,22 @@ def _merge(state, out: Path, order: dict[str, int], counts: tuple[int, ...]) -> 
 
 
 def source_of(dataset: str | Path | None = None, images: Path | str | None = None, poems: Path | str | None = None,
-              config: str = "images", split: str = "test") -> Source:
+              config: str = "images", split: str = "test", generator: str | None = None) -> Source:
     """What to score: a built dataset's split (`dataset`, a folder or Hub id), or a folder of images named by
-    poem (`images` with the `poems` file)."""
+    poem (`images` with the `poems` file; `generator`: whose images a flat folder holds)."""
     if (dataset is None) == (images is None):
         raise ValueError("give --dataset DIR, or --images DIR with --poems FILE")
     if images is not None and poems is None:
         raise ValueError("--images needs --poems FILE")
-    return DatasetSource(dataset, config, split) if dataset is not None else FolderSource(images, poems)
+    if dataset is not None and generator is not None:
+        raise ValueError("--generator applies to --images (a flat folder of one generator's images)")
+    return DatasetSource(dataset, config, split) if dataset is not None else FolderSource(images, poems, generator)
 
 
 def score(evaluator: Evaluator, out: Path | str, dataset: str | Path | None = None, images: Path | str | None = None,
-          poems: Path | str | None = None, config: str = "images", split: str = "test", **kwargs) -> ScoreSummary:
+          poems: Path | str | None = None, config: str = "images", split: str = "test", generator: str | None = None,
+          **kwargs) -> ScoreSummary:
     """Score a dataset's split or a folder of images (see `source_of`) into the JSON Lines file `out`, resuming
     what is already there. Other keyword arguments (batch_size, limit, num_workers, progress) go to
     `score_to_jsonl`."""
-    return score_to_jsonl(evaluator, source_of(dataset, images, poems, config, split), out, **kwargs)
+    return score_to_jsonl(evaluator, source_of(dataset, images, poems, config, split, generator), out, **kwargs)
