@@ -16,6 +16,7 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 import datasets
 from tqdm.auto import tqdm
@@ -24,6 +25,7 @@ from .aggregate import ImageScores, aggregate
 from .dataset_card import render_card
 from ..errors import DataError, Problem
 from ..files import atomic_folder, ensure_free
+from ..poems import Poem
 from .features import POEM_FEATURES, image_features, rating_features
 from .qc import QCConfig, QCResult, run_qc
 from .raw_release import DEFAULT_MAX_IMAGE_PIXELS, Release, read_release
@@ -87,24 +89,25 @@ def image_config(release: Release, generator: str, poem_id: str) -> str:
     return "images"
 
 
-def poem_splits(release: Release) -> dict[str, str]:
-    """Each poem's split: as given in poems.jsonl, else the default split of the Tang poems; Song Ci: test."""
-    tang = [p.poem_id for p in release.poems.values() if p.tradition == "tang"]
-    given = all(p.split is not None for p in release.poems.values())
-    splits = {pid: release.poems[pid].split for pid in tang} if given else default_splits(tang)
+def poem_splits(poems: Mapping[str, Poem]) -> dict[str, str]:
+    """Each poem's split (poems by id, a release's): as given in poems.jsonl, else the default split of the Tang
+    poems; Song Ci: test. `tpb generate --split` picks poems by the same rule."""
+    tang = [p.poem_id for p in poems.values() if p.tradition == "tang"]
+    given = all(p.split is not None for p in poems.values())
+    splits = {pid: poems[pid].split for pid in tang} if given else default_splits(tang)
     problems = [
         Problem("poems.jsonl", f"Song Ci poems form the test-only config song_ci, got split {p.split!r}",
                 field=f"{p.poem_id}.split")
-        for p in release.poems.values() if p.tradition == "song_ci" and p.split not in (None, "test")
+        for p in poems.values() if p.tradition == "song_ci" and p.split not in (None, "test")
     ]
     if problems:
         raise DataError(problems)
-    return {**splits, **{p.poem_id: "test" for p in release.poems.values() if p.tradition == "song_ci"}}
+    return {**splits, **{p.poem_id: "test" for p in poems.values() if p.tradition == "song_ci"}}
 
 
 def _tables(release: Release, scores: dict[str, ImageScores], qc: QCResult) -> dict[str, dict[str, list[dict]]]:
     """Rows of every config and split, in a fixed order (poem, then generator)."""
-    splits = poem_splits(release)
+    splits = poem_splits(release.poems)
     tables: dict[str, dict[str, list[dict]]] = {cfg: defaultdict(list) for cfg in CONFIGS}
     placed: dict[str, tuple[str, str]] = {}
     for image_id in sorted(scores, key=lambda i: (scores[i].poem_id, scores[i].generator)):
