@@ -260,3 +260,28 @@ def test_the_html_fits_1400_px(board):
             assert page.evaluate("document.documentElement.scrollWidth") <= 1400
         finally:
             browser.close()
+
+
+@pytest.mark.slow
+def test_the_commands_tpb_generate_prints_next_make_a_board(tiny_models, tiny_pae, demo_built, demo_raw, tmp_path,
+                                                            capsys):
+    """`tpb generate`'s "Next:" lines, filled in with the rated scores' model and adapter, are accepted by the
+    leaderboard as they stand (they name --model, --adapter and --constrained, which it checks)."""
+    import shlex
+
+    out = tmp_path / "new"
+    assert main(["generate", "--pipeline", str(tiny_models["text-to-image"]), "--poems", str(demo_raw / "poems.jsonl"),
+                 "--out", str(out), "--generator", "tinysd", "--split", "test", "--steps", "1", "--height", "64",
+                 "--width", "64", "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    score, board = [shlex.split(line.strip())[1:] for line in printed.splitlines() if line.startswith("  tpb ")]
+    fill = {"MODEL": str(tiny_models["qwen3-vl"]), "ADAPTER": str(tiny_pae), "DATASET": str(demo_built),
+            "RATED.jsonl": str(tmp_path / "rated.jsonl"), "board": str(tmp_path / "board")}
+    score, board = [[fill.get(word, word) for word in command] for command in (score, board)]
+    assert main([*score, "--quiet"]) == 0
+    options = score[score.index("--evaluator"):score.index("--out")]  # the rated images, scored the same way
+    assert main(["score", "--dataset", str(demo_built), *options, "--out", str(tmp_path / "rated.jsonl"), "--quiet"]) == 0
+    assert main([*board, "--bootstrap", "100"]) == 0
+    numbers = json.loads((tmp_path / "board" / "leaderboard.json").read_text(encoding="utf-8"))
+    assert "tinysd" in {r["generator"] for r in numbers["leaderboard"]}
+    assert set(numbers.get("left_out", {})) <= {"tinysd"}  # at most its Song Ci poems, which the board does not rank

@@ -77,8 +77,10 @@ def run(args: argparse.Namespace) -> None:
     if not summary.main_process:
         return
     retry = (f", {summary.retryable} of them in the model: run again to retry them" if summary.retryable else "")
+    weights = " (random weights, a tiny test model: the scores test the pipeline and measure nothing)" \
+        if evaluator.random_weights else ""
     print(f"{summary.out}: {summary.scored} scored now ({summary.failed} failed{retry}), "
-          f"{summary.skipped} already there, {summary.total} in the source")
+          f"{summary.skipped} already there, {summary.total} in the source{weights}")
     if served:
         from ..judging.backends.served import usage_line
 
@@ -96,10 +98,6 @@ def run(args: argparse.Namespace) -> None:
     if summary.truncated:
         print(f"warning: the text encoder saw only the start of {summary.truncated} of the {summary.scored} poems "
               f"(its token limit): each record's evidence.text_seen says how much")
-    if evaluator.random_weights:
-        from ..stats.agree import RANDOM_WEIGHTS_NOTE
-
-        print(RANDOM_WEIGHTS_NOTE)
     if summary.scored and summary.failed == summary.scored and not summary.retryable:
         from ..judging.failures import every_answer_failed
 
