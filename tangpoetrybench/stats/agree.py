@@ -130,9 +130,9 @@ def rating_table_of(rows: list[dict], rubric: Rubric, image_config: str = "image
 def agree(dataset: str | Path, scores: ResultsFile | Path | str, split: str = "test",
           n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, config: str = "images",
           margin: float = DEFAULT_MARGIN, calibration: Calibration | None = None) -> dict:
-    """SPEC §7 for one evaluator's results (a results file, or its path) on one config and split (`images`: the
-    held-out test poems; `unseen_generator` and `song_ci`: the paper's two generalization tests), beside the same
-    images' noise floor; with a `calibration`, how its intervals fare on these images
+    """The statistics of docs/statistics.md for one evaluator's results (a results file, or its path) on one config
+    and split (`images`: the held-out test poems; `unseen_generator` and `song_ci`: the paper's two generalization
+    tests), beside the same images' noise floor; with a `calibration`, how its intervals fare on these images
     (`calibration.evaluate_records`)."""
     results = ResultsFile.of(scores)
     if not results.pointwise:

@@ -1,4 +1,4 @@
-"""What every evaluator takes and gives (SPEC §6), and the one-call scoring API.
+"""What every evaluator takes and gives (docs/scoring.md), and the one-call scoring API.
 
     >>> from tangpoetrybench.judging.evaluators import load_evaluator
     >>> pae = load_evaluator("pae", model="Qwen/Qwen3-VL-8B-Instruct", adapter="path/to/adapter")
