@@ -176,7 +176,8 @@ def test_all_three_steps_with_the_poem_graph_asked_once(server, tmp_path):
     assert all(s["cached"] for k, s in again[0].extra["steps"].items() if k != "judgment")
     assert len(list((tmp_path / "poem").iterdir())) == 1 and len(list((tmp_path / "image").iterdir())) == 4
     sent = next(r["body"] for r in proxy.requests if step_of(r["body"]) == "poem_graph")
-    assert sent["response_format"]["value"] == SCHEMAS["poem_graph"]  # the step's schema as the response format
+    assert sent["response_format"]["json_schema"]["schema"] == SCHEMAS["poem_graph"]  # the step's schema, as the
+    # response format
     assert judge.settings()["prompt_version"] == prompts()["version"]
 
 
