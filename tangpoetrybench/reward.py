@@ -35,6 +35,7 @@ from .rubric import Rubric, rubric_for_tradition
 from .stats.agree import RANDOM_WEIGHTS_NOTE
 
 logger = logging.getLogger(__name__)
+SLACK = 1e-5  # a float image may overshoot [0, 1] by rounding (a VAE's decode): that much is clipped, not refused
 
 
 @dataclass
@@ -98,7 +99,7 @@ def check_images(images: Any) -> None:
             raise ValueError(f"image {i} holds {int((~finite).sum())} values that are NaN or infinite: the reward "
                              "takes finite values in [0, 1]")
         low, high = float(tensor.min()), float(tensor.max())
-        if low < 0 or high > 1:
+        if low < -SLACK or high > 1 + SLACK:
             raise ValueError(f"image {i} has values in [{low:.3g}, {high:.3g}]: the reward takes floats in [0, 1] "
                              "(for a sampler's [-1, 1] output, give (images + 1) / 2)")
 
@@ -116,7 +117,7 @@ def _pil(array: torch.Tensor | np.ndarray) -> Image.Image:
     """One checked image as PIL: a tensor (C, H, W) or an array (H, W, C), floats in [0, 1] or uint8."""
     tensor = array.detach().cpu().permute(1, 2, 0) if isinstance(array, torch.Tensor) else torch.as_tensor(array)
     if tensor.is_floating_point():
-        tensor = (tensor.float() * 255).round()
+        tensor = (tensor.float().clamp(0, 1) * 255).round()
     return Image.fromarray(tensor.to(torch.uint8).numpy())
 
 

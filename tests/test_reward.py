@@ -58,6 +58,7 @@ def test_images_as_trainers_hold_them():
     assert as_images(np.zeros((1, 4, 4, 3), dtype=np.uint8))[0].size == (4, 4)
     assert as_images(torch.full((1, 3, 2, 2), 255, dtype=torch.uint8))[0].getpixel((0, 0)) == (255, 255, 255)
     assert as_images(np.full((1, 2, 2, 3), 0.5))[0].getpixel((1, 1)) == (128, 128, 128)
+    assert as_images(torch.full((1, 3, 2, 2), 1 + 1e-7))[0].getpixel((0, 0)) == (255, 255, 255)  # rounding: clipped
 
 
 def test_images_a_reward_cannot_read_are_refused_with_one_sentence():
