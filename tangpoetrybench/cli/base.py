@@ -84,7 +84,8 @@ def what_to_try(args: argparse.Namespace) -> list[str]:
     `tpb compare`, when no answer of a run could be read)."""
     served = getattr(args, "backend", None) == "api" or bool(getattr(args, "base_url", None)) or args.evaluator == "api"
     if served:
-        return ["a model that follows the prompt's instructions (PAE itself, served with its adapter: docs/scoring.md)"]
+        return ["a model that follows the prompt's instructions (for PAE's question, PAE itself served with its "
+                "adapter: docs/scoring.md)"]
     tries = []
     if args.evaluator == "pae" and not getattr(args, "constrained", False):
         tries.append("--constrained (decoding held to the answer's JSON form)")
