@@ -1,4 +1,5 @@
-"""How long the SPEC §7 statistics with their bootstrap take: 320 poems × 4 images, 10,000 resamples.
+"""How long the agreement statistics (docs/statistics.md) and their bootstrap take: 320 poems × 4 images, 10,000
+resamples.
 
     python benchmarks/agreement_speed.py [--poems 320] [--bootstrap 10000]
 

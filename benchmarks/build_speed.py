@@ -4,7 +4,7 @@
     python benchmarks/build_speed.py --poems-file my_poems.jsonl --size 1024
 
 Makes a synthetic release (the 320 poems of Three Hundred Tang Poems from ../shared, converted, or any
-SPEC poems file), then times `build_dataset` and a cold and a warm `load_dataset(OUT, "images")`, each
+poems file), then times `build_dataset` and a cold and a warm `load_dataset(OUT, "images")`, each
 with a fresh cache. Targets (issue 2): build < 60 s and load < 5 s on the 2-core development machine.
 """
 
@@ -37,7 +37,7 @@ class Args:
 
 def parse_args() -> Args:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--poems-file", type=Path, help="a SPEC poems file (default: the 320 Tang poems in ../shared)")
+    p.add_argument("--poems-file", type=Path, help="a poems file (default: the 320 Tang poems in ../shared)")
     p.add_argument("--size", type=int, default=512, help="image side in pixels")
     p.add_argument("--workdir", type=Path, help="where to write the release and dataset (default: a temp dir)")
     p.add_argument("--out", type=Path, help="write the figures as JSON here")

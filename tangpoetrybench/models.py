@@ -7,8 +7,11 @@ made with them says so.
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import math
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,16 @@ from .files import local_or_hub
 
 DEFAULT_MAX_PIXELS = 1024 * 1024
 RANDOM_WEIGHTS_FLAG = "tpb_random_weights"
+MAX_ASPECT_RATIO = 200  # the Qwen-VL image processors refuse a longer side over 200 times the shorter one
+
+# What libraries say on every run that is no trouble of the user's, each matched by its exact words: said by a
+# library's import or call about that library's own code. Everything else is shown.
+EXPECTED_WARNINGS = (
+    (r"`torch\.jit\.script` is deprecated", FutureWarning),  # a library's import, about its own code
+    (r"`is_gradient_checkpointing` is deprecated", FutureWarning),  # peft asks transformers for the old name
+)
+BNB_CPU_KERNEL = "gemm_4bit_forward"  # bitsandbytes' import asks for a CPU kernel only --quantize 4bit would use
+logger = logging.getLogger(__name__)
 
 
 def process_state():
@@ -31,6 +44,21 @@ def process_state():
     except ImportError:
         return None
     return PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU") or not torch.cuda.is_available())
+
+
+def _not_bnb_kernel(record: logging.LogRecord) -> bool:
+    return BNB_CPU_KERNEL not in record.getMessage()
+
+
+def quiet_expected_noise() -> None:
+    """Silence `EXPECTED_WARNINGS` and bitsandbytes' word on its CPU 4-bit kernel, which its import says to every
+    command (`--quantize 4bit` on the CPU says it again, in `quantization_config`, where it matters). Call it before
+    those libraries are imported: the command line does, and so do the training scripts."""
+    for message, category in EXPECTED_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=category)
+    bnb = logging.getLogger("bitsandbytes.backends.cpu.ops")
+    if _not_bnb_kernel not in bnb.filters:
+        bnb.addFilter(_not_bnb_kernel)
 
 
 def quiet_progress() -> None:
@@ -77,6 +105,16 @@ def fitted_size(size: tuple[int, int], max_pixels: int) -> tuple[int, int]:
         return w, h
     scale = math.sqrt(max_pixels / (w * h))
     return max(1, int(w * scale)), max(1, int(h * scale))
+
+
+def image_refusal(size: tuple[int, int]) -> str | None:
+    """Why the Qwen-VL image processors would refuse an image of this size (as sent, after `fit_pixels`), or None:
+    a served judge is not asked what its processor cannot take (it would answer HTTP 500, retried in vain)."""
+    w, h = size
+    if max(w, h) > MAX_ASPECT_RATIO * min(w, h):
+        return (f"the image is {w}×{h}: its longer side is over {MAX_ASPECT_RATIO} times the shorter one, which the "
+                "Qwen-VL image processors refuse")
+    return None
 
 
 def fit_pixels(image: Image.Image, max_pixels: int) -> Image.Image:
@@ -133,6 +171,9 @@ def quantization_config(quantize: str, device: torch.device):
     if device.type == "cpu" and Version(bitsandbytes.__version__) < Version("0.48"):
         raise ValueError(f"--quantize {quantize} on the CPU needs bitsandbytes 0.48 or later (this is "
                          f"{bitsandbytes.__version__}): pip install -U bitsandbytes")
+    if device.type == "cpu" and quantize == "4bit" and importlib.util.find_spec("kernels") is None:
+        logger.warning("--quantize 4bit on the CPU: bitsandbytes' fast 4-bit kernel needs `pip install kernels` "
+                       "(0.11.1 or later); without it, 4-bit runs on its slower path")
     from transformers import BitsAndBytesConfig
 
     if quantize == "8bit":

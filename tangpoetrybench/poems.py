@@ -1,4 +1,5 @@
-"""Poems: the SPEC record, reading and checking a poems file, and converting the chinese-poetry corpus.
+"""Poems: the poem record (docs/dataset.md), reading and checking a poems file, and converting the chinese-poetry
+corpus.
 
 A poems file is JSON Lines, one poem a line:
 `{"poem_id", "title", "author", "text" (lines joined by "\\n"), "tradition" (a tradition with a rubric: "tang",

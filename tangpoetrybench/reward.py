@@ -15,11 +15,12 @@ for the dimensions a generator can game).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -30,7 +31,14 @@ from .files import DEFAULT_MAX_IMAGE_PIXELS, open_image
 from .judging.calibrated import Calibrated, interval_info, load_calibration
 from .judging.evaluators import load_evaluator
 from .judging.evaluators.base import EvalResult, Evaluator, as_poem
+from .judging.results import weights_word
+from .judging.tasks.scores import readout_fallback
 from .poems import Poem
+from .rubric import Rubric, rubric_for_tradition
+from .stats.agree import RANDOM_WEIGHTS_NOTE
+
+logger = logging.getLogger(__name__)
+SLACK = 1e-5  # a float image may overshoot [0, 1] by rounding (a VAE's decode): that much is clipped, not refused
 
 
 @dataclass
@@ -44,6 +52,16 @@ class Scalar:
     confidence_weighted: bool = False
     gates: Mapping[str, float] = field(default_factory=dict)
     missing: float = 0.0
+
+    def check(self, rubric: Rubric) -> None:
+        """Refuse weights or gates that name no dimension of `rubric`: a misspelt key would otherwise weigh nothing
+        and gate nothing, and every image would get the same reward."""
+        for what, keys in (("weights", self.weights or {}), ("gates", self.gates)):
+            unknown = [k for k in keys if k not in rubric.keys]
+            if unknown:
+                raise ValueError(f"Scalar {what}: {', '.join(map(repr, unknown))} "
+                                 f"{'is not a dimension' if len(unknown) == 1 else 'are not dimensions'} of the "
+                                 f"{rubric.name} rubric; its dimensions are {', '.join(rubric.keys)}")
 
     def __call__(self, result: EvalResult) -> float:
         scores = result.scores
@@ -61,18 +79,43 @@ class Scalar:
         return sum(w * s for w, s in pairs) / total if total > 0 else self.missing
 
 
+def check_images(images: Any) -> None:
+    """Refuse, each with one sentence, what `as_images` cannot turn into the pictures a generator meant: a tensor or
+    array with a channel count other than 3, values that are not finite (NaN, infinity), floats outside [0, 1] (a
+    [-1, 1] sampler output: give `(images + 1) / 2`). PIL images carry their own mode and pass."""
+    if isinstance(images, (torch.Tensor, np.ndarray)) and images.ndim != 4:
+        layout = "(N, C, H, W)" if isinstance(images, torch.Tensor) else "(N, H, W, C)"
+        raise ValueError(f"the images are one {type(images).__name__} of shape {tuple(images.shape)}: give them as "
+                         f"{layout}")
+    for i, image in enumerate(images):
+        if isinstance(image, (Image.Image, str, bytes, os.PathLike)):  # a file: checked when it is opened
+            continue
+        channels_first = isinstance(image, torch.Tensor)
+        tensor = image.detach() if channels_first else torch.as_tensor(np.asarray(image))
+        if tensor.ndim != 3 or tensor.shape[0 if channels_first else -1] != 3:
+            raise ValueError(f"image {i} has shape {tuple(tensor.shape)}: the reward takes RGB images, 3 channels "
+                             f"({'C, H, W' if channels_first else 'H, W, C'})")
+        if not tensor.is_floating_point():
+            continue
+        finite = torch.isfinite(tensor)
+        if not finite.all():
+            raise ValueError(f"image {i} holds {int((~finite).sum())} values that are NaN or infinite: the reward "
+                             "takes finite values in [0, 1]")
+        low, high = float(tensor.min()), float(tensor.max())
+        if low < -SLACK or high > 1 + SLACK:
+            raise ValueError(f"image {i} has values in [{low:.3g}, {high:.3g}]: the reward takes floats in [0, 1] "
+                             "(for a sampler's [-1, 1] output, give (images + 1) / 2)")
+
+
 def as_images(images: Any, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> list[Image.Image]:
     """PIL images from what a trainer holds: PIL images, image files (paths or their bytes), a float tensor
-    (N, C, H, W) in [0, 1] (Flow-GRPO's), or uint8 arrays (N, H, W, C). Each passes `files.open_image`: one over
-    `max_pixels` (checked before a file is decoded) is refused, naming its place in the batch."""
-    if isinstance(images, torch.Tensor):
-        arrays = (images.detach().float().clamp(0, 1) * 255).round().to(torch.uint8).permute(0, 2, 3, 1).cpu().numpy()
-        found = [Image.fromarray(a) for a in arrays]
-    elif isinstance(images, np.ndarray):
-        found = [Image.fromarray(a) for a in images]
-    else:
-        found = [im if isinstance(im, (Image.Image, str, bytes, os.PathLike)) else Image.fromarray(np.asarray(im))
-                 for im in images]
+    (N, C, H, W) in [0, 1] (Flow-GRPO's) or a uint8 one, or arrays (N, H, W, C), uint8 or floats in [0, 1] — checked
+    first (`check_images`). Each passes `files.open_image`: one over `max_pixels` (checked before a file is decoded)
+    is refused, naming its place in the batch."""
+    check_images(images)
+    if isinstance(images, (torch.Tensor, np.ndarray)):
+        images = list(images)
+    found = [im if isinstance(im, (Image.Image, str, bytes, os.PathLike)) else _pil(im) for im in images]
     out = []
     for i, image in enumerate(found):
         try:
@@ -82,22 +125,64 @@ def as_images(images: Any, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> list[I
     return out
 
 
+def _pil(array: torch.Tensor | np.ndarray) -> Image.Image:
+    """One checked image as PIL: a tensor (C, H, W) or an array (H, W, C), floats in [0, 1] or uint8."""
+    tensor = array.detach().cpu().permute(1, 2, 0) if isinstance(array, torch.Tensor) else torch.as_tensor(array)
+    if tensor.is_floating_point():
+        tensor = (tensor.float().clamp(0, 1) * 255).round()
+    return Image.fromarray(tensor.to(torch.uint8).numpy())
+
+
+def as_poems(poems: Mapping[str, Poem] | Iterable[Poem | Mapping]) -> dict[str, Poem]:
+    """The poems a reward knows, by id: `Poem`s, rows with a poem's fields (those of `load_dataset(..., "poems")`),
+    a `datasets.Dataset` of them, or a `DatasetDict` (every split)."""
+    if isinstance(poems, Mapping) and all(isinstance(p, Poem) for p in poems.values()):
+        return dict(poems)
+    rows = [row for split in poems.values() for row in split] if isinstance(poems, Mapping) else list(poems)
+    known = {}
+    for i, row in enumerate(rows):
+        if not isinstance(row, Poem) and not (isinstance(row, Mapping) and row.get("poem_id") and row.get("text")):
+            raise ValueError(f"poems[{i}] is not a poem: give Poems, or rows with poem_id, title, author, text and "
+                             "tradition (a dataset's poems config)")
+        poem = as_poem(row, i)
+        known[poem.poem_id] = poem
+    return known
+
+
 class PAEReward:
     """The reward callable (built by `load_reward`)."""
 
-    def __init__(self, evaluator: Evaluator, poems: Mapping[str, Poem] | Sequence[Poem] = (),
+    def __init__(self, evaluator: Evaluator, poems: Mapping[str, Poem] | Iterable[Poem | Mapping] = (),
                  scalar: Scalar | None = None, batch_size: int = 16, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS):
         self.evaluator = evaluator
-        self.poems = dict(poems) if isinstance(poems, Mapping) else {p.poem_id: p for p in poems}
+        self.poems = as_poems(poems)
         self.scalar = scalar or Scalar()
         self.batch_size = batch_size
         self.max_image_pixels = max_image_pixels
+        self.checked: set[str] = set()  # the rubrics (by fingerprint) the scalar was checked against
+        self.told: set[str] = set()  # what was said once: the random-weights note, the readout's fallback
+        if getattr(evaluator, "rubric", None) is not None:
+            self.check_scalar(evaluator.rubric)
+
+    def check_scalar(self, rubric: Rubric) -> None:
+        if rubric.fingerprint not in self.checked:
+            self.scalar.check(rubric)
+            self.checked.add(rubric.fingerprint)
+
+    def tell_once(self, what: str, message: str) -> None:
+        if what not in self.told:
+            self.told.add(what)
+            logger.warning(message)
 
     def poem(self, prompt: Any, meta: Mapping[str, Any] | None, index: int) -> Poem:
         """The poem an image illustrates: metadata's `poem` or `poem_id`, else the prompt itself (a poem, a mapping
         with its text, or a poem id of the poems this reward was given)."""
         meta = meta or {}
-        for candidate in (meta.get("poem"), meta.get("poem_id"), prompt):
+        poem_id = meta.get("poem_id")
+        if meta.get("poem") is None and poem_id is not None and poem_id not in self.poems:
+            raise ValueError(f"image {index}: its metadata poem_id {poem_id!r} is not one of the {len(self.poems)} "
+                             "poems this reward knows (give the poems with poems=..., e.g. the dataset's poems config)")
+        for candidate in (meta.get("poem"), poem_id, prompt):
             if isinstance(candidate, (Poem, Mapping)):
                 return as_poem(candidate, index)
             if isinstance(candidate, str) and candidate in self.poems:
@@ -111,14 +196,28 @@ class PAEReward:
             raise ValueError(f"{len(images)} images but {len(prompts)} prompts")
         metadata = metadata if metadata is not None else [None] * len(images)
         poems = [self.poem(p, m, i) for i, (p, m) in enumerate(zip(prompts, metadata))]
+        if getattr(self.evaluator, "rubric", None) is None:  # each poem's tradition picks its rubric
+            for poem in poems:
+                self.check_scalar(rubric_for_tradition(poem.tradition))
         return self.evaluator(images, poems, batch_size=self.batch_size)
 
     def __call__(self, images: Any, prompts: Sequence[Any], metadata: Sequence[Mapping] | None = None
                  ) -> tuple[np.ndarray, dict[str, Any]]:
         """Flow-GRPO's reward signature: (scores, info). `info` has per-dimension score and confidence vectors (NaN
-        where a dimension does not apply or no confidence is known), quality, its confidence and sd, and each
-        image's parse status."""
+        where a dimension does not apply or no confidence is known), quality, its confidence and sd, each image's
+        parse status, whether a random-weight test model judged (`random_weights`: True, False, or "unknown" for a
+        served model) and, per image, why an answer asked for the readout was decoded instead (`readout_fallback`,
+        None where it was not). The random-weights note and a fallback are also said once, as a warning."""
         results = self.results(images, prompts, metadata)
+        fallbacks = [readout_fallback(r) for r in results]
+        weights = weights_word(getattr(self.evaluator, "random_weights", False))
+        if weights is True:
+            self.tell_once("random_weights", RANDOM_WEIGHTS_NOTE)
+        if any(fallbacks):
+            why = next(f for f in fallbacks if f)
+            self.tell_once("readout", f"the readout fell back to decoding for {sum(map(bool, fallbacks))} of "
+                                      f"{len(results)} images ({why}): their scores have no confidences; "
+                                      "info['readout_fallback'] says which (said once)")
         keys = list(dict.fromkeys(k for r in results for k in r.scores))
         nan = math.nan
 
@@ -133,7 +232,8 @@ class PAEReward:
                 "quality": vector(r.quality for r in results),
                 "quality_confidence": vector((r.readout or {}).get("quality_confidence") for r in results),
                 "quality_sd": vector((r.readout or {}).get("quality_sd") for r in results),
-                "status": [r.parse_status for r in results], **interval_info(results)}
+                "status": [r.parse_status for r in results], "random_weights": weights,
+                "readout_fallback": fallbacks, **interval_info(results)}
         return np.array([self.scalar(r) for r in results], dtype=np.float64), info
 
     def trl(self, prompts: Sequence[Any] | None = None, completions: Any = None, **kwargs) -> list[float]:
@@ -147,14 +247,15 @@ class PAEReward:
 
 
 def load_reward(model: str | None = None, adapter: str | None = None, *, base_url: str | None = None,
-                poems: Mapping[str, Poem] | Sequence[Poem] = (), scalar: Scalar | None = None,
+                poems: Mapping[str, Poem] | Iterable[Poem | Mapping] = (), scalar: Scalar | None = None,
                 readout: str = "expected", batch_size: int = 16, calibration: str | Path | None = None,
                 max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, **kwargs) -> PAEReward:
     """The reward, its judge loaded once. Without `base_url`: a local PAE (`model`, `adapter`, and `device`,
     `quantize`, `max_pixels`, `rubric` in kwargs). With `base_url`: the served judge (`model` is the name the server
-    knows; `api_key_env`, `concurrency`, ... in kwargs), its readout from the server's logprobs. `calibration` (a
-    `tpb calibrate` file for this judge as set up here) adds each image's intervals to `info` (docs/calibration.md).
-    Images over `max_image_pixels` are refused (`as_images`)."""
+    knows; `api_key_env`, `concurrency`, ... in kwargs), its readout from the server's logprobs. `poems`: what
+    metadata's `poem_id` names (`as_poems`); `scalar`: how a result becomes the reward, checked against the rubric.
+    `calibration` (a `tpb calibrate` file for this judge as set up here) adds each image's intervals to `info`
+    (docs/calibration.md). Images over `max_image_pixels` are refused (`as_images`)."""
     if base_url:
         evaluator = load_evaluator("api", model=model, base_url=base_url, readout=readout, **kwargs)
     else:

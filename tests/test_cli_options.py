@@ -65,3 +65,21 @@ def test_report_and_leaderboard_gather_every_scores_file():
                                          "blip.jsonl", "clip.jsonl"])
         assert [str(p) for p in args.scores] == ["pae.jsonl", "blip.jsonl", "clip.jsonl"]
     assert make_parser().parse_args(["report", "--dataset", "d", "--out", "o"]).scores is None
+
+
+@pytest.mark.parametrize("argv, code", [([], 2), (["help"], 0)])
+def test_tpb_alone_and_tpb_help_list_the_commands_in_pipeline_order(argv, code, capsys):
+    """A newcomer's first `tpb`: every command with its one-line purpose, in the order the pipeline runs them, and
+    the one to try first; not argparse's "the following arguments are required: COMMAND"."""
+    from tangpoetrybench.cli import COMMANDS, FIRST, command_module, main
+
+    assert main(argv) == code
+    printed = capsys.readouterr()
+    assert "arguments are required" not in printed.out + printed.err
+    listed = printed.out.split("commands, in the order the pipeline runs them:\n")[1].split("\n\n")[0]
+    rows = [line for line in listed.splitlines() if not line.startswith("   ")]
+    assert [row.split()[0] for row in rows] == list(COMMANDS)
+    for name in COMMANDS:
+        words = " ".join(printed.out.split())  # each purpose, wrapped under itself
+        assert f"{name} {' '.join(command_module(name).SUMMARY.split())}" in words, name
+    assert f"try first: {FIRST}" in printed.out and max(map(len, printed.out.splitlines())) <= 120

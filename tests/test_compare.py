@@ -228,3 +228,49 @@ def test_a_pairwise_answer_saved_by_the_repair_round_keeps_its_winner(server, de
     for order in row["orders"]:
         assert order["status"] == "repaired" and order["winner"] == "B", order
         assert order["reason"] == "the moon is there" and order["raw"] == "Both are lovely, in their ways."
+
+
+@pytest.mark.slow
+def test_tpb_compare_warns_as_tpb_score_does_and_cannot_vouch_for_a_served_model(server, demo_built, tmp_path,
+                                                                                  capsys):  # noqa: F811
+    """Every answer of the tiny served model is noise: the warning says what the answers looked like, the position
+    bias is not claimed from none, and the records say `random_weights: "unknown"` (nobody can vouch for a served
+    model's weights), with the server that answered."""
+    from tangpoetrybench.cli import main
+
+    out = tmp_path / "pairs.jsonl"
+    assert main(["compare", "--dataset", str(demo_built), "--evaluator", "api", "--model", server["model"],
+                 "--base-url", server["url"] + "/v1", "--max-new-tokens", "8", "--limit", "1", "--repair", "0",
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert "(1 without a verdict)" in printed.out and "position bias: not measured" in printed.out
+    assert "0 of 0 answers" not in printed.out
+    assert f"WARNING: all 2 answers of this run failed (see their `error` in {out}): none of them holds a JSON " \
+           "object" in printed.err
+    [row] = [line.record for line in read_lines(out)]
+    assert row["random_weights"] == "unknown"
+    assert {o["extra"]["server"] for o in row["orders"]} == {server["url"] + "/v1"}
+
+
+def test_a_folder_of_ones_own_images_is_compared_without_a_dataset(tiny_models, demo_raw, tmp_path, capsys):
+    """`tpb compare --images DIR --poems FILE`: every pair of two generators' images of one poem, no dataset."""
+    from tangpoetrybench.cli import main
+    from tangpoetrybench.judging.pairwise import folder_pairs
+
+    folder = tmp_path / "mine"
+    files = {g: {p.stem: p for p in (demo_raw / "images" / g).iterdir()} for g in ("painter_a", "painter_b")}
+    for generator, images in files.items():
+        (folder / generator).mkdir(parents=True)
+        for stem in sorted(set(files["painter_a"]) & set(files["painter_b"]))[:2]:
+            (folder / generator / images[stem].name).write_bytes(images[stem].read_bytes())
+    pairs, load = folder_pairs(folder, demo_raw / "poems.jsonl")
+    assert [(p.x, p.y) for p in pairs] == [(f"painter_a/{p.poem.poem_id}", f"painter_b/{p.poem.poem_id}") for p in pairs]
+    assert len(pairs) == 2 and load(pairs[0].x).mode == "RGB"
+    out = tmp_path / "pairs.jsonl"
+    assert main(["compare", "--images", str(folder), "--poems", str(demo_raw / "poems.jsonl"), "--evaluator", "pae",
+                 "--model", str(tiny_models["qwen3-vl"]), "--constrained", "--out", str(out)]) == 0
+    rows = [line.record for line in read_lines(out)]
+    assert [r["pair_id"] for r in rows] == [p.pair_id for p in pairs] and all(r["verdict"] for r in rows)
+    assert rows[0]["random_weights"] is True
+    assert main(["compare", "--images", str(folder), "--evaluator", "pae", "--out", str(out)]) == 2
+    assert "give --dataset DIR, or --images DIR with --poems FILE" in capsys.readouterr().err

@@ -28,14 +28,35 @@ def test_generate_under_quiet_warns_of_clip_truncation_once(tiny_models, tmp_pat
 
 
 def test_a_run_whose_every_answer_failed_says_what_to_try(tiny_models, demo_built, tmp_path, capfd):
-    """The zero-shot tiny model, unconstrained and cut to 4 tokens, answers nothing that parses."""
+    """The zero-shot tiny model, unconstrained and cut to 4 tokens, answers noise with no JSON in it: the advice
+    follows from that (not a longer answer, which would not read either)."""
     out = tmp_path / "s.jsonl"
     assert main(["score", "--dataset", str(demo_built), "--evaluator", "pae", "--model", str(tiny_models["qwen3-vl"]),
                  "--max-new-tokens", "4", "--limit", "2", "--out", str(out), "--quiet"]) == 0
     err = capfd.readouterr().err
-    assert f"WARNING: all 2 answers of this run failed (see their `error` in {out})" in err
-    assert "--constrained" in err and "--adapter" in err and "--max-new-tokens" in err
+    assert f"WARNING: all 2 answers of this run failed (see their `error` in {out}): none of them holds a JSON " \
+           "object (e.g. '" in err
+    assert "a longer answer would not read either. Try --constrained" in err and "--adapter" in err
+    assert "A random-weight test model answers noise" in err and "--max-new-tokens" not in err
     assert "Loading weights" not in err
+
+
+def test_the_advice_follows_from_what_the_failed_answers_looked_like():
+    from tangpoetrybench.judging.failures import FailedAnswer, every_answer_failed
+
+    cut = [FailedAnswer.of('{"safety": 1.0, "technical_qua', "the answer was cut off: 1 of 10 keys", {"completion_tokens": 8},
+                           8)] * 3
+    assert every_answer_failed(3, cut, "s.jsonl", ["--constrained"]).endswith(
+        ": 3 of the 3 looked at stopped at the length limit in the middle of the answer (e.g. '{\"safety\": 1.0, "
+        '"technical_qua\'). Give a larger --max-new-tokens.')
+    noise = [FailedAnswer.of("有恨无人省 Judge", "no JSON object", {"completion_tokens": 8}, 8)]
+    assert "none of them holds a JSON object (e.g. '有恨无人省 Judge')" in every_answer_failed(1, noise, "s", ["X"])
+    assert FailedAnswer.of(["first", "repair"], None, None, None).text == "first"  # a pair order's raw answers
+    other = [FailedAnswer.of('{"quality": "high"}', "no key matches a rubric dimension", {"completion_tokens": 9}, 256)]
+    assert ("they hold JSON, but not in the answer's form (e.g. '{\"quality\": \"high\"}': no key matches a rubric "
+            "dimension). Try a model.") in every_answer_failed(1, other, "s", ["a model"])
+    empty = [FailedAnswer.of("", "empty answer", {"completion_tokens": 0}, 256)] * 2
+    assert "every answer was empty, so the model stopped at once" in every_answer_failed(2, empty, "s")
 
 
 def test_wording_and_zero_width_intervals(demo_built, tmp_path, capsys):

@@ -191,3 +191,40 @@ def test_throughput_benchmark_smoke_and_full_size_architecture(tmp_path):
     counts = {n: sum(p.numel() for p in getattr(pipe, n).parameters()) for n in ("unet", "vae", "text_encoder",
                                                                                  "text_encoder_2")}
     assert counts == {"unet": 2567463684, "vae": 83653863, "text_encoder": 123060480, "text_encoder_2": 694659840}
+
+
+def test_only_a_splits_poems_and_the_first_n(pipeline, demo_raw, tmp_path, capsys):
+    """`--split test` illustrates the poems the leaderboard compares on (the split `tpb build` gives the same poems),
+    `--limit` the first N of them; OUT/poems.jsonl keeps every poem, and the summary says how many were left out."""
+    from tangpoetrybench.dataset.builder import poem_splits
+    from tangpoetrybench.generation.diffusers_generate import chosen_poems
+    from tangpoetrybench.poems import read_poems
+
+    poems = read_poems(demo_raw / "poems.jsonl")
+    splits = poem_splits({p.poem_id: p for p in poems})
+    test = [p for p in poems if splits[p.poem_id] == "test"]
+    assert chosen_poems(poems, "test") == test and chosen_poems(poems, "test", 2) == test[:2]
+    with pytest.raises(ValueError, match="--split 'dev': one of train, validation, test"):
+        chosen_poems(poems, "dev")
+    out = tmp_path / "new"
+    assert main(["generate", "--pipeline", pipeline, "--poems", str(demo_raw / "poems.jsonl"), "--out", str(out),
+                 "--generator", "tiny", "--split", "test", "--limit", "2", "--steps", "1", "--height", "64",
+                 "--width", "64", "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert sorted(p.stem for p in (out / "images" / "tiny").iterdir()) == sorted(p.poem_id for p in test[:2])
+    assert len(read_poems(out / "poems.jsonl")) == len(poems)
+    assert f"2 poems, {len(poems) - 2} left out (not the test split and the first 2)." in printed
+    assert (f"  tpb score --images {out}/images --poems {out}/poems.jsonl --evaluator pae --model MODEL --adapter "
+            f"ADAPTER --constrained --out {out}/scores.jsonl") in printed
+
+
+def test_without_diffusers_it_says_what_to_install(poems_file, tmp_path):
+    """As `tpb tiny-models` does: the extra to install, not `No module named 'diffusers'`."""
+    code = ("import sys; sys.modules['diffusers'] = None\n"  # an environment without diffusers
+            "from tangpoetrybench.cli import main\n"
+            f"sys.exit(main(['generate', '--pipeline', 'ORG/NAME', '--poems', {str(poems_file)!r}, '--out', "
+            f"{str(tmp_path / 'out')!r}, '--generator', 'g']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.strip() == (
+        'error: tpb generate needs diffusers: pip install -e ".[generate]" (or pip install "tangpoetrybench[generate]")')
+    assert not (tmp_path / "out").exists()

@@ -4,8 +4,10 @@ lmms-eval in an environment of its own and runs it for real, offline, with the t
 tiny judge, then checks that `tpb generate` + `tpb score` + `tpb leaderboard` give the same images and numbers.
 Random weights: these check plumbing, never quality. The dataset is the SYNTHETIC demo release."""
 
+import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -79,24 +81,48 @@ def test_docs_judge_and_metrics(demo_built, tiny_models, tmp_path):
 # --- lmms-eval for real (slow: an environment of its own) ----------------------------------------------------
 
 def lmms_env() -> Path:
-    """${TMPDIR:-/tmp}/tpb-lmms-env with lmms-eval and this checkout, reused when it already has them (it sees the
-    system's torch: lmms-eval pins no torch build, and a second CUDA torch would be gigabytes); skips when it
-    cannot be built (no network)."""
-    env = Path(os.environ.get("TMPDIR", "/tmp")) / "tpb-lmms-env"
+    """An environment of its own with lmms-eval, which sees the running environment's packages (this project's
+    dependencies, diffusers, torch: lmms-eval pins no torch build, and a second CUDA torch would be gigabytes)
+    through a `.pth` file naming the running environment's site-packages. (`venv --system-site-packages` would see
+    the base interpreter's only, which lack them where the project was installed in a venv, as the README does.)
+    Built once per running environment in ${TMPDIR:-/tmp}/tpb-lmms-env-HASH and reused while it imports what the
+    run needs; skips when it cannot be built (no network)."""
+    running = [p for p in dict.fromkeys(sys.path) if p.endswith("site-packages") and Path(p).is_dir()]
+    key = hashlib.sha256("\n".join(running).encode()).hexdigest()[:8]
+    env = Path(os.environ.get("TMPDIR", "/tmp")) / f"tpb-lmms-env-{key}"
     python = env / "bin" / "python"
-    probe = [str(python), "-c", "import lmms_eval, filelock._api; from importlib.metadata import entry_points; "
-             "assert entry_points(group='lmms_eval.models', name='tpb_diffusers')"]
+    probe = [str(python), "-c", "import lmms_eval, diffusers, tangpoetrybench, filelock._api; from importlib.metadata "
+             "import entry_points; assert entry_points(group='lmms_eval.models', name='tpb_diffusers')"]
     if python.is_file() and subprocess.run(probe, capture_output=True).returncode == 0:
         return env
     shutil.rmtree(env, ignore_errors=True)
-    made = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(env)], capture_output=True)
+    made = subprocess.run([sys.executable, "-m", "venv", str(env)], capture_output=True, text=True)
     if made.returncode == 0:
+        [own] = (env / "lib").glob("python*/site-packages")
+        (own / "tpb-running-environment.pth").write_text("".join(p + "\n" for p in running), encoding="utf-8")
         made = subprocess.run([str(python), "-m", "pip", "install", "-q", LMMS_EVAL, *LMMS_PINS, "-e", str(ROOT)],
                               capture_output=True, text=True)
     if made.returncode != 0 or subprocess.run(probe, capture_output=True).returncode != 0:
         pytest.skip(f"could not build an lmms-eval environment in {env} (no network?): "
                     f"{(made.stderr or '')[-500:]}")
     return env
+
+
+def logged_errors(output: str) -> list[str]:
+    """The errors lmms-eval logs (loguru's `| ERROR |` lines, "Error during evaluation", a traceback) though it
+    exits 0 after them: each is a failure of the run."""
+    return [line for line in output.splitlines()
+            if re.search(r"\|\s*ERROR\s*\||Error during evaluation|^Traceback \(most recent call last\)", line)]
+
+
+def test_lmms_evals_logged_errors_are_failures():
+    """lmms-eval logs `Error during evaluation: No module named 'diffusers'` and exits 0: the slow run fails on it
+    there, not later on a missing results file."""
+    output = ("2026-12-02 10:00:01 | INFO | lmms_eval.evaluator:simple_evaluate:120 - Evaluating\n"
+              "2026-12-02 10:00:02 | ERROR    | lmms_eval.__main__:cli_evaluate:400 - Error during evaluation: No module "
+              "named 'diffusers'\nPlease check your inputs")
+    assert logged_errors(output) == [output.splitlines()[1]]
+    assert logged_errors("2026-12-02 | INFO | all fine: 0 errors") == []
 
 
 def offline(tmp: Path, **extra: str) -> dict:
@@ -123,6 +149,7 @@ def test_lmms_eval_run_equals_tpb_leaderboard(demo_built, tiny_models, tmp_path)
                           "--output_path", str(tmp_path / "lmms_out"), "--log_samples"],
                          env=offline(tmp_path, **judge), capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert not logged_errors(run.stdout + run.stderr), "\n".join(logged_errors(run.stdout + run.stderr))
     [results_file] = (tmp_path / "lmms_out").rglob("*_results.json")
     lmms = json.loads(results_file.read_text(encoding="utf-8"))["results"]["tangpoetrybench_local"]
 

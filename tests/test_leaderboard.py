@@ -121,6 +121,28 @@ def test_refusals(demo_built, files, tmp_path, capsys):
     assert "no poem of" in err and "has a result for every generator" in err and not (tmp_path / "b").exists()
 
 
+def test_the_board_says_what_it_left_out_and_why(demo_built, files, board, tmp_path):
+    """A new generator's images of poems outside the split, or that another generator lacks, are counted and said;
+    a board that leaves nothing out says nothing of it, and no table cites a file users do not have."""
+    rated, new = files
+    records = [json.loads(line) for line in new.read_text().splitlines()]
+    train = [r["poem_id"] for r in dataset_rows(demo_built, "poems", "train")][:2]
+    extra = write(tmp_path / "extra.jsonl", [record(f"newgen/{p}", records[0]["scores"]) for p in train]
+                  + [record(f"newgen2/{records[0]['image_id'].split('/')[1]}", records[0]["scores"]),
+                     record(f"newgen2/{records[1]['image_id'].split('/')[1]}", records[0]["scores"])])
+    data = build_leaderboard(demo_built, [rated, new, extra], n_bootstrap=0)
+    left = data.numbers["left_out"]
+    assert data.numbers["poems"] == 2  # the poems newgen2 has too
+    assert left["newgen"] == {"outside_split": 2, "missing_elsewhere": len(records) - 2}
+    md = write_leaderboard(data, tmp_path / "board") / "leaderboard.md"
+    text = md.read_text(encoding="utf-8")
+    assert "**Left out.** newgen: 2 images of poems with no human-rated image in the `test` split" in text
+    assert "of poems that another generator has no result for" in text and "tpb generate --split test" in text
+    board_md = (board / "leaderboard.md").read_text(encoding="utf-8")
+    assert "Left out" not in board_md and "left_out" not in json.loads((board / "leaderboard.json").read_text())
+    assert "SPEC" not in board_md and "Per-image statistic (docs/statistics.md)" in board_md
+
+
 def test_space_tab(board, tmp_path):
     view = leaderboard_view(board / "leaderboard.json")
     numbers = json.loads((board / "leaderboard.json").read_text(encoding="utf-8"))
@@ -238,3 +260,28 @@ def test_the_html_fits_1400_px(board):
             assert page.evaluate("document.documentElement.scrollWidth") <= 1400
         finally:
             browser.close()
+
+
+@pytest.mark.slow
+def test_the_commands_tpb_generate_prints_next_make_a_board(tiny_models, tiny_pae, demo_built, demo_raw, tmp_path,
+                                                            capsys):
+    """`tpb generate`'s "Next:" lines, filled in with the rated scores' model and adapter, are accepted by the
+    leaderboard as they stand (they name --model, --adapter and --constrained, which it checks)."""
+    import shlex
+
+    out = tmp_path / "new"
+    assert main(["generate", "--pipeline", str(tiny_models["text-to-image"]), "--poems", str(demo_raw / "poems.jsonl"),
+                 "--out", str(out), "--generator", "tinysd", "--split", "test", "--steps", "1", "--height", "64",
+                 "--width", "64", "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    score, board = [shlex.split(line.strip())[1:] for line in printed.splitlines() if line.startswith("  tpb ")]
+    fill = {"MODEL": str(tiny_models["qwen3-vl"]), "ADAPTER": str(tiny_pae), "DATASET": str(demo_built),
+            "RATED.jsonl": str(tmp_path / "rated.jsonl"), "board": str(tmp_path / "board")}
+    score, board = [[fill.get(word, word) for word in command] for command in (score, board)]
+    assert main([*score, "--quiet"]) == 0
+    options = score[score.index("--evaluator"):score.index("--out")]  # the rated images, scored the same way
+    assert main(["score", "--dataset", str(demo_built), *options, "--out", str(tmp_path / "rated.jsonl"), "--quiet"]) == 0
+    assert main([*board, "--bootstrap", "100"]) == 0
+    numbers = json.loads((tmp_path / "board" / "leaderboard.json").read_text(encoding="utf-8"))
+    assert "tinysd" in {r["generator"] for r in numbers["leaderboard"]}
+    assert set(numbers.get("left_out", {})) <= {"tinysd"}  # at most its Song Ci poems, which the board does not rank

@@ -195,3 +195,26 @@ def test_the_report_reads_each_config_once(planted, monkeypatch, tmp_path):
     rep = build_report(out, scores=[scores], split="train", n_bootstrap=10)
     assert sorted(reads) == [("images", None), ("ratings", None)]
     assert "table4" in rep.numbers
+
+
+def test_a_served_judge_is_named_by_its_model_and_server(demo_built, tmp_path):
+    """`api` alone says nothing of who answered: Table 4 and the pairwise tables name the served model and the
+    server its results record (SYNTHETIC records: the human scores as the served judge's answers)."""
+    from tangpoetrybench.dataset.reading import dataset_rows
+    from tangpoetrybench.judging.results import ResultsFile
+    from tangpoetrybench.rubric import rubric_for_tradition
+
+    keys = list(rubric_for_tradition("tang").keys)
+    settings = {"backend": "api", "max_pixels": 1048576, "max_new_tokens": 256, "parser": 2, "temperature": 0.0,
+                "seed": 0, "repair": 1, "served_model": "Qwen/Qwen3-VL-8B-Instruct", "server": "http://10.0.0.5:8000/v1"}
+    scores = tmp_path / "served.jsonl"
+    scores.write_text("".join(json.dumps({"image_id": r["image_id"], "evaluator": "api", "model": "pae",
+                                          "scores": {k: r[k] for k in keys}, "quality": r["quality"],
+                                          "parse_status": "ok", "settings": settings}) + "\n"
+                              for r in dataset_rows(demo_built, "images", "test", ["image_id", "quality", *keys])))
+    assert ResultsFile.read(scores).label == "api: pae at http://10.0.0.5:8000/v1"
+    rep = build_report(demo_built, scores=[scores], n_bootstrap=20)
+    assert set(rep.numbers["table4"]) == {"api: pae at http://10.0.0.5:8000/v1"}
+    assert set(rep.numbers["pairwise"]["evaluators"]) == {"api: pae at http://10.0.0.5:8000/v1"}
+    md = write_report(rep, tmp_path / "rep") / "report.md"
+    assert "## Table 4 — api: pae at http://10.0.0.5:8000/v1 against the human scores" in md.read_text(encoding="utf-8")

@@ -257,6 +257,21 @@ def test_the_rule_for_pair_records_and_lines(demo_built, tmp_path):
         ResultsFile.read(tmp_path / "nowhere.jsonl")
 
 
+def test_a_served_judges_weights_are_unknown_not_random(demo_built, tmp_path):
+    """Pair records of a served model say `random_weights: "unknown"`: read as no random weights, never as true; any
+    other word is refused like a bad value."""
+    from tangpoetrybench.judging.results import weights_word
+
+    assert (weights_word(None), weights_word(True), weights_word(False)) == ("unknown", True, False)
+    records = pair_records(demo_built)
+    for record in records:
+        record["random_weights"] = "unknown"
+    assert ResultsFile.read(write(tmp_path / "served.jsonl", records)).random_weights is False
+    records[0]["random_weights"] = "maybe"
+    with pytest.raises(ValueError, match=r'random_weights: "maybe" is not true or false or "unknown"'):
+        ResultsFile.read(write(tmp_path / "bad.jsonl", records))
+
+
 def test_the_final_record_of_each_id(demo_built, tmp_path):
     """A model failure is replaced by any later record; a result (or a final failure) is never replaced, so a later
     failure never undoes a success."""

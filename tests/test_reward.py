@@ -13,7 +13,7 @@ from tangpoetrybench.judging.evaluators.base import EvalResult
 from tangpoetrybench.judging.prompt import format_answer
 from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.rubric import load_rubric
-from tangpoetrybench.reward import Scalar, as_images, load_reward
+from tangpoetrybench.reward import PAEReward, Scalar, as_images, as_poems, load_reward
 
 
 def result(scores, quality, confidences=None) -> EvalResult:
@@ -35,12 +35,83 @@ def test_the_scalar_choices():
         Scalar(confidence_weighted=True)(result({"safety": 1.0}, 1.0))
 
 
+def test_a_scalar_naming_no_dimension_of_the_rubric_is_refused():
+    """A misspelt key would weigh nothing and gate nothing: every image the same reward, and nobody told."""
+    rubric = load_rubric("tang")
+    Scalar(weights={"core_imagery": 2, "overall_impression": 1}, gates={"text_integrity": 0.5}).check(rubric)
+    with pytest.raises(ValueError) as refused:
+        Scalar(weights={"scene": 1.0}).check(rubric)
+    assert str(refused.value).startswith("Scalar weights: 'scene' is not a dimension of the tang rubric; its "
+                                         "dimensions are safety, technical_quality,")
+    with pytest.raises(ValueError, match="Scalar gates: 'text', 'saftey' are not dimensions of the tang rubric"):
+        Scalar(gates={"text": 0.5, "saftey": 0.5}).check(rubric)
+    reward = PAEReward(None, poems=sample_poems(), scalar=Scalar(weights={"scene": 1.0}))  # each poem's own rubric
+    with pytest.raises(ValueError, match="'scene' is not a dimension"):
+        reward.results([torch.rand(3, 8, 8)], [sample_poems()[0].poem_id])  # checked before anything is asked
+
+
 def test_images_as_trainers_hold_them():
     tensor = torch.zeros(2, 3, 8, 6)
     tensor[1, 0] = 1.0
     images = as_images(tensor)  # Flow-GRPO: (N, C, H, W) floats in [0, 1]
     assert [im.size for im in images] == [(6, 8)] * 2 and images[1].getpixel((0, 0)) == (255, 0, 0)
     assert as_images(np.zeros((1, 4, 4, 3), dtype=np.uint8))[0].size == (4, 4)
+    assert as_images(torch.full((1, 3, 2, 2), 255, dtype=torch.uint8))[0].getpixel((0, 0)) == (255, 255, 255)
+    assert as_images(np.full((1, 2, 2, 3), 0.5))[0].getpixel((1, 1)) == (128, 128, 128)
+    assert as_images(torch.full((1, 3, 2, 2), 1 + 1e-7))[0].getpixel((0, 0)) == (255, 255, 255)  # rounding: clipped
+
+
+def test_images_a_reward_cannot_read_are_refused_with_one_sentence():
+    """NaN would be scored as black, a [-1, 1] tensor clamped, a 1-channel one crash in PIL: each refused, named."""
+    nan = torch.rand(2, 3, 4, 4)
+    nan[1, 0, 0, 0] = float("nan")
+    cases = [(nan, "image 1 holds 1 values that are NaN or infinite: the reward takes finite values in [0, 1]"),
+             (torch.rand(2, 3, 4, 4) * 2 - 1, "image 0 has values in [-"),
+             (torch.rand(1, 1, 4, 4), "image 0 has shape (1, 4, 4): the reward takes RGB images, 3 channels (C, H, W)"),
+             (np.zeros((1, 4, 4, 4), dtype=np.uint8), "image 0 has shape (4, 4, 4): the reward takes RGB images, 3 "
+                                                       "channels (H, W, C)"),
+             (torch.rand(3, 4, 4), "the images are one Tensor of shape (3, 4, 4): give them as (N, C, H, W)"),
+             ([torch.rand(3, 4, 4), torch.full((3, 4, 4), float("inf"))], "image 1 holds 48 values that are NaN")]
+    for images, message in cases:
+        with pytest.raises(ValueError) as refused:
+            as_images(images)
+        assert str(refused.value).startswith(message), str(refused.value)
+    with pytest.raises(ValueError, match=r"give \(images \+ 1\) / 2"):
+        as_images(torch.rand(1, 3, 4, 4) * 2 - 1)
+
+
+def test_the_reward_takes_the_datasets_own_poems_and_names_an_unknown_id(demo_built):
+    from datasets import load_dataset
+
+    poems = load_dataset(str(demo_built), "poems", cache_dir=str(demo_built.parent / "hf-cache"))  # a DatasetDict
+    every = as_poems(poems)
+    assert len(every) == sum(poems.num_rows.values()) and every["tang300-011"].title == "静夜思"
+    train = as_poems(poems["train"])  # a Dataset of rows, as the RL loop would load one split
+    assert set(train) == set(poems["train"]["poem_id"]) and as_poems(list(poems["train"])) == train
+    with pytest.raises(ValueError, match=r"poems\[0\] is not a poem"):
+        as_poems([{"title": "no id"}])
+    reward = PAEReward(None, poems=poems["train"])
+    assert reward.poem("ignored", {"poem_id": poems["train"][0]["poem_id"]}, 0).poem_id == poems["train"][0]["poem_id"]
+    with pytest.raises(ValueError) as refused:
+        reward.poem(poems["train"][0]["poem_id"], {"poem_id": "tang300-999"}, 3)
+    assert str(refused.value).startswith(f"image 3: its metadata poem_id 'tang300-999' is not one of the "
+                                         f"{poems['train'].num_rows} poems this reward knows")
+
+
+def test_the_local_reward_says_once_that_its_weights_are_random(tiny_models, caplog):
+    """`info` says it for every call, the log once; a Scalar naming no dimension is refused as the reward is built."""
+    import logging
+
+    with pytest.raises(ValueError, match="'scene' is not a dimension of the tang rubric"):
+        load_reward(model=str(tiny_models["qwen3-vl"]), device="cpu", rubric="tang", scalar=Scalar(weights={"scene": 1}))
+    reward = load_reward(model=str(tiny_models["qwen3-vl"]), device="cpu", poems=sample_poems(), batch_size=2)
+    poem = sample_poems()[0]
+    with caplog.at_level(logging.WARNING, logger="tangpoetrybench.reward"):
+        for _ in range(2):
+            scores, info = reward(torch.rand(1, 3, 32, 32), [poem.poem_id])
+            assert info["random_weights"] is True and info["readout_fallback"] == [None]
+    notes = [m for m in caplog.messages if m.startswith("NOTE: random weights")]
+    assert len(notes) == 1
 
 
 def flow_grpo_loop(reward, steps: int = 2, batch: int = 2):

@@ -310,3 +310,39 @@ def test_parts_left_by_a_killed_parallel_run_are_merged(tiny_models, demo_built,
     assert summary.skipped == 6 and summary.scored == 6
     assert [r["image_id"] for r in records(out)] == [r["image_id"] for r in full]
     assert not list(tmp_path.glob("s.jsonl.part*"))
+
+
+def test_the_advice_when_a_run_stops_follows_from_its_failure():
+    """A server's refusal is not blamed on memory; memory is named where it ran out."""
+    from tangpoetrybench.judging.scoring import FailureGuard, what_to_fix
+    from tangpoetrybench.judging.evaluators.base import EvalResult
+
+    assert what_to_fix("OutOfMemoryError: CUDA out of memory").startswith("It is out of memory: lower --batch-size")
+    refused = "HTTP 400 from http://127.0.0.1:8000/v1: {\"detail\": \"Server is pinned to 'm'; requested 'x'.\"}"
+    assert what_to_fix(refused).startswith("The server refused every request: its message is above (a --model")
+    assert what_to_fix("ValueError: shapes do not match") == "Fix the cause and run again"
+    guard = FailureGuard(trusted=False, batches=1)
+    failed = EvalResult("g/p1", "api", {}, None, None, "failed", refused, 0.0, error_kind="model")
+    with pytest.raises(SystematicFailure) as stopped:
+        guard.admit([failed])
+    assert "The server refused every request" in str(stopped.value) and "memory" not in str(stopped.value)
+
+
+def test_a_flat_folder_names_its_generator_or_is_warned_of_before_scoring(tiny_models, demo_raw, tmp_path, capsys):
+    """`DIR/<poem_id>.png` ids name no generator, which the leaderboard needs: --generator names it; without it,
+    tpb score says so before it scores (not the leaderboard, after the expensive step)."""
+    folder = tmp_path / "flat"
+    folder.mkdir()
+    for image in sorted((demo_raw / "images" / "painter_a").iterdir())[:2]:
+        shutil.copy(image, folder / image.name)
+    common = ["--images", str(folder), "--poems", str(demo_raw / "poems.jsonl"), "--evaluator", "clipscore",
+              "--model", str(tiny_models["clip"]), "--quiet"]
+    assert main(["score", *common, "--generator", "mine", "--out", str(tmp_path / "named.jsonl")]) == 0
+    assert {r["image_id"].split("/")[0] for r in records(tmp_path / "named.jsonl")} == {"mine"}
+    assert "names no generator" not in capsys.readouterr().err
+    assert main(["score", *common, "--out", str(tmp_path / "flat.jsonl")]) == 0
+    assert "holds images directly (<poem_id>.png), so their ids name no generator and the leaderboard cannot " \
+           "rank them: give --generator NAME" in capsys.readouterr().err
+    assert main(["score", "--images", str(demo_raw / "images"), *common[2:], "--generator", "x", "--out",
+                 str(tmp_path / "x.jsonl")]) == 2
+    assert "has generator folders (DIR/<generator>/<poem_id>.png): give no --generator" in capsys.readouterr().err

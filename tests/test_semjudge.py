@@ -53,11 +53,34 @@ def test_schemas_and_validation():
 
 def test_a_box_outside_the_image_is_refused():
     assert box_problems(graph([[0, 0, 64, 48]]), (64, 48)) == []
-    for box in ([0, 0, 65, 48], [-1, 0, 10, 10], [10, 10, 5, 20], [0, 0, 10, 49]):
+    for box in ([0, 0, 65, 48], [-1, 0, 10, 10], [0, 0, 10, 49]):
         [problem] = box_problems(_one(box), (64, 48))
         assert "is not inside the 64×48 image" in problem
-    value, problems = check("image_graph", json.dumps(graph([[0, 0, 100, 10]])), (64, 48))
+    for box in ([10, 10, 5, 20], [10, 10, 10, 20]):  # inside, but no area: said so, not blamed on the image's edges
+        [problem] = box_problems(_one(box), (64, 48))
+        assert problem.endswith("has no area (it needs x_min < x_max and y_min < y_max)")
+    value, problems = check("image_graph", json.dumps(graph([[0, 0, 100, 10]])), (64, 48), "pixels")
     assert problems and "not inside" in problems[0]
+
+
+def test_boxes_on_qwen3_vls_relative_grid_and_in_pixels():
+    """Qwen3-VL grounds on a 0–1000 grid whatever the image's size (Qwen2.5-VL in pixels of the image as sent): the
+    prompt asks for one convention, the check reads that one, and either comes back in pixels."""
+    from tangpoetrybench.judging.semjudge import image_messages
+
+    relative = json.dumps(graph([[0, 0, 1000, 1000], [250, 500, 750, 1000]]))
+    value, problems = check("image_graph", relative, (512, 384), "relative")
+    assert problems == [] and value["hsg_root"]["children"][0]["bounding_boxes"] == [[0, 0, 512, 384],
+                                                                                     [128, 192, 384, 384]]
+    value, problems = check("image_graph", relative, (512, 384), "pixels")  # 1000 > 512: not a pixel box here
+    assert "[0, 0, 1000, 1000] is not inside the 512×384 image" in problems[0]
+    [problem] = box_problems(_one([0, 0, 1001, 10]), (512, 384), "relative")
+    assert problem.endswith("is not inside the 0–1000 grid of relative coordinates")
+    assert box_problems(_one([0, 0, 600, 600]), (512, 384), "relative") == []  # inside the grid, beyond 512 pixels
+    asked = {b: image_messages(Image.new("RGB", (512, 384)), b)[0]["content"][0]["text"] for b in ("relative", "pixels")}
+    assert "on a grid of 0 to 1000 over this image" in asked["relative"] and "<= 512" not in asked["relative"]
+    assert "0 <= x_min < x_max <= 512 and 0 <= y_min < y_max <= 384" in asked["pixels"]
+    assert "the image is 512 pixels wide and 384 high" in asked["relative"]
 
 
 def _one(box):
@@ -107,8 +130,10 @@ class Model:
         if step in self.bad:
             content = self.bad[step][is_repair(request)]
         elif step == "image_graph":
-            width, height = map(int, re.search(r"the image is (\d+) pixels wide and (\d+) high",
-                                               request["messages"][0]["content"]).groups())
+            system = request["messages"][0]["content"]
+            width, height = map(int, re.search(r"the image is (\d+) pixels wide and (\d+) high", system).groups())
+            if "on a grid of 0 to 1000" in system:  # the boxes asked on Qwen3-VL's relative grid
+                width = height = 1000
             content = json.dumps(graph([[0, 0, width, height], [1, 1, width // 2, height // 2]]))
         elif step == "judgment":
             content = json.dumps({"discussion": "A's graph reaches the poem's symbolic object.", "winner": "A"})
@@ -151,19 +176,20 @@ def test_all_three_steps_with_the_poem_graph_asked_once(server, tmp_path):
     assert all(s["cached"] for k, s in again[0].extra["steps"].items() if k != "judgment")
     assert len(list((tmp_path / "poem").iterdir())) == 1 and len(list((tmp_path / "image").iterdir())) == 4
     sent = next(r["body"] for r in proxy.requests if step_of(r["body"]) == "poem_graph")
-    assert sent["response_format"]["value"] == SCHEMAS["poem_graph"]  # the step's schema as the response format
+    assert sent["response_format"]["json_schema"]["schema"] == SCHEMAS["poem_graph"]  # the step's schema, as the
+    # response format
     assert judge.settings()["prompt_version"] == prompts()["version"]
 
 
 @pytest.mark.slow
 def test_a_box_outside_the_image_fails_the_item_after_one_repair(server, tmp_path):
-    outside = json.dumps(graph([[0, 0, 500, 10]]))
+    outside = json.dumps(graph([[0, 0, 1500, 10]]))  # past the 0–1000 grid the boxes are asked on
     with FaultProxy(server["url"], rewrite=Model({"image_graph": (outside, outside)})) as proxy:
         judge = load_evaluator("semjudge", model=server["model"], base_url=proxy.url, cache_dir=tmp_path, max_new_tokens=4)
         [answer] = judge.judge([PairItem("ab", POEM, *images(2))])
     assert answer.status == "failed" and answer.winner is None
     assert answer.error.startswith("image_graph: still invalid after the repair round: ")
-    assert "[0, 0, 500, 10] is not inside the 64×48 image" in answer.error
+    assert "[0, 0, 1500, 10] is not inside the 0–1000 grid of relative coordinates" in answer.error
     assert count(proxy) == {"poem_graph": 1, "image_graph": 2, "image_graph repair": 2}  # no judgment asked
     assert not (tmp_path / "image").exists()  # a refused graph is never cached
     assert len(answer.raw) == 5 and answer.extra["graphs"]["A"] is None
@@ -243,7 +269,7 @@ def test_tpb_explain_prints_both_graphs_as_trees(server, tmp_path, capsys):
     [first, second] = [json.loads(line) for line in out.read_text().splitlines()]
     assert first == second and first["image_id"] == "g1/p1" and first["size"] == [64, 48]
     assert first["image_graph"]["hsg_root"]["children"][0]["bounding_boxes"][0] == [0, 0, 64, 48]
-    bad = json.dumps(graph([[0, 0, 999, 1]]))
+    bad = json.dumps(graph([[0, 0, 1001, 1]]))
     with FaultProxy(server["url"], rewrite=Model({"image_graph": (bad, bad)})) as proxy:
         images(2)[1].save(image.with_name("p2.png"))
         args[2], args[args.index("--base-url") + 1] = str(image.with_name("p2.png")), proxy.url

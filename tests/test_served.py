@@ -17,6 +17,7 @@ import sys
 import time
 from email.utils import formatdate
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -31,7 +32,7 @@ from tangpoetrybench.judging.tasks.scores import REPAIR_PROMPT
 from tangpoetrybench.models import chat_inputs
 from tangpoetrybench.reward import Scalar, load_reward
 from tangpoetrybench.poems import sample_poems
-from tangpoetrybench.judging.prompt import answer_schema, build_messages
+from tangpoetrybench.judging.prompt import answer_schema, build_messages, format_answer
 from tangpoetrybench.rubric import load_rubric
 from tangpoetrybench.judging.results import read_lines
 from tangpoetrybench.judging.scoring import DatasetSource, score_to_jsonl
@@ -308,6 +309,49 @@ def test_a_refused_key_stops_the_run_at_once(server, demo_built, tmp_path, capsy
     assert SECRET not in captured.err + captured.out
 
 
+def test_an_image_its_processor_would_refuse_is_not_sent(tmp_path):
+    """The local path's processor refuses a longer side over 200 × the shorter; a server answers it with HTTP 500,
+    retried in vain. Here it fails at once as `input`, unsent: nothing listens at this port, and a request would be
+    a `transient` failure instead."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing answers there
+    judge = load_evaluator("api", model="pae", base_url=f"http://127.0.0.1:{port}/v1", retries=0, repair=0)
+    poem = sample_poems()[0]
+    long, fine = judge.score([ScoringItem("long", Image.new("RGB", (4100, 20)), poem),
+                              ScoringItem("fine", Image.new("RGB", (64, 64)), poem)])
+    assert long.error_kind == "input" and long.error == ("ValueError: the image is 4100×20: its longer side is over "
+                                                         "200 times the shorter one, which the Qwen-VL image "
+                                                         "processors refuse")
+    assert fine.error_kind == "transient"  # this one was sent: nothing answered
+
+
+@pytest.mark.slow
+def test_a_served_readout_without_logprobs_says_it_fell_back(server, demo_built, tmp_path, caplog, capsys):
+    """`transformers serve` accepts `logprobs` and returns none: the readout falls back to the decoded answer (here a
+    valid one put in place of the tiny model's), and says so in the reward's `info`, once in the log, and in
+    `tpb score`'s summary."""
+    rubric = load_rubric("tang")
+    answer = format_answer({k: rubric.dimension(k).scores[0] for k in rubric.keys}, rubric)
+    with FaultProxy(server["url"], answers=[answer] * 8) as proxy:
+        reward = load_reward(model=server["model"], base_url=proxy.url, poems=sample_poems(), max_new_tokens=8)
+        images = [Image.new("RGB", (64, 64), (i * 60, 90, 120)) for i in range(2)]
+        with caplog.at_level(logging.WARNING, logger="tangpoetrybench.reward"):
+            for _ in range(2):
+                scores, info = reward(images, [p.poem_id for p in sample_poems()[:2]])
+                assert info["status"] == ["ok", "ok"] and info["random_weights"] == "unknown"
+                assert info["readout_fallback"] == ["the server returned no logprobs"] * 2
+                assert all(np.isnan(c).all() for c in info["confidence"].values())
+        assert sum("the readout fell back to decoding for 2 of 2 images" in m for m in caplog.messages) == 1
+        assert all("logprobs" in r["fields"] for r in proxy.requests)  # asked for, and not returned
+        out = tmp_path / "fallback.jsonl"
+        assert main(["score", "--dataset", str(demo_built), "--evaluator", "api", "--model", server["model"],
+                     "--base-url", proxy.url, "--readout", "expected", "--max-new-tokens", "8", "--limit", "4",
+                     "--out", str(out), "--quiet"]) == 0
+    assert "warning: the readout fell back to decoding for 4 of the 4 answers (the server returned no usable " \
+           "logprobs)" in capsys.readouterr().out
+
+
 @pytest.mark.slow
 def test_served_reward(server):
     """The served judge as a reward: one float per image (the tiny model's answers give the `missing`)."""
@@ -448,3 +492,9 @@ def test_a_model_the_server_does_not_serve_stops_the_run_naming_its_models(serve
     err = capsys.readouterr().err
     assert code == 2 and not read_lines(out)
     assert f"does not know model 'no-such-model'; it serves: {server['model']}" in err, err
+    assert "response format" not in err and "memory" not in err
+    pairs = tmp_path / "wrong-pairs.jsonl"  # tpb compare and tpb explain ask through the same client
+    code = main(["compare", "--dataset", str(demo_built), "--evaluator", "api", "--model", "no-such-model",
+                 "--base-url", server["url"] + "/v1", "--max-new-tokens", "4", "--limit", "1", "--out", str(pairs)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"error: the server at {server['url']}/v1 does not know model 'no-such-model'" in err

@@ -25,6 +25,10 @@ winner (1.0) and for the answer's form (0.2); the last step is kept.
 import sys
 from dataclasses import dataclass, field
 
+from tangpoetrybench.models import quiet_expected_noise
+
+quiet_expected_noise()  # before trl and peft load: what they say on every run of their own code
+
 from peft import PeftModel
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer, TrlParser

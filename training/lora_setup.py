@@ -53,13 +53,15 @@ class ModelConfig(trl.ModelConfig):
 
 @dataclass
 class GPUDefaults:
-    """bf16 and activation checkpointing on a GPU, plain fp32 without one; mixed in before TRL's config class.
+    """bf16, activation checkpointing and pinned memory on a GPU, plain fp32 without one; mixed in before TRL's
+    config class.
 
     transformers renamed `gradient_checkpointing` to `activation_checkpointing` (the old name warns). Releases
     before the rename, which vLLM 0.31's pins hold for GRPO's `--use_vllm`, know only the old name, so the
     default goes to whichever name this transformers has."""
 
     bf16: bool = CUDA
+    dataloader_pin_memory: bool = CUDA  # page-locked batches help a GPU only (torch warns of them on the CPU)
     if CHECKPOINTING == "activation_checkpointing":
         activation_checkpointing: bool | None = CUDA
     else:

@@ -23,6 +23,10 @@ fp32 on a machine without one. Any TRL / transformers flag overrides them.
 
 from dataclasses import dataclass
 
+from tangpoetrybench.models import quiet_expected_noise
+
+quiet_expected_noise()  # before trl and peft load: what they say on every run of their own code
+
 from trl import SFTConfig, SFTTrainer, TrlParser
 
 from lora_setup import GPUDefaults, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config

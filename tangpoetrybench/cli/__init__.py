@@ -12,7 +12,6 @@ import argparse
 import importlib
 import sys
 import textwrap
-import warnings
 
 from ..errors import DataError, RunStopped, SystematicFailure
 from .base import Help, Parser
@@ -27,12 +26,14 @@ def command_module(name: str):
     return importlib.import_module(f"{__name__}.{name.replace('-', '_')}")
 
 
-def overview() -> str:
-    """Every command with its purpose, in pipeline order, and the one to try first."""
+def overview(columns: int = 110) -> str:
+    """Every command with its purpose, in pipeline order (each purpose wrapped under itself), and the one to try
+    first."""
     width = max(map(len, COMMANDS))
-    rows = [f"  {name:<{width}}  {command_module(name).SUMMARY}" for name in COMMANDS]
+    rows = [textwrap.fill(command_module(name).SUMMARY, columns, initial_indent=f"  {name:<{width}}  ",
+                          subsequent_indent=" " * (width + 4)) for name in COMMANDS]
     return "\n".join(["commands, in the order the pipeline runs them:", *rows, "", f"try first: {FIRST}",
-                      "each command: tpb COMMAND --help"])
+                      "each command: tpb COMMAND --help (this overview: tpb help)"])
 
 
 def make_parser() -> Parser:
@@ -52,16 +53,15 @@ def make_parser() -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ..models import quiet_expected_noise, quiet_progress
+
+    quiet_expected_noise()  # what libraries say on every run about their own code (models.EXPECTED_WARNINGS)
     parser = make_parser()
     args = parser.parse_args(argv)
     if args.command in (None, "help"):
         parser.print_help()
         return 0 if args.command == "help" else 2
-    # said on every run (and by every data-loader worker) by a library's import, about that library's own code
-    warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=FutureWarning)
     if getattr(args, "quiet", False):
-        from ..models import quiet_progress
-
         quiet_progress()
     try:
         args.func(args)

@@ -136,3 +136,18 @@ def judge_rubric(rubric_file, dataset=None, config: str = "images", poems=None):
         rubric = config_rubric(dataset, config)
         rubric = None if is_bundled(rubric) else rubric
     return rubric
+
+
+def what_to_try(args: argparse.Namespace) -> list[str]:
+    """What may make a judge answer in the form asked, from the options a command was given (`tpb score` and
+    `tpb compare`, when no answer of a run could be read)."""
+    served = getattr(args, "backend", None) == "api" or bool(getattr(args, "base_url", None)) or args.evaluator == "api"
+    if served:
+        return ["a model that follows the prompt's instructions (for PAE's question, PAE itself served with its "
+                "adapter: docs/scoring.md)"]
+    tries = []
+    if args.evaluator == "pae" and not getattr(args, "constrained", False):
+        tries.append("--constrained (decoding held to the answer's JSON form)")
+    if args.evaluator == "pae" and not getattr(args, "adapter", None):
+        tries.append("a PAE adapter (--adapter)")
+    return tries

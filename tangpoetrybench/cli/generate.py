@@ -11,7 +11,8 @@ from .base import POEMS_FILE
 
 SUMMARY = ("illustrate every poem with a diffusers text-to-image pipeline and the paper's prompt, into a raw release "
            'that a rerun resumes')
-EXAMPLE = 'tpb generate --pipeline Kwai-Kolors/Kolors-diffusers --poems poems.jsonl --out raw --generator kolors'
+EXAMPLE = ('tpb generate --pipeline Kwai-Kolors/Kolors-diffusers --poems poems.jsonl --out raw --generator kolors '
+           '--split test')
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -20,6 +21,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True,
                    help="the raw release folder: images/GENERATOR/<poem_id>.png, poems.jsonl, generation.json")
     p.add_argument("--generator", required=True, help="the generator's key: its folder under images/")
+    p.add_argument("--split", choices=("train", "validation", "test"),
+                   help="only this split's poems (the leaderboard compares generators on one split, test by default): "
+                        "each poem's split in the poems file, else the default split by poem that tpb build makes "
+                        "(default: every poem)")
+    p.add_argument("--limit", type=int, help="only the first N poems (of the split) (default: all)")
     p.add_argument("--prompt-file", type=Path,
                    help="a variant prompt with {title}, {author} and {content} (default: the paper's Appendix B prompt)")
     p.add_argument("--seed", type=int, default=0, help="each image's seed is derived from this and its poem_id")
@@ -41,11 +47,24 @@ def run(args: argparse.Namespace) -> None:
     summary = generate_images(args.pipeline, args.poems, args.out, args.generator, seed=args.seed, steps=args.steps,
                               guidance_scale=args.guidance_scale, height=args.height, width=args.width,
                               negative_prompt=args.negative_prompt, prompt_file=args.prompt_file, device=args.device,
-                              progress=not args.quiet, prompt=args.prompt)
+                              progress=not args.quiet, prompt=args.prompt, split=args.split, limit=args.limit)
     if summary.num_processes > 1:
         print(f"process {summary.process_index} of {summary.num_processes}: generated {summary.process_generated}",
               file=sys.stderr)
     if summary.main_process:
+        chosen = " and ".join(([f"the {args.split} split"] if args.split else []) +
+                              ([f"the first {args.limit}"] if args.limit else []))
+        left = f", {summary.left_out} left out (not {chosen})" if summary.left_out else ""
         print(f"{summary.out}/images/{summary.generator}: {summary.generated} generated now, {summary.skipped} already "
-              f"there, {summary.total} poems. Next: tpb score --images {summary.out}/images --poems "
-              f"{summary.out}/poems.jsonl --evaluator pae --out scores.jsonl")
+              f"there, {summary.total} poems{left}.")
+        print(next_steps(summary.out))
+
+
+def next_steps(out) -> str:
+    """What to run next: the scores the leaderboard will accept beside the rated generators' (theirs must be made
+    with the same evaluator, model, adapter and options: it refuses a mix), then the board."""
+    return (f"Next: score them exactly as the rated images were scored (the leaderboard refuses other settings), "
+            f"then rank them:\n"
+            f"  tpb score --images {out}/images --poems {out}/poems.jsonl --evaluator pae --model MODEL "
+            f"--adapter ADAPTER --constrained --out {out}/scores.jsonl\n"
+            f"  tpb leaderboard --dataset DATASET --scores RATED.jsonl {out}/scores.jsonl --out board")

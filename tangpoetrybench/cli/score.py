@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .base import POEMS_FILE, add_judge_options, add_max_image_pixels, judge_options, judge_rubric
+from .base import POEMS_FILE, add_judge_options, add_max_image_pixels, judge_options, judge_rubric, what_to_try
 
 SUMMARY = 'score images with PAE, a served or hosted judge, a baseline or the OCR, to JSON Lines that a rerun resumes'
 EXAMPLE = ('tpb score --dataset sample/dataset --evaluator pae --adapter ORG/PAE --out scores.jsonl\n'
@@ -27,6 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--images", type=Path,
                    help="instead of --dataset: a folder of <poem_id>.png or <generator>/<poem_id>.png")
     p.add_argument("--poems", type=Path, help="with --images: " + POEMS_FILE)
+    p.add_argument("--generator", help="with a flat --images folder (<poem_id>.png): the generator that made them, so "
+                                       "that each image_id is GENERATOR/POEM_ID, as the leaderboard needs")
     names = evaluator_names("pointwise")
     p.add_argument("--evaluator", required=True, choices=names, metavar="NAME",
                    help="; ".join(f"{n}: {specs()[n].summary}" for n in names))
@@ -58,8 +60,11 @@ def run(args: argparse.Namespace) -> None:
     served = args.backend == "api" or bool(args.base_url) or evaluator_spec(args.evaluator).backends == ("api",)
     if not served and (args.price_in is not None or args.price_out is not None):
         raise ValueError("--price-in and --price-out apply to a served judge only")
-    source = source_of(args.dataset, args.images, args.poems, args.config, args.split,
+    source = source_of(args.dataset, args.images, args.poems, args.config, args.split, args.generator,
                        args.max_image_pixels)
+    if getattr(source, "names_no_generator", False):
+        print(f"note: {args.images} holds images directly (<poem_id>.png), so their ids name no generator and the "
+              "leaderboard cannot rank them: give --generator NAME for that", file=sys.stderr)
     state = process_state()  # under a launcher: the process group, before any model is loaded
     if args.backend == "vllm" and state.num_processes > 1:
         raise ValueError("the vLLM backend runs as one process that uses its GPUs itself: start tpb score without "
@@ -79,8 +84,10 @@ def run(args: argparse.Namespace) -> None:
     if not summary.main_process:
         return
     retry = (f", {summary.retryable} of them in the model: run again to retry them" if summary.retryable else "")
+    weights = " (random weights, a tiny test model: the scores test the pipeline and measure nothing)" \
+        if evaluator.random_weights else ""
     print(f"{summary.out}: {summary.scored} scored now ({summary.failed} failed{retry}), "
-          f"{summary.skipped} already there, {summary.total} in the source")
+          f"{summary.skipped} already there, {summary.total} in the source{weights}")
     if served:
         from ..judging.backends.served import usage_line
 
@@ -91,21 +98,15 @@ def run(args: argparse.Namespace) -> None:
               f"again, {summary.repair_parsed} of them then read")
     elif served:
         print("repair round: off (--repair 0)")
+    if summary.readout_fallbacks:
+        print(f"warning: the readout fell back to decoding for {summary.readout_fallbacks} of the {summary.scored} "
+              "answers (the server returned no usable logprobs): their scores are decoded, without confidences; "
+              "each record's error says so")
     if summary.truncated:
         print(f"warning: the text encoder saw only the start of {summary.truncated} of the {summary.scored} poems "
               f"(its token limit): each record's evidence.text_seen says how much")
-    if evaluator.random_weights:
-        from ..stats.agree import RANDOM_WEIGHTS_NOTE
-
-        print(RANDOM_WEIGHTS_NOTE)
     if summary.scored and summary.failed == summary.scored and not summary.retryable:
-        print(every_answer_failed(summary.failed, args), file=sys.stderr)
+        from ..judging.failures import every_answer_failed
 
-
-def every_answer_failed(n: int, args: argparse.Namespace) -> str:
-    """What to try when no answer of a run could be read (the records say why, in their `error` field)."""
-    tries = ["--constrained (decoding in the rubric's JSON form)"] if args.evaluator == "pae" and not args.constrained else []
-    tries += ["a PAE adapter (--adapter)"] if args.evaluator == "pae" and not args.adapter else []
-    tries += ["a larger --max-new-tokens (an answer cut short does not parse)"]
-    return (f"WARNING: all {n} answers of this run failed (see their `error` in {args.out}): the model did not "
-            f"answer in the rubric's form. Try {', or '.join(tries)}.")
+        print(every_answer_failed(summary.failed, summary.failed_answers, str(args.out), what_to_try(args),
+                                  evaluator.random_weights), file=sys.stderr)

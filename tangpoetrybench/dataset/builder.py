@@ -17,6 +17,7 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 import datasets
 from tqdm.auto import tqdm
@@ -25,9 +26,10 @@ from .aggregate import ImageScores, aggregate
 from .dataset_card import render_card
 from ..errors import DataError, Problem
 from ..files import atomic_folder, ensure_free
+from ..poems import Poem
 from .features import POEM_FEATURES, image_features, rating_features
 from .qc import QCConfig, QCResult, run_qc
-from .raw_release import DEFAULT_MAX_IMAGE_PIXELS, FIXED_CONFIGS, Release, read_release
+from .raw_release import DEFAULT_MAX_IMAGE_PIXELS, FIXED_CONFIGS, Release, main_tradition, read_release
 from .splits import default_splits
 
 SPLIT_ORDER = ("train", "validation", "test")
@@ -95,15 +97,20 @@ def image_config(release: Release, generator: str, poem_id: str) -> str:
     return "images"
 
 
-def poem_splits(release: Release) -> dict[str, str]:
-    """Each poem's split: as given in poems.jsonl, else the default split of the main tradition's poems; the poems of
-    every other tradition (Song Ci): test."""
-    main = [p.poem_id for p in release.poems.values() if p.tradition == release.main_tradition]
-    given = all(p.split is not None for p in release.poems.values())
-    splits = {pid: release.poems[pid].split for pid in main} if given else default_splits(main)
-    others = [p for p in release.poems.values() if p.tradition != release.main_tradition]
+def poem_splits(poems: Mapping[str, Poem], main: str | None = None,
+                names: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Each poem's split (poems by id, a release's): as given in poems.jsonl, else the default split of the main
+    tradition's poems (`main`; default: the tradition of most poems); the poems of every other tradition (Song Ci):
+    test. `names`: each tradition's short name, for the message. `tpb generate --split` picks poems by the same
+    rule."""
+    main = main or main_tradition(poems.values())
+    names = names or {}
+    ours = [p.poem_id for p in poems.values() if p.tradition == main]
+    given = all(p.split is not None for p in poems.values())
+    splits = {pid: poems[pid].split for pid in ours} if given else default_splits(ours)
+    others = [p for p in poems.values() if p.tradition != main]
     problems = [
-        Problem("poems.jsonl", f"{release.rubrics[p.tradition].short_name} poems form the test-only config "
+        Problem("poems.jsonl", f"{names.get(p.tradition, p.tradition)} poems form the test-only config "
                 f"{p.tradition}, got split {p.split!r}", field=f"{p.poem_id}.split")
         for p in others if p.split not in (None, "test")
     ]
@@ -114,7 +121,8 @@ def poem_splits(release: Release) -> dict[str, str]:
 
 def _tables(release: Release, scores: dict[str, ImageScores], qc: QCResult) -> dict[str, dict[str, list[dict]]]:
     """Rows of every config and split, in a fixed order (poem, then generator)."""
-    splits = poem_splits(release)
+    splits = poem_splits(release.poems, release.main_tradition,
+                         {t: r.short_name for t, r in release.rubrics.items()})
     tables: dict[str, dict[str, list[dict]]] = {cfg: defaultdict(list) for cfg in configs(release)}
     placed: dict[str, tuple[str, str]] = {}
     for image_id in sorted(scores, key=lambda i: (scores[i].poem_id, scores[i].generator)):

@@ -3,8 +3,10 @@
 - The prompt is the paper's Appendix B prompt (`rubrics/generation_prompt.txt`), with `{title}`, `{author}` and
   `{content}` filled in from the poem; `prompt` takes a variant (`terse`, `rich`) or a template file
   (`prompt_variants`), and `generation.json` records which (`prompt_variant`).
-- Image i of generator KEY is `OUT/images/KEY/<poem_id>.png`, the raw-release layout (SPEC §2); the poems go to
-  `OUT/poems.jsonl`, so `tpb score --images OUT/images --poems OUT/poems.jsonl` scores them.
+- Image i of generator KEY is `OUT/images/KEY/<poem_id>.png`, the raw-release layout (docs/dataset.md); the poems go
+  to `OUT/poems.jsonl`, so `tpb score --images OUT/images --poems OUT/poems.jsonl` scores them.
+- `split` illustrates only one split's poems (the leaderboard compares generators on one split): the split each poem
+  of the file gives, else the default split by poem that `tpb build` makes of the same poems; `limit` the first N.
 - Each image has its own seed, derived from (seed, poem_id) by SHA-256: the same settings give the same bytes, in
   any order and with any number of processes.
 - Images are written to a hidden temporary file and renamed into place (`files.atomic_file`), so an image file is
@@ -76,20 +78,42 @@ class GenerationSettings:
     prompt_sha256: str = ""
 
 
+INSTALL_HINT = 'tpb generate needs diffusers: pip install -e ".[generate]" (or pip install "tangpoetrybench[generate]")'
+
+
 @dataclass
 class GenerationSummary:
     out: Path
     generator: str
-    total: int  # poems in the poems file
+    total: int  # poems illustrated (the poems file's, or those of `split`, up to `limit`)
     skipped: int  # images already there
     generated: int  # by this run, all processes
     process_generated: int = 0
     process_index: int = 0
     num_processes: int = 1
+    left_out: int = 0  # poems of the file not illustrated (another split, or past the limit)
 
     @property
     def main_process(self) -> bool:
         return self.process_index == 0
+
+
+def chosen_poems(poems: list[Poem], split: str | None = None, limit: int | None = None) -> list[Poem]:
+    """The poems to illustrate: those of `split` (each poem's own, else the default split by poem, as `tpb build`
+    assigns them), then the first `limit`."""
+    if split is not None:
+        from ..dataset.builder import poem_splits
+        from ..poems import SPLITS
+
+        if split not in SPLITS:
+            raise ValueError(f"--split {split!r}: one of {', '.join(SPLITS)}")
+        splits = poem_splits({p.poem_id: p for p in poems})
+        poems = [p for p in poems if splits[p.poem_id] == split]
+        if not poems:
+            raise ValueError(f"no poem of the poems file is in the {split} split")
+    if limit is not None and limit < 1:
+        raise ValueError("--limit must be at least 1")
+    return poems[:limit]
 
 
 def check_pipeline_path(pipeline: str) -> None:
@@ -114,8 +138,11 @@ def is_text_to_image(cls: type) -> bool:
 def pipeline_class(pipeline: str) -> tuple[type, dict]:
     """The pipeline's class and its model_index.json, refused unless it is a diffusers text-to-image pipeline.
     Only the index is read (downloaded, for a Hub id): nothing is loaded or written before this check."""
-    import diffusers
-    from diffusers import DiffusionPipeline
+    try:
+        import diffusers
+        from diffusers import DiffusionPipeline
+    except ImportError:
+        raise ImportError(INSTALL_HINT) from None
 
     check_pipeline_path(pipeline)
     try:
@@ -243,8 +270,11 @@ def generate_images(
     progress: bool = True,
     after_image: Callable[[str], None] | None = None,
     prompt: str | Path | None = None,
+    split: str | None = None,
+    limit: int | None = None,
 ) -> GenerationSummary:
-    """Generate the missing images of `generator` for every poem of `poems_file` into the raw release `out`.
+    """Generate the missing images of `generator` for every poem of `poems_file` (or those of `split`, up to
+    `limit`: `chosen_poems`) into the raw release `out`; `OUT/poems.jsonl` holds the whole file's poems.
 
     `prompt` is a variant (`appendix-b`, the default, `terse`, `rich`) or a template file (`prompt_variants`);
     `prompt_file` is a template file too, kept for older callers.
@@ -254,7 +284,8 @@ def generate_images(
     from ..models import pick_device
 
     check_generator(generator, "--generator")
-    poems = read_poems(poems_file)
+    every_poem = read_poems(poems_file)
+    poems = chosen_poems(every_poem, split, limit)
     if prompt is not None and prompt_file is not None:
         raise ValueError("give --prompt or --prompt-file, not both")
     variant = resolve_prompt(prompt if prompt is not None else prompt_file)
@@ -270,7 +301,7 @@ def generate_images(
     manifest_path = out / MANIFEST
     manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else {}
     _check_same_run(manifest, generator, entry, manifest_path)
-    _check_poems_file(out, poems)
+    _check_poems_file(out, every_poem)
 
     state = process_state()
     rank, world = (state.process_index, state.num_processes) if state else (0, 1)
@@ -281,7 +312,7 @@ def generate_images(
         for stale in (out / "images" / generator).glob(".*.tmp"):  # left by a killed run: never an image
             stale.unlink()
         if not (out / "poems.jsonl").is_file():
-            write_poems(poems, out / "poems.jsonl")
+            write_poems(every_poem, out / "poems.jsonl")
         held = manifest.get("generators", {}).get(generator, {})
         entry["images"] = {**held.get("images", {}), **entry["images"]}
         manifest.setdefault("generators", {})[generator] = entry
@@ -310,7 +341,8 @@ def generate_images(
         total = int(count[0])
         state.wait_for_everyone()
     return GenerationSummary(out=out, generator=generator, total=len(poems), skipped=len(done), generated=total,
-                             process_generated=made, process_index=rank, num_processes=world)
+                             process_generated=made, process_index=rank, num_processes=world,
+                             left_out=len(every_poem) - len(poems))
 
 
 def _generate_one(pipe, image: dict, settings: GenerationSettings):

@@ -14,6 +14,7 @@
     pairwise      `tpb compare`: pairs, both orders, verdicts, resumable pair records
     ocr/          text-ocr: the OCR evaluator, its evidence rules and the text-label draft
     scoring       `tpb score`: batch, resumable, data-parallel scoring to JSONL
+    failures      what a run's unreadable answers looked like, and what to try (`tpb score`, `tpb compare`)
     results       results files: read once and checked, with their kind (`ResultsFile`); resumed and appended to
                   by `tpb score` and `tpb compare` alike (`Resume`)
     calibrated    a calibration file applied to results: intervals, prediction sets, calibrated confidences

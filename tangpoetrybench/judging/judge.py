@@ -119,7 +119,7 @@ class Judge(Evaluator):
             raise ValueError(f"--repair must be 0 (off) or 1 (one repair round), not {repair!r}")
         self.name, self.task, self.backend = name, task, backend
         self.uses_rubric = task.uses_rubric
-        self.model_name, self.random_weights = backend.model_name, bool(backend.random_weights)
+        self.model_name, self.random_weights = backend.model_name, backend.random_weights  # None: served
         self.device, self.worker_start_method = backend.device, backend.worker_start_method
         self.min_batch_size = max(1, backend.min_batch_size // task.questions_per_item)
         self.max_pixels = max_pixels
@@ -173,7 +173,8 @@ class PairwiseJudge(Judge):
                                    image_b=it.image_b.convert("RGB")) for i, it in enumerate(items)]
         answers = []
         for result in self.score(scoring):  # the compare machinery sizes the batch
-            extra = {k: result.settings[k] for k in ("response_format", "served_model") if k in result.settings}
+            extra = {k: result.settings[k] for k in ("response_format", "served_model", "server")
+                     if k in result.settings}
             if result.winner is None:
                 answers.append(PairAnswer(None, result.raw_output, "failed", result.error, usage=result.usage,
                                           extra=extra, error_kind=result.error_kind or "parse"))

@@ -2,8 +2,9 @@
 
 The contract every pairwise judge follows (PAE's and the api judge's here, SemJudge's in `semjudge.py`):
 
-- a judge is an object with `name: str`, `model_name: str`, `random_weights: bool`, `settings() -> dict` (what,
-  besides the model, shapes an answer: a resumed run must match it) and `judge(items) -> list[PairAnswer]`;
+- a judge is an object with `name: str`, `model_name: str`, `random_weights: bool | None` (None: a served model,
+  whose records say "unknown"), `settings() -> dict` (what, besides the model, shapes an answer: a resumed run must
+  match it) and `judge(items) -> list[PairAnswer]`;
 - a `PairItem` is one *ordered* question: `image_a` is shown first, `image_b` second; the judge answers it as asked
   and never swaps them;
 - a `PairAnswer` says which it prefers (`winner` "A" or "B", None when it gave no readable answer), with the raw
@@ -32,10 +33,11 @@ from PIL import Image
 
 from ..dataset.reading import dataset_rows, row_image
 from ..errors import ImageError
-from ..files import DEFAULT_MAX_IMAGE_PIXELS
+from ..files import DEFAULT_MAX_IMAGE_PIXELS, open_image
 from ..poems import Poem
-from .results import MODEL_FAILURES, STATUSES, WINNERS, Resume
-from .scoring import chunks
+from .failures import KEEP, FailedAnswer
+from .results import MODEL_FAILURES, STATUSES, WINNERS, Resume, weights_word
+from .scoring import FolderSource, chunks
 
 ORDERS = ("xy", "yx")  # x (the pair's first image id) shown first, then second
 DEFAULT_BATCH_SIZE = 8
@@ -78,7 +80,7 @@ class PairwiseJudge(Protocol):
 
     name: str
     model_name: str
-    random_weights: bool
+    random_weights: bool | None  # None: a served model (its records say "unknown")
 
     def settings(self) -> dict[str, Any]: ...
 
@@ -143,7 +145,8 @@ def pair_record(pair: Pair, judge: PairwiseJudge, answers: Sequence[PairAnswer])
     orders = [{"order": order, **asdict(answer)} for order, answer in zip(ORDERS, answers)]
     retry = next((a.error_kind for a in answers if a.error_kind in MODEL_FAILURES), None)
     return {"pair_id": pair.pair_id, "poem_id": pair.poem.poem_id, "x": pair.x, "y": pair.y, "judge": judge.name,
-            "model": judge.model_name, "settings": judge.settings(), "random_weights": judge.random_weights,
+            "model": judge.model_name, "settings": judge.settings(),
+            "random_weights": weights_word(judge.random_weights),
             "orders": orders, "verdict": verdict(*answers), "error_kind": retry}
 
 
@@ -155,6 +158,9 @@ class CompareSummary:
     judged: int  # by this run
     failed: int  # of those, with an order that gave no readable answer
     bias: dict[str, Any]  # position_bias over the whole file
+    answers: int = 0  # ordered questions asked by this run (two per pair)
+    unread: int = 0  # of those, answers that did not read (a failed parse, final)
+    failed_answers: list[FailedAnswer] = field(default_factory=list)  # a sample of them
 
 
 def compare_to_jsonl(judge: PairwiseJudge, pairs: Sequence[Pair], load: Callable[[str], Image.Image], out: Path | str,
@@ -168,7 +174,9 @@ def compare_to_jsonl(judge: PairwiseJudge, pairs: Sequence[Pair], load: Callable
         raise ValueError("the pairs to compare repeat a pair")
     resume = Resume(judge, out, pairwise=True)  # what is done, checked against this judge
     todo = [p for p in pairs if p.pair_id not in resume.done]
-    judged = failed = 0
+    judged = failed = unread = 0
+    failed_answers: list[FailedAnswer] = []
+    max_new_tokens = judge.settings().get("max_new_tokens")
     with resume.appending() as append:
         for batch in chunks(todo, batch_size):
             images = {i: load(i) for p in batch for i in (p.x, p.y)}
@@ -181,10 +189,15 @@ def compare_to_jsonl(judge: PairwiseJudge, pairs: Sequence[Pair], load: Callable
             append(lines)
             judged += len(lines)
             failed += sum(r["verdict"] is None for r in lines)
+            unreadable = [a for a in answers if a.winner is None and a.error_kind in (None, "parse")]
+            unread += len(unreadable)
+            failed_answers += [FailedAnswer.of(a.raw, a.error, a.usage, max_new_tokens) for a in unreadable]
+            del failed_answers[KEEP:]
             if progress:
                 progress(len(lines))
     return CompareSummary(out, len(pairs), len(pairs) - len(todo), judged, failed,
-                          position_bias(resume.final[i] for i in ids if i in resume.final))
+                          position_bias(resume.final[i] for i in ids if i in resume.final), 2 * judged, unread,
+                          failed_answers)
 
 
 def dataset_pairs(dataset: str | Path, config: str = "images", split: str = "test",
@@ -196,10 +209,7 @@ def dataset_pairs(dataset: str | Path, config: str = "images", split: str = "tes
     `max_image_pixels`, or a path-only row whose path leaves the dataset's folder, is refused naming its id)."""
     rows = {r["image_id"]: r for r in dataset_rows(dataset, config, split)}
     if selected is None:
-        by_poem: dict[str, list[str]] = {}
-        for image_id, row in rows.items():
-            by_poem.setdefault(row["poem_id"], []).append(image_id)
-        selected = [(a, b) for ids in by_poem.values() for i, a in enumerate(sorted(ids)) for b in sorted(ids)[i + 1:]]
+        selected = every_pair((image_id, row["poem_id"]) for image_id, row in rows.items())
     unknown = sorted({i for pair in selected for i in pair} - set(rows))
     if unknown:
         raise ValueError(f"{dataset} ({config}, {split}) has no image {unknown[0]!r}")
@@ -220,6 +230,33 @@ def dataset_pairs(dataset: str | Path, config: str = "images", split: str = "tes
             raise ImageError(f"{dataset} ({config}, {split}): image {image_id}: {exc}") from None
         with opened:
             return opened.convert("RGB")
+
+    return pairs, load
+
+
+def every_pair(images: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Every pair of image ids of one poem, from (image_id, poem_id) pairs: poem by poem, each pair in id order."""
+    by_poem: dict[str, list[str]] = {}
+    for image_id, poem_id in images:
+        by_poem.setdefault(poem_id, []).append(image_id)
+    return [(a, b) for ids in by_poem.values() for i, a in enumerate(sorted(ids)) for b in sorted(ids)[i + 1:]]
+
+
+def folder_pairs(images: Path | str, poems_file: Path | str, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
+                 ) -> tuple[list[Pair], Callable[[str], Image.Image]]:
+    """Every pair of images of one poem in a folder of `<generator>/<poem_id>.png` files (`tpb score --images`'s
+    layout, poems from `poems_file`), and a loader of the images by id: a user's own images, with no dataset."""
+    source = FolderSource(images, poems_file, max_image_pixels=max_image_pixels)
+    if source.names_no_generator:
+        raise ValueError(f"{images} holds images directly (<poem_id>.png): a pair is two generators' images of one "
+                         "poem, so give a folder of <generator>/<poem_id>.png")
+    paths = dict(source.files)
+    pairs = [Pair(source.poems[paths[x].stem], x, y) for x, y in every_pair((i, p.stem) for i, p in source.files)]
+    if not pairs:
+        raise ValueError(f"{images} holds no two images of one poem: a pair is two generators' images of one poem")
+
+    def load(image_id: str) -> Image.Image:
+        return open_image(paths[image_id], max_image_pixels).convert("RGB")
 
     return pairs, load
 

@@ -75,6 +75,9 @@ class JudgeOptions:
                                  "(default: rotations)", choices=("rotations", "all"))
     cache_dir: Path | None = _option("semjudge: a folder of graphs kept between runs (default: none)", type=Path,
                                      flags=("--cache",), metavar="DIR")
+    boxes: str | None = _option("semjudge: how the image graph's boxes are asked for: relative, on the 0-1000 grid the "
+                                "Qwen3-VL family grounds on, or pixels of the image as sent (Qwen2.5-VL's); read back "
+                                "in pixels either way (default: relative)", choices=("relative", "pixels"))
     base_url: list[str] | None = _option("an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1; several (repeat "
                                          "the option, or a comma list) make a fleet (default: Hugging Face Inference "
                                          "Providers)", "served judge", action="extend", nargs=1, metavar="URL")
@@ -131,7 +134,7 @@ BUILTIN = (
                   + SERVED, ("transformers", "vllm", "api"), "qwen3-vl"),
     EvaluatorSpec("semjudge", "SemJudge: semiosis graphs of the poem and both images, then the choice",
                   "tangpoetrybench.judging.registry:semjudge", ("pairwise",),
-                  ("model", "backend", "device", "max_pixels", "max_new_tokens", "cache_dir") + SERVED,
+                  ("model", "backend", "device", "max_pixels", "max_new_tokens", "cache_dir", "boxes") + SERVED,
                   ("transformers", "vllm", "api"), "qwen3-vl"),
     EvaluatorSpec("clipscore", "CLIPScore: image-text embedding similarity (CLIP or Chinese-CLIP)",
                   "tangpoetrybench.judging.evaluators.clipscore:CLIPScore", ("scalar",), ("model", "device"),
@@ -330,7 +333,7 @@ def recognize(task: str = "letter", candidates: str | Path | None = None, orders
     return _judge("recognize", lambda: Recognize(candidates, orders or "rotations"), task, options)
 
 
-def semjudge(task: str = "pairwise", cache_dir: str | Path | None = None, **options):
+def semjudge(task: str = "pairwise", cache_dir: str | Path | None = None, boxes: str | None = None, **options):
     """SemJudge on any backend (on transformers, the base model)."""
     from .semjudge import DEFAULT_MAX_NEW_TOKENS, SemJudge
 
@@ -338,4 +341,5 @@ def semjudge(task: str = "pairwise", cache_dir: str | Path | None = None, **opti
     if options.pop("repair", 1) != 1:
         raise ValueError("SemJudge always has its one repair round: give no --repair")
     return SemJudge(backend, cache_dir, **{k: options.pop(k) for k in ("max_pixels",) if k in options},
-                    max_new_tokens=options.pop("max_new_tokens", None) or DEFAULT_MAX_NEW_TOKENS)
+                    max_new_tokens=options.pop("max_new_tokens", None) or DEFAULT_MAX_NEW_TOKENS,
+                    boxes=boxes or "relative")

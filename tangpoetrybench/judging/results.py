@@ -44,16 +44,24 @@ ERROR_KINDS = ("input", *MODEL_FAILURES, "parse")
 STATUSES = ("ok", "repaired", "failed")
 VERDICTS = ("x", "y", "tie")
 WINNERS = ("A", "B")
-PER_RESULT_SETTINGS = frozenset({"rubric", "served_model", "response_format"})
+PER_RESULT_SETTINGS = frozenset({"rubric", "served_model", "response_format", "server"})
 """Settings a result records about itself (checked apart, or not at all), not settings of the run."""
+UNKNOWN_WEIGHTS = "unknown"  # `random_weights` of a served model: nobody can vouch for its weights
 
 # field → what it must be, where a record has it (None: null allowed)
 _TYPES: dict[str, tuple] = {"evaluator": (str,), "judge": (str,), "model": (str,), "x": (str,), "y": (str,),
-                            "settings": (dict,), "random_weights": (bool,), "dataset": (dict, None),
+                            "settings": (dict,), "random_weights": (bool, UNKNOWN_WEIGHTS), "dataset": (dict, None),
                             "reasons": (dict, None), "scores": (dict, None), "orders": (list,)}
 _WORDS: dict[str, tuple] = {"parse_status": STATUSES, "error_kind": (None, *ERROR_KINDS), "verdict": (None, *VERDICTS)}
 A_RECORD = {"image": "an image record", "pair": "a pair record"}
-_TYPE_NAMES = {str: "a string", dict: "an object", bool: "true or false", list: "a list", None: "null"}
+_TYPE_NAMES = {str: "a string", dict: "an object", bool: "true or false", list: "a list", None: "null",
+               UNKNOWN_WEIGHTS: f'"{UNKNOWN_WEIGHTS}"'}
+
+
+def weights_word(random_weights: bool | None) -> bool | str:
+    """What a record says of the model's weights: true for a random-weight test model, false for a real one, and
+    "unknown" for a served model (a backend's `random_weights` is None there)."""
+    return UNKNOWN_WEIGHTS if random_weights is None else bool(random_weights)
 
 
 def _shown(value: Any) -> str:
@@ -71,11 +79,17 @@ def number_problem(value: Any, bounded: bool = True) -> str | None:
     return None
 
 
+def _is(value: Any, allowed: Any) -> bool:
+    """Whether a field's value is of an allowed type (a class), the allowed word (a string) or null (None)."""
+    if allowed is None:
+        return value is None
+    return value == allowed if isinstance(allowed, str) else isinstance(value, allowed)
+
+
 def _field_problems(record: dict) -> Iterator[str]:
     """`field: problem` for each field of a record that breaks the rule."""
     for key, allowed in _TYPES.items():
-        if key in record and not any(record[key] is None if t is None else isinstance(record[key], t)
-                                     for t in allowed):
+        if key in record and not any(_is(record[key], t) for t in allowed):
             yield f"{key}: {_shown(record[key])} is not {' or '.join(_TYPE_NAMES[t] for t in allowed)}"
     for key, words in _WORDS.items():
         if key in record and record[key] not in words:
@@ -215,7 +229,7 @@ class ResultsFile:
                 else RUBRIC if any(r.get("scores") for r in records.values()) else SCALAR)
         held = {json.dumps(r["dataset"], sort_keys=True) for r in records.values() if r.get("dataset")}
         return cls(path, kind, first_name, first.get("model", ""), first.get("settings") or {},
-                   any(r.get("random_weights") for r in records.values()), records,
+                   any(r.get("random_weights") is True for r in records.values()), records,
                    [json.loads(d) for d in sorted(held)])
 
     @classmethod
@@ -226,6 +240,24 @@ class ResultsFile:
     @property
     def pointwise(self) -> bool:
         return self.kind != PAIRWISE
+
+    @property
+    def servers(self) -> list[str]:
+        """The servers that answered, for a served judge's results (each result says which replica answered it)."""
+        found = set()
+        for record in self.records.values():
+            found.add((record.get("settings") or {}).get("server"))
+            found.update((o.get("extra") or {}).get("server") for o in record.get("orders") or [] if isinstance(o, dict))
+        return sorted(s for s in found if isinstance(s, str))
+
+    @property
+    def label(self) -> str:
+        """The evaluator (or judge) as a table names it: a served judge with its model and server, since `api` alone
+        says nothing of who answered."""
+        if self.settings.get("backend") != "api":
+            return self.name
+        servers = self.servers
+        return f"{self.name}: {self.model}" + (f" at {', '.join(servers)}" if servers else "")
 
     def status_counts(self, ids: Iterable[str]) -> dict[str, int]:
         """How many of these images' results parsed `ok`, were `repaired` or `failed`."""

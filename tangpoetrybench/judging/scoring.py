@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from functools import partial
 from itertools import islice
 from pathlib import Path
@@ -36,9 +37,11 @@ from ..dataset.reading import dataset_identity, dataset_rows, row_image
 from ..errors import DataError, ImageError, Problem, SystematicFailure
 from ..files import DEFAULT_MAX_IMAGE_PIXELS, link_outside, local_or_hub, open_image, write_file
 from .evaluators.base import EvalResult, Evaluator, Prepared, ScoringItem, rgb_item
+from .failures import KEEP, FailedAnswer
 from .results import MODEL_FAILURES, Resume, final_records, read_lines
+from .tasks.scores import readout_fallback
 from ..models import process_state
-from ..poems import Poem, read_poems
+from ..poems import Poem, check_generator, read_poems
 from ..dataset.raw_release import IMAGE_EXTENSIONS
 
 DEFAULT_BATCH_SIZE = 8
@@ -107,13 +110,16 @@ class DatasetSource:
 
 
 class FolderSource:
-    """Images named by poem: `DIR/<poem_id>.png` or `DIR/<generator>/<poem_id>.png`.
+    """Images named by poem: `DIR/<generator>/<poem_id>.png`, or `DIR/<poem_id>.png` (a flat folder).
 
-    The image_id is the path below DIR without its extension. Every image must name a poem of the file; a symbolic
-    link (to a file or a folder) that leaves DIR is refused, by name. An image over `max_image_pixels` is a failed
-    result of kind `input`, refused before it is decoded."""
+    The image_id is the path below DIR without its extension (`generator/poem_id`, what the leaderboard ranks); a flat
+    folder's ids are `generator/poem_id` when `generator` says whose images they are, else the poem_id alone
+    (`names_no_generator`). Every image must name a poem of the file; a symbolic link (to a file or a folder) that
+    leaves DIR is refused, by name. An image over `max_image_pixels` is a failed result of kind `input`, refused
+    before it is decoded."""
 
-    def __init__(self, images: Path | str, poems_file: Path | str, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS):
+    def __init__(self, images: Path | str, poems_file: Path | str, generator: str | None = None,
+                 max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS):
         root = Path(images)
         self.poems = {p.poem_id: p for p in read_poems(poems_file)}
         self.max_image_pixels = max_image_pixels
@@ -129,7 +135,15 @@ class FolderSource:
             raise DataError(unknown)
         if not files:
             raise DataError(Problem(str(root), f"no images ({', '.join(IMAGE_EXTENSIONS)})"))
-        self.files = [(str(p.relative_to(root).with_suffix("")), p) for p in files]
+        flat = [p for p in files if p.parent == root]
+        if generator is not None:
+            check_generator(generator, "--generator")
+            if len(flat) != len(files):
+                raise ValueError(f"--generator names the generator of a flat folder (DIR/<poem_id>.png), but {root} "
+                                 "has generator folders (DIR/<generator>/<poem_id>.png): give no --generator")
+        self.names_no_generator = bool(flat) and generator is None
+        prefix = f"{generator}/" if generator else ""
+        self.files = [(prefix + str(p.relative_to(root).with_suffix("")), p) for p in files]
 
     def ids(self) -> list[str]:
         return [image_id for image_id, _ in self.files]
@@ -158,6 +172,8 @@ class ScoreSummary:
     repair_rounds: int = 0  # answers of a served judge that did not parse and got a repair round
     repair_parsed: int = 0  # of those, read from the second answer
     truncated: int = 0  # texts the evaluator's text encoder saw only in part (CLIP's 77 tokens, BLIP's 35, ...)
+    readout_fallbacks: int = 0  # answers asked for the readout that were decoded instead (a server without logprobs)
+    failed_answers: list[FailedAnswer] = field(default_factory=list)  # a sample of this process's unreadable answers
 
     @property
     def main_process(self) -> bool:
@@ -236,8 +252,17 @@ class FailureGuard:
     def stop(self) -> None:
         first = next(r for r in self.held if r.error_kind in MODEL_FAILURES)
         raise SystematicFailure(f"every image of the first {self.failed_batches} batch(es) failed in the model "
-                                f"({first.error}); nothing was written for them. Fix the cause and run again "
-                                "(lower --batch-size or --max-pixels if it is out of memory)")
+                                f"({first.error}); nothing was written for them. {what_to_fix(first.error or '')}")
+
+
+def what_to_fix(error: str) -> str:
+    """The advice that follows from a failure that stopped a run: memory, a server's refusal, or the cause named."""
+    if "out of memory" in error.lower():
+        return "It is out of memory: lower --batch-size or --max-pixels and run again"
+    if re.search(r"\bHTTP 4\d\d\b", error):
+        return ("The server refused every request: its message is above (a --model it does not serve, or an option "
+                "it does not take); fix that and run again")
+    return "Fix the cause and run again"
 
 
 def score_to_jsonl(
@@ -249,7 +274,7 @@ def score_to_jsonl(
     num_workers: int | None = None,
     progress: bool = True,
 ) -> ScoreSummary:
-    """Score every item of `source` not yet in `out`, appending SPEC §6 records as JSON Lines.
+    """Score every item of `source` not yet in `out`, appending result records as JSON Lines (docs/scoring.md).
 
     `batch_size` defaults to 8 (an engine that schedules its own batches, vLLM, takes at least its
     `min_batch_size`); `num_workers` preparing processes default to `default_num_workers`."""
@@ -281,6 +306,7 @@ def score_to_jsonl(
                                      for line in resume.lines))
 
     scored = failed = retryable = prompt_tokens = completion_tokens = repair_rounds = repair_parsed = truncated = 0
+    fallbacks, failed_answers = 0, []
     identity = getattr(source, "identity", lambda: None)()  # what a dataset source says it is; None for others
 
     def with_identity(record: dict) -> dict:
@@ -291,7 +317,7 @@ def score_to_jsonl(
     ) as bar:
         def write(results: list[EvalResult]) -> None:
             nonlocal scored, failed, retryable, prompt_tokens, completion_tokens
-            nonlocal repair_rounds, repair_parsed, truncated
+            nonlocal repair_rounds, repair_parsed, truncated, fallbacks
             append([with_identity(r.to_json()) for r in results])
             scored += len(results)
             failed += sum(r.parse_status == "failed" for r in results)
@@ -301,6 +327,10 @@ def score_to_jsonl(
             repair_rounds += sum(r.repair is not None for r in results)
             repair_parsed += sum(r.repair is not None and r.parse_status != "failed" for r in results)
             truncated += sum(bool(r.evidence and r.evidence.get("text_seen", {}).get("truncated")) for r in results)
+            fallbacks += sum(readout_fallback(r) is not None for r in results)
+            failed_answers.extend(FailedAnswer.of(r.raw_output, r.error, r.usage, r.settings.get("max_new_tokens"))
+                                  for r in results if r.error_kind == "parse")
+            del failed_answers[KEEP:]
 
         seen = 0
         for batch in loader:
@@ -311,14 +341,16 @@ def score_to_jsonl(
     if seen != len(todo):  # a source whose stream and ids disagree must not pass for a finished run
         raise RuntimeError(f"the source gave {seen} of the {len(todo)} items to score; rerun to score the rest")
     local = scored
-    counts = (scored, failed, retryable, prompt_tokens, completion_tokens, repair_rounds, repair_parsed, truncated)
+    counts = (scored, failed, retryable, prompt_tokens, completion_tokens, repair_rounds, repair_parsed, truncated,
+              fallbacks)
     if parts or retry:
         counts = _merge(state, out, order, counts)
-    scored, failed, retryable, prompt_tokens, completion_tokens, repair_rounds, repair_parsed, truncated = counts
+    scored, failed, retryable, prompt_tokens, completion_tokens, repair_rounds, repair_parsed, truncated, fallbacks = \
+        counts
     return ScoreSummary(out=out, total=len(ids), skipped=len(done), scored=scored, failed=failed, retryable=retryable,
                         process_scored=local, process_index=rank, num_processes=world, prompt_tokens=prompt_tokens,
                         completion_tokens=completion_tokens, repair_rounds=repair_rounds, repair_parsed=repair_parsed,
-                        truncated=truncated)
+                        truncated=truncated, readout_fallbacks=fallbacks, failed_answers=failed_answers)
 
 
 def _merge(state, out: Path, order: dict[str, int], counts: tuple[int, ...]) -> tuple[int, ...]:
@@ -345,22 +377,27 @@ def _merge(state, out: Path, order: dict[str, int], counts: tuple[int, ...]) -> 
 
 
 def source_of(dataset: str | Path | None = None, images: Path | str | None = None, poems: Path | str | None = None,
-              config: str = "images", split: str = "test", max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Source:
+              config: str = "images", split: str = "test", generator: str | None = None,
+              max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Source:
     """What to score: a built dataset's split (`dataset`, a folder or Hub id), or a folder of images named by
-    poem (`images` with the `poems` file). Larger images than `max_image_pixels` are refused before decoding."""
+    poem (`images` with the `poems` file; `generator`: whose images a flat folder holds). Larger images than
+    `max_image_pixels` are refused before decoding."""
     if (dataset is None) == (images is None):
         raise ValueError("give --dataset DIR, or --images DIR with --poems FILE")
     if images is not None and poems is None:
         raise ValueError("--images needs --poems FILE")
+    if dataset is not None and generator is not None:
+        raise ValueError("--generator applies to --images (a flat folder of one generator's images)")
     if dataset is not None:
         return DatasetSource(dataset, config, split, max_image_pixels)
-    return FolderSource(images, poems, max_image_pixels)
+    return FolderSource(images, poems, generator, max_image_pixels)
 
 
 def score(evaluator: Evaluator, out: Path | str, dataset: str | Path | None = None, images: Path | str | None = None,
-          poems: Path | str | None = None, config: str = "images", split: str = "test",
+          poems: Path | str | None = None, config: str = "images", split: str = "test", generator: str | None = None,
           max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, **kwargs) -> ScoreSummary:
     """Score a dataset's split or a folder of images (see `source_of`) into the JSON Lines file `out`, resuming
     what is already there. Other keyword arguments (batch_size, limit, num_workers, progress) go to
     `score_to_jsonl`."""
-    return score_to_jsonl(evaluator, source_of(dataset, images, poems, config, split, max_image_pixels), out, **kwargs)
+    return score_to_jsonl(evaluator, source_of(dataset, images, poems, config, split, generator, max_image_pixels),
+                          out, **kwargs)

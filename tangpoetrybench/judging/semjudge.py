@@ -11,9 +11,12 @@ Three steps, each one request with its own JSON schema, read and validated by `r
 1. `poem_graph`: the poem's HSG — a root (sign, object, interpretant, expected grounds: iconic, indexical or
    symbolic) and 3–5 sub-signs with their relation to the root. Asked once per poem, and cached on disk keyed by
    the poem, the model and the prompts' version.
-2. `image_graph`: each image's HSG, its sub-signs with up to three bounding boxes in the pixel coordinates of the
-   image as sent (its size is in the prompt); a box outside the image is refused. Cached the same way, keyed by
-   the image's pixels, so asking a pair in both orders asks each image once.
+2. `image_graph`: each image's HSG, its sub-signs with up to three bounding boxes. The Qwen3-VL family grounds on a
+   relative grid, 0 to 1000 over the image whatever its size (Qwen2.5-VL gave pixels of the resized image), so
+   that is what is asked by default (`boxes="relative"`; `boxes="pixels"` asks for pixels of the image as sent, its
+   size in the prompt). A box outside the grid (or the image) or without area is refused; the boxes read are
+   converted to pixels of the image as sent, in which every graph is kept, cached and drawn. Cached the same way,
+   keyed by the image's pixels, so asking a pair in both orders asks each image once.
 3. `judgment`: from the poem and the three graphs, `{"discussion": …, "winner": "A" | "B"}`.
 
 A step's answer that is not JSON, or not in its schema, gets one repair round (the answer, then "Reply with valid
@@ -40,7 +43,7 @@ from typing import Any, Callable, Sequence
 import yaml
 from PIL import Image
 
-from ..models import DEFAULT_MAX_PIXELS, fit_pixels, fitted_size
+from ..models import DEFAULT_MAX_PIXELS, fit_pixels, fitted_size, image_refusal
 from ..poems import Poem
 from .backends import Backend, Question
 from .judge import Attempt, ask
@@ -49,6 +52,8 @@ from .reading import VERSIONS, read_json, schema_problems
 from .tasks import Reading
 
 GROUNDS = ("iconic", "indexical", "symbolic")
+BOX_CONVENTIONS = ("relative", "pixels")  # the boxes asked for: on Qwen3-VL's 0–1000 grid, or in pixels
+GRID = 1000  # Qwen3-VL's grounding grid: a relative coordinate x is x / 1000 of the image's width
 DEFAULT_MAX_NEW_TOKENS = 1536  # a graph of five sub-signs with boxes is about 800 Qwen tokens
 RANDOM_WEIGHTS_NOTE = "random weights: a plumbing check, not an interpretation"
 
@@ -89,26 +94,44 @@ JUDGMENT_SCHEMA = _object({"discussion": _text(), "winner": {"enum": ["A", "B"]}
 SCHEMAS = {"poem_graph": graph_schema(False), "image_graph": graph_schema(True), "judgment": JUDGMENT_SCHEMA}
 
 
-def box_problems(graph: dict, size: tuple[int, int]) -> list[str]:
-    """The boxes of an image graph that are not inside the image (0 ≤ x_min < x_max ≤ width, likewise for y)."""
-    width, height = size
+def box_problems(graph: dict, size: tuple[int, int], boxes: str = "pixels") -> list[str]:
+    """The boxes of an image graph that are not boxes in `boxes`' convention: outside the image of `size` (pixels)
+    or the 0–1000 grid (relative), or without area (0 ≤ x_min < x_max ≤ width, likewise for y)."""
+    width, height = (GRID, GRID) if boxes == "relative" else size
+    where = f"the 0–{GRID} grid of relative coordinates" if boxes == "relative" else f"the {width}×{height} image"
     problems = []
     for i, child in enumerate(graph["hsg_root"]["children"]):
         for j, (x0, y0, x1, y1) in enumerate(child.get("bounding_boxes", [])):
-            if not (0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height):
-                problems.append(f"$.hsg_root.children[{i}].bounding_boxes[{j}]: [{x0:g}, {y0:g}, {x1:g}, {y1:g}] is "
-                                f"not inside the {width}×{height} image")
+            box = f"$.hsg_root.children[{i}].bounding_boxes[{j}]: [{x0:g}, {y0:g}, {x1:g}, {y1:g}]"
+            if not (0 <= min(x0, x1) and max(x0, x1) <= width and 0 <= min(y0, y1) and max(y0, y1) <= height):
+                problems.append(f"{box} is not inside {where}")
+            elif not (x0 < x1 and y0 < y1):
+                problems.append(f"{box} has no area (it needs x_min < x_max and y_min < y_max)")
     return problems
 
 
-def check(step: str, text: str, size: tuple[int, int] | None = None) -> tuple[Any, list[str]]:
-    """(value, problems) of one step's answer: valid when there are no problems."""
+def in_pixels(graph: dict, size: tuple[int, int], boxes: str) -> dict:
+    """The graph with its boxes in pixels of the image as sent (of `size`): relative ones scaled by size / 1000."""
+    if boxes == "pixels":
+        return graph
+    width, height = size
+    scale = (width / GRID, height / GRID) * 2
+    children = [{**child, "bounding_boxes": [[round(v * f, 1) for v, f in zip(box, scale)]
+                                             for box in child["bounding_boxes"]]}
+                if "bounding_boxes" in child else child for child in graph["hsg_root"]["children"]]
+    return {**graph, "hsg_root": {**graph["hsg_root"], "children": children}}
+
+
+def check(step: str, text: str, size: tuple[int, int] | None = None, boxes: str = "pixels") -> tuple[Any, list[str]]:
+    """(value, problems) of one step's answer: valid when there are no problems; an image graph's boxes in
+    `boxes`' convention, read back in pixels of the image of `size`."""
     value, error = read_json(text)
     if error:
         return None, [error]
     problems = schema_problems(value, SCHEMAS[step])
     if not problems and size is not None:
-        problems = box_problems(value, size)
+        problems = box_problems(value, size, boxes)
+        value = in_pixels(value, size, boxes) if not problems else value
     return value, problems
 
 
@@ -121,9 +144,10 @@ def poem_messages(poem: Poem) -> list[dict]:
     return _messages(system_message("poem_graph"), [{"type": "text", "text": user}])
 
 
-def image_messages(image: Image.Image) -> list[dict]:
+def image_messages(image: Image.Image, boxes: str = "relative") -> list[dict]:
     width, height = image.size
-    return _messages(system_message("image_graph", width=width, height=height),
+    asked = prompts()["boxes"][boxes].format(width=width, height=height)
+    return _messages(system_message("image_graph", width=width, height=height, boxes=asked),
                      [{"type": "image", "image": image}, {"type": "text", "text": prompts()["steps"]["image_graph"]["user"]}])
 
 
@@ -138,9 +162,9 @@ def _messages(system: str, user: list[dict]) -> list[dict]:
     return [{"role": "system", "content": [{"type": "text", "text": system}]}, {"role": "user", "content": user}]
 
 
-def read_step(step: str, text: str, size: tuple[int, int] | None = None) -> Reading:
+def read_step(step: str, text: str, size: tuple[int, int] | None = None, boxes: str = "pixels") -> Reading:
     """A step's answer read: its value when valid, else failed with what was wrong (the repair round says it)."""
-    value, problems = check(step, text, size)
+    value, problems = check(step, text, size, boxes)
     return Reading(value, "ok") if not problems else Reading(None, "failed", "; ".join(problems[:10]))
 
 
@@ -219,16 +243,19 @@ class SemJudge:
     name = "semjudge"
 
     def __init__(self, backend: Backend, cache_dir: str | Path | None = None, max_pixels: int = DEFAULT_MAX_PIXELS,
-                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS):
+                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, boxes: str = "relative"):
+        if boxes not in BOX_CONVENTIONS:
+            raise ValueError(f"--boxes {boxes!r}: one of {', '.join(BOX_CONVENTIONS)}")
+        self.boxes = boxes
         self.backend = backend.without_adapter() if hasattr(backend, "without_adapter") else backend
         self.cache, self.max_pixels, self.max_new_tokens = GraphCache(cache_dir), max_pixels, max_new_tokens
-        self.model_name, self.random_weights = backend.model_name, bool(backend.random_weights)
+        self.model_name, self.random_weights = backend.model_name, backend.random_weights  # None: served
         self.requests = 0  # sent by this judge, repairs included
 
     def settings(self) -> dict[str, Any]:
         return {"prompt_version": prompts()["version"], "parser": VERSIONS["steps"], "max_pixels": self.max_pixels,
-                "backend": self.backend.name,
-                "max_new_tokens": self.max_new_tokens, **self.backend.settings()}
+                "backend": self.backend.name, "max_new_tokens": self.max_new_tokens, "boxes": self.boxes,
+                **self.backend.settings()}
 
     def ask(self, step: str, conversations: list[list[dict]],
             sizes: Sequence[tuple[int, int] | None] | None = None) -> list[StepResult]:
@@ -236,7 +263,7 @@ class SemJudge:
         sizes = sizes or [None] * len(conversations)
         questions = [Question(c, self.max_new_tokens, schema=SCHEMAS[step], schema_name=step, meta={"size": size})
                      for c, size in zip(conversations, sizes)]
-        attempts = ask(self.backend, questions, lambda q, a: read_step(step, a.text, q.meta["size"]),
+        attempts = ask(self.backend, questions, lambda q, a: read_step(step, a.text, q.meta["size"], self.boxes),
                        lambda q, reading: prompts()["repair"] + " What was wrong: " + reading.error)
         self.requests += len(attempts) + sum(a.repair is not None for a in attempts)
         return [step_result(step, a) for a in attempts]
@@ -270,7 +297,7 @@ class SemJudge:
                            prompts()["version"])
 
     def image_key(self, sent: Image.Image) -> str:
-        return fingerprint("image", list(sent.size), sent.tobytes(), self.model_name, prompts()["version"])
+        return fingerprint("image", list(sent.size), sent.tobytes(), self.model_name, prompts()["version"], self.boxes)
 
     def sent_image(self, image: Image.Image) -> Image.Image:
         """The image as the model sees it (RGB, within the pixel budget): boxes are in its coordinates."""
@@ -285,10 +312,16 @@ class SemJudge:
                            meta=[{"poem_id": p.poem_id} for p in poems])
 
     def image_graphs(self, images: Sequence[Image.Image]) -> list[StepResult]:
+        """Each image's graph; an image its model's processor would refuse (`models.image_refusal`) fails unasked."""
         sent = [self.sent_image(image) for image in images]
-        return self.graphs("image", [self.image_key(image) for image in sent], lambda i: image_messages(sent[i]),
-                           "image_graph", sizes=[image.size for image in sent],
-                           meta=[{"size": list(image.size)} for image in sent])
+        refused = [image_refusal(image.size) for image in sent]
+        asked = [image for image, why in zip(sent, refused) if not why]
+        graphs = iter(self.graphs("image", [self.image_key(image) for image in asked],
+                                  lambda i: image_messages(asked[i], self.boxes), "image_graph",
+                                  sizes=[image.size for image in asked],
+                                  meta=[{"size": list(image.size), "boxes": self.boxes} for image in asked]))
+        return [StepResult("image_graph", None, [], "failed", f"image_graph: {why}") if why else next(graphs)
+                for why in refused]
 
     def judge(self, items: Sequence[PairItem]) -> list[PairAnswer]:
         """One ordered 2AFC answer per item: the three graphs (cached where they were made before), then the

@@ -10,8 +10,9 @@ Definitions (also stated in the output):
 - 95 % intervals and rank stability resample poems (the same draw for every generator, so the comparison stays
   paired); rank stability is the share of resamples in which a generator holds the rank it has in the estimate.
 - Agreement with people, over the human-rated generators: Kendall τ-b and Spearman ρ between PAE's and the
-  human means of each generator on the images that have both, and the SPEC §7 per-image statistics (τ within a
-  poem, Spearman over images) from `agreement.agreement`.
+  human means of each generator on the images that have both, and the per-image statistics of docs/statistics.md
+  (τ within a poem, Spearman over images) from `agreement.agreement`.
+- Images scored but not compared are counted and said, per generator, with why (`left_out`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ..stats.agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement, resam
 from ..stats.calibration import carried_coverage, percent
 from ..dataset.reading import config_rubric, dataset_rows
 from ..judging.results import Results, ResultsFile, two_settings
-from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_ci, fmt_interval
+from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, counted, fmt, fmt_ci, fmt_interval
 from .pairwise import lay_out_strengths, leaderboard_strengths
 from .plots import colours_for, radar, ring_floor
 from .recognition import board_recognizability, lay_out_recognizability
@@ -194,6 +195,7 @@ class LeaderboardData:
     generator_strengths: dict | None  # Bradley–Terry strengths and win rates from the evaluator's choices on pairs
     recognizability_judge: dict | None = None  # with recognize results: what the recognizability table says of them
     prompt_variants: dict | None = None  # with generation.json files: one pipeline's prompt variants side by side
+    left_out: dict | None = None  # generator → images scored but not compared, by why (see `left_out`)
 
     def numbers(self) -> dict:
         """leaderboard.json."""
@@ -207,6 +209,8 @@ class LeaderboardData:
             out["synthetic"] = True
         if self.prompt_variants is not None:
             out["prompt_variants"] = self.prompt_variants
+        if self.left_out:
+            out["left_out"] = self.left_out
         out["agreement_with_humans"] = self.agreement_with_humans
         if self.generator_strengths is not None:
             out["generator_strengths"] = self.generator_strengths
@@ -254,7 +258,19 @@ def compute_leaderboard(dataset: str | Path, scores: Sequence[Results], split: s
         agreement_with_humans(s, rows, keep, rated, pae_values, human_values, poems, n_bootstrap, seed, weights,
                               rubric),
         unproven_files(s.results, dataset, split, {r["image_id"] for r in rows}),
-        leaderboard_strengths(s.records, compared, n_bootstrap, seed), judge, variant_comparison(board, generation) if generation else None)
+        leaderboard_strengths(s.records, compared, n_bootstrap, seed), judge, variant_comparison(board, generation) if generation else None,
+        left_out(scored, split_poems, keep))
+
+
+def left_out(scored: dict[str, set[str]], split_poems: set[str], compared: set[str]) -> dict:
+    """Per generator, the images it has results for that the board does not compare, by why: poems without
+    human-rated images in the split (another split, or Song Ci), and poems some other generator has no result for."""
+    out = {}
+    for generator, poems in scored.items():
+        why = {"outside_split": len(poems - split_poems), "missing_elsewhere": len(poems & split_poems - compared)}
+        if any(why.values()):
+            out[generator] = why
+    return out
 
 
 def ranked_board(generators: list[str], poems: list[str], columns: list[str], pae_values: dict, human_values: dict,
@@ -312,6 +328,10 @@ def lay_out(data: LeaderboardData) -> Report:
                  "nothing.")
     if data.synthetic:
         rep.text("**Synthetic data.** The dataset was made by `tpb demo-release`: its human scores are simulated.")
+    if data.left_out:
+        rep.text("**Left out.** " + "; ".join(_left_out_words(g, why, data.split) for g, why in data.left_out.items())
+                 + ". Generate and score only the split's poems to spend nothing on them (`tpb generate --split "
+                 f"{data.split}`).")
     rep.text(f"Every generator is scored by one evaluator, `{s.evaluator}` (`{s.model}`, settings "
              f"{', '.join(f'{k} {v}' for k, v in s.settings.items())}), on the same {len(data.poems)} poems of the "
              f"`{data.split}` split of `{data.dataset}`. **PAE** columns are the evaluator's estimates; **human** "
@@ -350,6 +370,17 @@ def lay_out(data: LeaderboardData) -> Report:
     _agreement(rep, data.agreement_with_humans)
     lay_out_strengths(rep, data.generator_strengths, s.evaluator)  # Bradley–Terry, win rates
     return rep
+
+
+def _left_out_words(generator: str, why: dict, split: str) -> str:
+    parts = []
+    if why["outside_split"]:
+        parts.append(f"{counted(why['outside_split'], 'image')} of poems with no human-rated image in the `{split}` "
+                     "split (another split, or another tradition's config)")
+    if why["missing_elsewhere"]:
+        parts.append(f"{counted(why['missing_elsewhere'], 'image')} of poems that another generator has no result "
+                     "for (every generator is compared on the same poems)")
+    return f"{generator}: " + " and ".join(parts)
 
 
 def leaderboard_rows(board: list[dict]) -> list[list[str]]:
@@ -439,7 +470,7 @@ def _agreement(rep: Report, result: dict) -> None:
              + (f"; PAE orders them exactly as people do in {100 * same:.1f} % of resamples" if same is not None else "")
              + ".")
     p = result["per_image"]
-    rep.table(["Per-image statistic (SPEC §7)", "Value", "95 % CI (poems)"],
+    rep.table(["Per-image statistic (docs/statistics.md)", "Value", "95 % CI (poems)"],
               [[f"Kendall τ within a poem ({p['kendall_tau_poems']} poems)", fmt(p["kendall_tau"]),
                 fmt_ci(p.get("kendall_tau_ci"))],
                ["Spearman ρ over images", fmt(p["spearman"]), fmt_ci(p.get("spearman_ci"))],

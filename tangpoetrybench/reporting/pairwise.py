@@ -37,7 +37,8 @@ def compute_pairwise(table: PairTable, ratings: RatingTable, scores: Sequence[Re
            "generators": {"human": generator_strengths(table, table.pairs.x_wins.astype(float), bt_resamples, seed)},
            "evaluators": {}}
     for scored in scores:
-        evaluator, model, choices = evaluator_choices(table, scored)
+        _, model, choices = evaluator_choices(table, scored)
+        evaluator = scored.label
         if evaluator in out["evaluators"]:
             evaluator = f"{evaluator} ({scored.path.stem})"
         out["evaluators"][evaluator] = {

@@ -282,7 +282,7 @@ def table4_of(inputs: ReportInputs, rows: list[dict], results: ResultsFile, spli
     """Table 4 for one scores file against the split's image `rows`; a second file of an evaluator already `taken`
     (say two served judges) is named apart by its file name. With a `calibration` of the file's judge, how its
     intervals fare there too (Table 4C)."""
-    evaluator = f"{results.name} ({results.path.stem})" if results.name in taken else results.name
+    evaluator = f"{results.label} ({results.path.stem})" if results.label in taken else results.label
     rubric = inputs.rubric
     data = agreement_data_of(rows, results, rubric)
     warnings = [matched(data, results, f"the {split} split"), results.scored_on(inputs.dataset, split, (config,))]

@@ -23,8 +23,12 @@ def matched(data: AgreementData, results: ResultsFile, where: str) -> str | None
     """A scores file must be about these images: none of them is an error; some missing is a warning (returned)."""
     found = sum(i in results.records for i in data.image_ids)
     if found == 0:
+        folder = "" if results.datasets else (
+            "; it scored a folder of images, and the human-data statistics need the dataset's own: rank a new "
+            "generator's images with tpb leaderboard instead, which reads them beside the rated ones")
         raise ValueError(f"{results.path} has results for none of the {len(data.image_ids)} images of {where} (its "
-                         f"{len(results.records)} results are for other images): check --dataset, --config and --split")
+                         f"{len(results.records)} results are for other images): check --dataset, --config and "
+                         f"--split{folder}")
     if found < len(data.image_ids):
         return (f"{len(data.image_ids) - found} of the {len(data.image_ids)} images of {where} have no result in "
                 f"{results.path}: they count against coverage")
@@ -113,9 +117,9 @@ def rating_table_of(rows: list[dict], rubric: Rubric, image_config: str = "image
 def agree(dataset: str | Path, scores: ResultsFile | Path | str, split: str = "test",
           n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, config: str = "images",
           margin: float = DEFAULT_MARGIN, calibration: Calibration | None = None) -> dict:
-    """SPEC §7 for one evaluator's results (a results file, or its path) on one config and split (`images`: the
-    held-out test poems; `unseen_generator` and `song_ci`: the paper's two generalization tests), beside the same
-    images' noise floor; with a `calibration`, how its intervals fare on these images
+    """The statistics of docs/statistics.md for one evaluator's results (a results file, or its path) on one config
+    and split (`images`: the held-out test poems; `unseen_generator` and `song_ci`: the paper's two generalization
+    tests), beside the same images' noise floor; with a `calibration`, how its intervals fare on these images
     (`calibration.evaluate_records`)."""
     results = ResultsFile.of(scores)
     if not results.pointwise:

@@ -1,4 +1,4 @@
-"""Agreement of an evaluator with human scores (SPEC §7), with bootstrap confidence intervals over poems.
+"""Agreement of an evaluator with human scores (docs/statistics.md), with bootstrap confidence intervals over poems.
 
 Over the (image, dimension) pairs whose human score is non-null:
 - coverage: share of pairs with a non-null prediction;
@@ -95,8 +95,9 @@ class AgreementData:
         predicted scores, or one number for a scalar metric, or None when the evaluator gave nothing. A prediction's
         quality is the parser's rule (`numeric.whole_mean`): null unless every always-applicable dimension has a
         score. `rubric` is a `Rubric` or a `RubricScale`. `reference_quality` is the dataset's `quality` column;
-        without it, the mean of the non-null reference scores (which differs from SPEC §3 only for an image whose
-        ratings QC dropped entirely). Without `poem_ids`, every image is its own unit."""
+        without it, the mean of the non-null reference scores (which differs from the aggregation of
+        docs/dataset.md only for an image whose ratings QC dropped entirely). Without `poem_ids`, every image is its
+        own unit."""
         scale = RubricScale.of(rubric)
         n, keys = len(references), scale.keys
         by_poem = poem_ids is not None

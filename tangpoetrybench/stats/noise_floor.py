@@ -1,4 +1,4 @@
-"""The human noise floor (SPEC §7): how much people disagree with each other on multi-rated images.
+"""The human noise floor (docs/statistics.md): how much people disagree with each other on multi-rated images.
 
 No evaluator can be expected to agree with one person better than people agree among themselves, so
 every agreement figure is reported beside these:

@@ -3,9 +3,9 @@
 `https://router.huggingface.co/v1` when no base URL is given), over `httpx2` (huggingface_hub's HTTP client).
 
 A question goes out as the prompt builder's messages, each image a PNG data URL (lossless, so the server's model gets
-the pixels a local one would), at temperature 0 and a fixed seed, with its JSON schema as the response format
-(OpenAI's `json_schema` form). A server that refuses the response format (HTTP 400 or 422) is asked again without
-it, once, and the records say so.
+the pixels a local one would; an image its processor would refuse fails at once, unsent), at temperature 0 and a
+fixed seed, with its JSON schema as the response format (OpenAI's `json_schema` form). A server that refuses the
+response format (HTTP 400 or 422) is asked again without it, once, and the records say so.
 
 What this client promises (docs/security.md):
 - **The key** is read from an environment variable when a batch starts, sent only as the bearer token, and redacted
@@ -48,6 +48,7 @@ from urllib.parse import urlparse
 from PIL import Image
 
 from ...errors import RunStopped
+from ...models import image_refusal
 from ..prompt import with_image_parts
 from . import Answer, Question
 
@@ -90,7 +91,12 @@ class ServerFailure(Exception):
 
 
 def data_url(image: Image.Image) -> str:
-    """A PNG data URL: lossless, so the server's model gets the pixels a local model would."""
+    """A PNG data URL: lossless, so the server's model gets the pixels a local model would. An image the local
+    path's processor would refuse (`models.image_refusal`) is refused here too, before anything is sent: the item
+    fails as `input`, at once, where the server would answer HTTP 500 to every retry."""
+    refusal = image_refusal(image.size)
+    if refusal:
+        raise ValueError(refusal)
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
@@ -336,7 +342,7 @@ class ServedBackend:
                        **({"response_format": json_format(question.schema_name, question.schema)} if asked else {}),
                        **({"logprobs": True, "top_logprobs": TOP_LOGPROBS} if logprobs else {})}
             try:
-                body = await self._attempt(client, stopped, payload, key, question.max_new_tokens, logprobs)
+                body, server = await self._attempt(client, stopped, payload, key, question.max_new_tokens, logprobs)
                 break
             except ServerFailure as exc:
                 if asked and exc.status in (400, 422):
@@ -369,14 +375,15 @@ class ServedBackend:
         usage = body.get("usage")
         if isinstance(usage, dict):
             usage = {k: int(usage.get(k) or 0) for k in ("prompt_tokens", "completion_tokens")}
-        meta = {"served_model": redact(str(body.get("model", "")), key), **self._format(asked, refused_now)}
+        meta = {"served_model": redact(str(body.get("model", "")), key), "server": server,
+                **self._format(asked, refused_now)}
         return Answer(redact(text, key), usage if isinstance(usage, dict) else None, logprobs=choice.get("logprobs"),
                       meta=meta)
 
     async def _attempt(self, client, stopped: asyncio.Event, payload: dict, key: str | None, max_new_tokens: int,
-                       logprobs: bool) -> dict:
-        """One attempt on the replica chosen for it: its body, or the failure raised (a refused key and an unknown
-        model stop every request)."""
+                       logprobs: bool) -> tuple[dict, str]:
+        """One attempt on the replica chosen for it: its body and the replica's URL, or the failure raised (a refused
+        key and an unknown model stop every request)."""
         replica = await self._replica(time.monotonic() + self.timeout)
         try:
             body = await self._post(client, replica, payload, key, max_new_tokens, logprobs)
@@ -402,7 +409,7 @@ class ServedBackend:
         finally:
             replica.in_flight -= 1
         replica.succeed()
-        return body
+        return body, replica.url
 
     def _format(self, asked: bool, refused_now: str | None) -> dict[str, str]:
         """What the answer was constrained to: the schema, or why not."""

@@ -11,7 +11,6 @@ VQAScore and SemJudge ask the base model beside PAE.
 
 from __future__ import annotations
 
-import copy
 from contextlib import nullcontext
 from typing import Any, Sequence
 
@@ -62,7 +61,8 @@ class TransformersBackend:
 
     def without_adapter(self) -> "TransformersBackend":
         """The same loaded weights answering as the base model: a kept-apart adapter is disabled while it answers."""
-        view = copy.copy(self)
+        view = object.__new__(type(self))
+        view.__dict__.update(self.__dict__)  # not copy.copy: it goes through __getstate__, which leaves the model
         view.use_adapter = False
         return view
 

@@ -1,4 +1,4 @@
-"""What every evaluator takes and gives (SPEC §6), and the one-call scoring API.
+"""What every evaluator takes and gives (docs/scoring.md), and the one-call scoring API.
 
     >>> from tangpoetrybench.judging.evaluators import load_evaluator
     >>> pae = load_evaluator("pae", model="Qwen/Qwen3-VL-8B-Instruct", adapter="path/to/adapter")
@@ -126,7 +126,7 @@ class Evaluator(ABC):
 
     name: str
     model_name: str = ""
-    random_weights: bool = False
+    random_weights: bool | None = False  # None: a served model, whose weights nobody can vouch for
     uses_rubric: bool = False  # the answer depends on the rubric (PAE), so results record its fingerprint
     min_batch_size: int = 1  # an engine that schedules its own batches wants many requests at once
     device: torch.device | None = None
@@ -231,7 +231,7 @@ class Evaluator(ABC):
             kind = "parse"
         return EvalResult(image_id=item.image_id, evaluator=self.name, scores=scores, quality=quality,
                           raw_output=raw, parse_status=status, error=error, seconds=0.0, model=self.model_name,
-                          error_kind=kind, settings=settings, random_weights=self.random_weights)
+                          error_kind=kind, settings=settings, random_weights=bool(self.random_weights))
 
     def failure(self, item: ScoringItem, exc: BaseException) -> EvalResult:
         return self.result(item, {}, None, None, "failed", describe(exc), kind=error_kind(exc))

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -28,6 +29,16 @@ DEFAULT_MAX_NEW_TOKENS = 256  # the ten-key answer is about 120 Qwen tokens
 EXPLAIN_MAX_NEW_TOKENS = 1536  # room for ten reasons at their longest (MAX_REASON_CHARS each) after the scores
 REPAIR_PROMPT = "Reply with the JSON object only, in the schema above."
 READOUTS = ("decode", "expected")
+FALLBACK = "readout: {why}, the decoded answer is used"  # an answer's note where the readout fell back to decoding
+
+
+def readout_fallback(result) -> str | None:
+    """Why a result asked for the readout holds a decoded answer instead (a server that returned no logprobs, or
+    none at a value's place), or None where it was read out, or not asked for, or read nothing."""
+    if result.settings.get("readout") != "expected" or result.readout is not None or result.parse_status == "failed":
+        return None
+    found = re.search(re.escape(FALLBACK).replace(re.escape("{why}"), "([^;]+?)"), result.error or "")
+    return found.group(1) if found else "decoded"
 
 
 @dataclass(frozen=True)
@@ -89,7 +100,7 @@ class RubricScores:
         parsed = parse_answer(answer.text, rubric, explain=bool(self.explain))
         if question.anchors is not None:
             why = "the server returned no logprobs" if not answer.logprobs else "the logprobs hold no anchor of a value"
-            parsed.notes.append(f"readout: {why}, the decoded answer is used")
+            parsed.notes.append(FALLBACK.format(why=why))
         return Reading(parsed, parsed.status, parsed.error)
 
     def repair_prompt(self, question: Question, reading: Reading) -> str:
