@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-
 from .base import add_bootstrap
 
 SUMMARY = "how well an evaluator's scores agree with the human ones, with intervals and the human noise floor"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-
 from .base import add_bootstrap
 
 SUMMARY = 'rank generators by PAE-estimated quality beside the human scores, as Markdown, HTML and JSON'

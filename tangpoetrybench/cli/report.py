@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-
 from .base import add_bootstrap
 
 SUMMARY = "the paper's human-data analysis of a built dataset, as Markdown, HTML and JSON"
