@@ -28,6 +28,7 @@ from tangpoetrybench.judging.results import read_lines
 from tangpoetrybench.judging.scoring import DatasetSource, score_to_jsonl
 from tangpoetrybench.judging.tasks.letter import Recognize, order_set
 from tangpoetrybench.poems import Poem, read_poems
+from tangpoetrybench.rubric import load_rubric
 from tangpoetrybench.stats.recognition import agree_recognition
 
 
@@ -106,6 +107,9 @@ def test_prompt_letters_the_candidates_in_order():
     assert [text.index(f"{letter}. 《题{k}》") for letter, k in zip("ABCD", (2, 0, 3, 1))] == sorted(
         text.index(f"{letter}. 《题{k}》") for letter, k in zip("ABCD", (2, 0, 3, 1)))
     assert "A, B, C or D" in text and "letter" in messages[0]["content"][0]["text"]
+    assert messages[0]["content"][0]["text"].startswith("You are an expert reader of classical Chinese poetry.")
+    haiku = build_recognize_messages(four, rubric=load_rubric(Path(__file__).parent / "data" / "haiku.yaml"))
+    assert haiku[0]["content"][0]["text"].startswith("You are an expert reader of Japanese haiku.")  # its rubric's
 
 
 def test_letter_parser_never_guesses():

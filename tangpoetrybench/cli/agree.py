@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .base import add_bootstrap
 
 SUMMARY = "how well an evaluator's scores agree with the human ones, with intervals and the human noise floor"
 EXAMPLE = 'tpb agree --dataset sample/dataset --scores scores.jsonl --out agree.json'
@@ -17,8 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the held-out poems, or a generalization test (unseen_generator, a tradition's config: "
                         "song_ci); the rubric is the one the dataset carries for the poems' tradition")
     p.add_argument("--split", default="test", help="the split the scores cover")
-    p.add_argument("--bootstrap", type=int, default=10_000, help="resamples of poems for the 95%% intervals (0: none)")
-    p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+    add_bootstrap(p)
     p.add_argument("--out", type=Path, help="also write every figure as JSON here")
     p.add_argument("--margin", type=float, default=0.05,
                    help="human pairs: two images of a poem whose human quality differs by at least this")

@@ -19,6 +19,12 @@ def add_max_image_pixels(p: argparse.ArgumentParser) -> None:
                    help="refuse larger images (width × height) before decoding them")
 
 
+def add_bootstrap(p: argparse.ArgumentParser) -> None:
+    """The options of every command whose figures have bootstrap intervals over poems."""
+    p.add_argument("--bootstrap", type=int, default=10_000, help="resamples of poems for the 95%% intervals (0: none)")
+    p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+
+
 def number_or_off(cast: Callable[[str], float | int]) -> Callable[[str], float | int | None]:
     """An option's type: a number, or `off` / `none` for None (a rule turned off)."""
     def parse(text: str):

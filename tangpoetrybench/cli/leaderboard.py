@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .base import add_bootstrap
 
 SUMMARY = 'rank generators by PAE-estimated quality beside the human scores, as Markdown, HTML and JSON'
 EXAMPLE = 'tpb leaderboard --dataset sample/dataset --scores rated.jsonl new.jsonl --out board/'
@@ -18,8 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True,
                    help="the folder to write (leaderboard.md, leaderboard.html, leaderboard.json, figures/)")
     p.add_argument("--split", default="test", help="the dataset split whose poems the generators are compared on")
-    p.add_argument("--bootstrap", type=int, default=10_000, help="resamples of poems for the 95%% intervals (0: none)")
-    p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+    add_bootstrap(p)
     p.add_argument("--eval-results", type=Path, metavar="DIR",
                    help="also write DIR/<generator>/.eval_results/tangpoetrybench.yaml, the Hub's Eval Results file "
                         "each generator's model repo would carry")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .base import add_bootstrap
 
 SUMMARY = "the paper's human-data analysis of a built dataset, as Markdown, HTML and JSON"
 EXAMPLE = 'tpb report --dataset sample/dataset --out report/ --scores scores.jsonl --ocr ocr.jsonl'
@@ -21,8 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="text-ocr results (tpb score --evaluator text-ocr): Table 3 from the OCR beside the "
                         "adjudicated one, with precision and recall per issue type")
     p.add_argument("--split", default="test", help="the split the scores cover")
-    p.add_argument("--bootstrap", type=int, default=10_000, help="resamples for the 95%% intervals")
-    p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+    add_bootstrap(p)
     p.add_argument("--calibration", type=Path, metavar="FILE",
                    help="a judge's calibration (tpb calibrate --out): Table 4C, its intervals' coverage and width, ECE "
                         "and reliability on that judge's --scores, beside ranking and absolute agreement")

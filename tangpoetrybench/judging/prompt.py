@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from ..rubric import Dimension, Rubric
+from ..rubric import FORMAT_1_FRAMING, Dimension, Rubric
 
 
 REASON_LANGUAGES = ("poem", "en")  # the poem's own language (the rubric's), or English
@@ -156,9 +156,9 @@ LETTERS = "ABCDEFGH"
 
 # The recognizability question (Phase 1): one image and four candidate poems; the answer a letter.
 RECOGNIZE_SYSTEM = (
-    "You are an expert reader of classical Chinese poetry. You will see one image, made to illustrate one of the "
-    "poems listed with it. Decide which poem the image illustrates, from what it shows. Reply with the poem's letter "
-    "only (A, B, C or D), nothing else."
+    "You are an expert reader of {framing}. You will see one image, made to illustrate one of the poems listed with "
+    "it. Decide which poem the image illustrates, from what it shows. Reply with the poem's letter only (A, B, C or "
+    "D), nothing else."
 )
 
 
@@ -168,11 +168,14 @@ def recognize_user_prompt(candidates: Sequence[PoemLike]) -> str:
     return f"{listed}\n\nWhich poem does this image illustrate? Answer with one letter: {letters}."
 
 
-def build_recognize_messages(candidates: Sequence[PoemLike], image: Any = None) -> list[dict]:
-    """Chat messages for the recognizability question: the image and the candidates in the order given, lettered."""
+def build_recognize_messages(candidates: Sequence[PoemLike], image: Any = None,
+                             rubric: Rubric | None = None) -> list[dict]:
+    """Chat messages for the recognizability question: the image and the candidates in the order given, lettered;
+    the poems are framed as the rubric of their tradition says (default: classical Chinese poetry)."""
     image_part: dict = {"type": "image"} if image is None else {"type": "image", "image": image}
+    framing = rubric.framing if rubric is not None else FORMAT_1_FRAMING
     return [
-        {"role": "system", "content": [{"type": "text", "text": RECOGNIZE_SYSTEM}]},
+        {"role": "system", "content": [{"type": "text", "text": RECOGNIZE_SYSTEM.format(framing=framing)}]},
         {"role": "user", "content": [image_part, {"type": "text", "text": recognize_user_prompt(candidates)}]},
     ]
 

@@ -130,8 +130,8 @@ BUILTIN = (
                   ("model", "max_pixels", "max_new_tokens", "rubric", "explain", "readout") + SERVED, ("api",)),
     EvaluatorSpec("recognize", "which of four candidate poems the image shows (the paper's Phase 1), in several "
                   "orders", "tangpoetrybench.judging.registry:recognize", ("letter",),
-                  ("model", "adapter", "backend", "device", "max_pixels", "max_new_tokens", "candidates", "orders")
-                  + SERVED, ("transformers", "vllm", "api"), "qwen3-vl"),
+                  ("model", "adapter", "backend", "device", "max_pixels", "max_new_tokens", "rubric", "candidates",
+                   "orders") + SERVED, ("transformers", "vllm", "api"), "qwen3-vl"),
     EvaluatorSpec("semjudge", "SemJudge: semiosis graphs of the poem and both images, then the choice",
                   "tangpoetrybench.judging.registry:semjudge", ("pairwise",),
                   ("model", "backend", "device", "max_pixels", "max_new_tokens", "cache_dir", "boxes") + SERVED,

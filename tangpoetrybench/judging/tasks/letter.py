@@ -94,7 +94,8 @@ class Recognize:
     def questions(self, item, judge) -> list[Question]:
         four = self.candidates_for(item)
         image = fit_pixels(item.image, judge.max_pixels)
-        return [Question(build_recognize_messages([four[k] for k in order], image), judge.max_new_tokens,
+        rubric = judge.rubric_for(item)
+        return [Question(build_recognize_messages([four[k] for k in order], image, rubric), judge.max_new_tokens,
                          choices=self.letters, meta={"titles": [four[k].title for k in order]})
                 for order in self.orders]
 
