@@ -72,11 +72,16 @@ class RubricScores:
 
     def questions(self, item, judge) -> list[Question]:
         rubric = judge.rubric_for(item)
-        explain = bool(self.explain)
         messages = build_messages(item.poem, rubric, fit_pixels(item.image, judge.max_pixels), self.explain)
-        return [Question(messages, judge.max_new_tokens, schema=answer_schema(rubric, explain),
-                         schema_name="pae_answer", constraint=ScoresConstraint(rubric, explain) if self.constrained else None,
-                         anchors=rubric if self.readout == "expected" else None, meta={"rubric": rubric})]
+        return [self.question(rubric, messages, judge.max_new_tokens)]
+
+    def question(self, rubric: Rubric, messages: list[dict], max_new_tokens: int) -> Question:
+        """The question under `rubric` with these messages. Its reader needs no messages: an engine that answers
+        elsewhere (Ray Data's vLLM stage) reads each answer with `question(rubric, [], …)`."""
+        explain = bool(self.explain)
+        return Question(messages, max_new_tokens, schema=answer_schema(rubric, explain), schema_name="pae_answer",
+                        constraint=ScoresConstraint(rubric, explain) if self.constrained else None,
+                        anchors=rubric if self.readout == "expected" else None, meta={"rubric": rubric})
 
     def read(self, question: Question, answer: Answer) -> Reading:
         if answer.readout is not None:
