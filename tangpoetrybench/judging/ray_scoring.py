@@ -155,6 +155,17 @@ class RayEngine:
                      num_cpus=max(os.cpu_count() or 1, math.ceil(self.workers * self.worker_cpus) + 1))
         self.started = True
 
+    def check_room(self, source: Source) -> None:
+        """Refuse workers that would take every CPU of the cluster where Ray Data's read tasks need one (a built
+        dataset's Parquet files): the run would wait for a CPU forever."""
+        import ray
+
+        cpus, taken = ray.cluster_resources().get("CPU", 0.0), self.workers * self.worker_cpus
+        if isinstance(source, DatasetSource) and cpus - taken < 1:
+            raise ValueError(f"{self.workers} workers of {self.worker_cpus:g} CPUs take {taken:g} of the cluster's "
+                             f"{cpus:g}, leaving none for Ray Data to read the dataset: give fewer --workers or "
+                             "--worker-cpus, or a larger cluster")
+
     def load_evaluator(self, name: str, calibration=None, **options):
         """The evaluator `name` as a Ray run uses it: PAE on vLLM as Ray Data's vLLM stage (`ray_vllm.VLLMStage`),
         any other evaluator probed once on the cluster (`describe`) and loaded by each worker."""
@@ -176,9 +187,10 @@ class RayEngine:
     def score_to_jsonl(self, evaluator, source: Source, out: Path | str, batch_size: int | None = None,
                        limit: int | None = None, progress: bool = True) -> ScoreSummary:
         """Score every item of `source` not yet in `out` on the cluster (see the module's docstring)."""
+        self.start()
+        self.check_room(source)
         run = Run.start(evaluator, source, out, limit)
         if run.todo:
-            self.start()
             from ray.data import DataContext
 
             DataContext.get_current().enable_progress_bars = progress

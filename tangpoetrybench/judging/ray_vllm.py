@@ -21,7 +21,7 @@ its request rows and the records from its output rows, which `tests/test_ray_sco
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..models import model_label
@@ -74,10 +74,12 @@ def stage_logprobs(tokens, logprobs) -> dict | None:
 
 @dataclass
 class VLLMStage:
-    """PAE's rubric scores as a Ray evaluator on Ray Data's vLLM stage: its judge (the task and the records), the
-    model and the adapter."""
+    """PAE's rubric scores as a Ray evaluator on Ray Data's vLLM stage: its judge (the task and the records; its
+    backend names the model and the adapter), and vLLM engine arguments of the caller's (`engine_options`, e.g.
+    `gpu_memory_utilization`) over PAE's."""
 
     judge: Judge
+    engine_options: dict[str, Any] = field(default_factory=dict)
     random_weights = False
     repair = 0
     min_batch_size = 1
@@ -126,7 +128,8 @@ class VLLMStage:
         backend = self.backend
         kwargs = {k: v for k, v in engine_kwargs(backend.model, backend.adapter, MAX_NUM_SEQS).items() if k != "model"}
         return vLLMEngineProcessorConfig(
-            model_source=backend.model, engine_kwargs={**kwargs, "tensor_parallel_size": max(1, int(worker_gpus))},
+            model_source=backend.model,
+            engine_kwargs={**kwargs, "tensor_parallel_size": max(1, int(worker_gpus)), **self.engine_options},
             batch_size=batch_size or BATCH_SIZE, concurrency=workers, should_continue_on_error=True,
             prepare_multimodal_stage=PrepareMultimodalStageConfig(enabled=True), log_engine_metrics=False)
 
