@@ -1,7 +1,7 @@
 """What a second Ray worker buys `tpb score --engine ray`: images/s with 1 and with 2 workers of one CPU (one thread)
 each, on a local Ray on the CPU, and their ratio, in one run.
 
-    python benchmarks/ray_scaling.py [--images 24] [--workers 1,2] [--out ray_scaling.json]
+    python benchmarks/ray_scaling.py [--images 96] [--workers 1,2] [--out ray_scaling.json]
 
 The evaluator is PAE on the tiny random-weight Qwen3-VL, decoding constrained to the rubric's form (about 120 answer
 tokens an image): the model's time dominates, as it does at scale, but the figures measure the engine's plumbing and
@@ -73,7 +73,7 @@ def timed_run(workers: int, model: str, source: FolderSource, out: Path) -> dict
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--images", type=int, default=24)
+    parser.add_argument("--images", type=int, default=96)
     parser.add_argument("--workers", default="1,2", help="worker counts to run, comma separated")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = parser.parse_args()

@@ -424,9 +424,10 @@ class ServedBackend:
         except (RunStopped, asyncio.CancelledError):
             raise
         except Exception as exc:
-            if is_transient(exc):
-                replica.fail(len(self.replicas))
-            raise
+            if not is_transient(exc):
+                raise
+            replica.fail(len(self.replicas))
+            raise ServerFailure(f"{describe(exc)} ({replica.url})", transient=True) from exc  # which replica failed
         finally:
             replica.in_flight -= 1
         replica.succeed()
