@@ -235,7 +235,9 @@ def test_the_vllm_stages_requests_carry_the_questions_schema_and_the_adapter(tin
     assert params["logprobs"] == TOP_LOGPROBS
     assert "logprobs" not in stage(tiny_models).request(dataset_row(item))["sampling_params"]  # decode
     broken = {**dataset_row(item), "image": {"bytes": b"not a png", "path": None}}
-    assert pae.request(broken)["input_error"].startswith("unreadable image")
+    stand_in = pae.request(broken)
+    assert stand_in["input_error"].startswith("unreadable image") and stand_in["model"] == ADAPTER
+    assert set(stand_in) == set(request)  # the same columns as every other row
 
 
 def test_the_vllm_stages_answers_become_tpb_scores_records(tiny_models):
@@ -297,3 +299,35 @@ def test_the_vllm_processor_builds_on_ray_data(cluster, tiny_models, images, tmp
     rows = ray_rows(images.source, Run.start(pae, images.source, tmp_path / "plan.jsonl"))
     plan = str(pae.dataset(rows, RayEngine(workers=2, worker_gpus=1), None))
     assert plan.index("Map(VLLMStage.record)") < plan.index("vLLMEngineStageUDF") < plan.index("Map(_preprocess)")
+
+
+def test_the_engine_options_on_the_command_line(images, tmp_path, capsys):
+    """The Ray options apply to --engine ray, which places its workers itself (no --num-workers, no launcher)."""
+    from tangpoetrybench.cli import main
+
+    base = ["score", "--images", str(images.root), "--poems", str(images.poems), "--evaluator", "clipscore",
+            "--out", str(tmp_path / "s.jsonl"), "--quiet"]
+    assert main(base + ["--workers", "2"]) == 2
+    assert "--address, --workers, --worker-gpus and --worker-cpus apply to --engine ray" in capsys.readouterr().err
+    assert main(base + ["--engine", "ray", "--num-workers", "2"]) == 2
+    assert "--engine ray places its workers itself" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="--workers must be at least 1"):
+        RayEngine(workers=0)
+
+
+def test_resume_lets_each_image_through_once(tmp_path):
+    """What a retried Ray task sends again is dropped: an image done before the run, or given to this run already
+    (whatever its record said); an image that failed in the model before the run is let through once."""
+    from tangpoetrybench.judging.results import Resume
+
+    def record(image_id, kind=None):
+        return {"image_id": image_id, "evaluator": "e", "model": "m", "settings": {}, "scores": {},
+                "quality": None if kind else 0.5, "parse_status": "failed" if kind else "ok", "error_kind": kind}
+
+    out = tmp_path / "r.jsonl"
+    out.write_text("".join(json.dumps(r) + "\n" for r in (record("done"), record("retry", "transient"))))
+    maker = SimpleNamespace(name="e", model_name="m", settings=dict)
+    resume = Resume(maker, out)
+    assert resume.unseen([record("done"), record("retry"), record("new", "transient"), record("new")]) == [
+        record("retry"), record("new", "transient")]
+    assert resume.unseen([record("retry"), record("new"), record("later")]) == [record("later")]

@@ -42,9 +42,13 @@ from .scoring import DEFAULT_BATCH_SIZE, ROW_COLUMNS, DatasetSource, FolderSourc
 
 def build_evaluator(name: str, options: dict, calibration=None) -> Evaluator:
     """The evaluator `name` with its options (`registry.load_evaluator`), calibrated where a calibration is given:
-    what the probe and every worker load."""
+    what the probe and every worker load, in a Ray process. One that holds no GPU never uses another's."""
+    import ray
+
     from .registry import load_evaluator
 
+    if not ray.get_gpu_ids():
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
     evaluator = load_evaluator(name, **options)
     if calibration is not None:
         from .calibrated import Calibrated
@@ -98,10 +102,6 @@ class ScoreWorker:
     (`image_id`, and `record`: its JSON)."""
 
     def __init__(self, evaluator: RayEvaluator):
-        import ray
-
-        if not ray.get_gpu_ids():  # a worker that holds no GPU never uses another worker's
-            os.environ["CUDA_VISIBLE_DEVICES"] = ""
         self.evaluator = build_evaluator(evaluator.spec, evaluator.options, evaluator.calibration)
 
     def __call__(self, batch):

@@ -139,16 +139,16 @@ class VLLMStage:
         takes every row, so an image that cannot be read goes through as a one-token text request and comes out as
         the failed record it is."""
         item = row_item(row).load()
+        lora = {"model": self.backend.adapter} if self.backend.adapter else {}  # every row: Arrow fills a missing one
         if item.image is None:
             return {"image": None, "input_error": item.error, "messages": STAND_IN,
-                    "sampling_params": {"temperature": 0.0, "max_tokens": 1}}
+                    "sampling_params": {"temperature": 0.0, "max_tokens": 1}, **lora}
         [question] = self.judge.task.questions(item, self.judge)
         params = sampling_kwargs(question)
         if "structured_outputs" in params:  # the schema as JSON text: a nested schema does not survive Arrow's columns
             params["structured_outputs"] = {"json": json.dumps(params["structured_outputs"]["json"])}
         if question.anchors is not None:
             params["logprobs"] = TOP_LOGPROBS
-        lora = {"model": self.backend.adapter} if self.backend.adapter else {}
         return {"image": None, "input_error": "", "messages": pil_parts(question.messages), "sampling_params": params,
                 **lora}
 
