@@ -1,10 +1,9 @@
 """`tpb score --engine ray`: the scoring run of `tpb score` on a Ray cluster, for image sets past one machine.
 
-    >>> from tangpoetrybench.judging.ray_scoring import RayEngine
-    >>> from tangpoetrybench.judging.scoring import source_of
+    >>> from tangpoetrybench import RayEngine
     >>> engine = RayEngine(workers=8, worker_gpus=1)        # joins `address` if given, else starts Ray here
     >>> pae = engine.load_evaluator("pae", adapter="ORG/PAE", constrained=True)
-    >>> summary = engine.score_to_jsonl(pae, source_of(dataset="ORG/TangPoetryBench"), "scores.jsonl")
+    >>> summary = engine.score(pae, "scores.jsonl", dataset="ORG/TangPoetryBench")
 
 - **Ray Data reads the rows**: a built dataset's Parquet files (`read_parquet`: the image bytes travel in the blocks,
   no shared disk needed), or a folder's images with their poems (`from_items`: each worker opens the image by its path,
@@ -37,7 +36,7 @@ from typing import Any
 
 from .evaluators.base import Evaluator
 from .scoring import DEFAULT_BATCH_SIZE, ROW_COLUMNS, DatasetSource, FolderSource, Run, ScoreSummary, Source, \
-    row_item, write_in_order
+    row_item, source_of, write_in_order
 
 
 def build_evaluator(name: str, options: dict, calibration=None) -> Evaluator:
@@ -206,3 +205,9 @@ class RayEngine:
         if run.tally.scored or run.parts:
             write_in_order(run.out, run.order)
         return run.summary(run.tally, run.tally.scored)
+
+    def score(self, evaluator, out: Path | str, dataset: str | Path | None = None, images: Path | str | None = None,
+              poems: Path | str | None = None, config: str = "images", split: str = "test", **kwargs) -> ScoreSummary:
+        """`scoring.score` on the cluster: a dataset's split or a folder of images (`scoring.source_of`) into `out`;
+        other keyword arguments (batch_size, limit, progress) go to `score_to_jsonl`."""
+        return self.score_to_jsonl(evaluator, source_of(dataset, images, poems, config, split), out, **kwargs)
