@@ -163,8 +163,8 @@ def test_a_driver_killed_mid_run_is_completed_by_a_rerun(cluster, tiny_models, t
     before = len(read_lines(out, partial="cut"))
     assert 2 <= before < 6, f"the driver should have been killed part-way ({before} records)"
     engine = RayEngine(workers=1)
-    rerun = engine.score_to_jsonl(engine.load_evaluator("pae", **pae_options(tiny_models, tiny_pae)), images.source,
-                                  out, batch_size=1, progress=False)
+    rerun = engine.score(engine.load_evaluator("pae", **pae_options(tiny_models, tiny_pae)), out, images=images.root,
+                         poems=images.poems, batch_size=1, progress=False)  # the Python API of `tpb score`'s
     assert (rerun.skipped, rerun.scored) == (before, 6 - before)
     assert [r["image_id"] for r in records(out)] == images.source.ids()
 
