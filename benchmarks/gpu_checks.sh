@@ -9,7 +9,8 @@
 #     bash benchmarks/gpu_checks.sh [OUT_DIR]        # default: $OUT, else benchmarks/out
 #
 # Writes gpu.txt (device and versions), score_throughput.json/.log, score_end_to_end.json/.log and
-# train_step.json/.log, generate_throughput.json/.log, readout_speed.json/.log and quantize_check.json/.log to OUT_DIR.
+# train_step.json/.log, generate_throughput.json/.log, readout_speed.json/.log, quantize_check.json/.log and
+# ray_vllm_check.json/.log, ray_vllm_full.json/.log to OUT_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-${OUT:-benchmarks/out}}"
@@ -34,3 +35,10 @@ torch.__version__, '| transformers', transformers.__version__, '| peft', peft.__
 # (needs bitsandbytes: pip install bitsandbytes).
 "$python" benchmarks/readout_speed.py --full --out "$out/readout_speed.json" 2>&1 | tee "$out/readout_speed.log"
 "$python" benchmarks/quantize_check.py --out "$out/quantize_check.json" 2>&1 | tee "$out/quantize_check.log"
+# PAE on Ray Data's vLLM engine stage (tpb score --engine ray --backend vllm, issue 37): the tiny model with a LoRA
+# adapter (every image once, every answer in the rubric's form, the readout from the stage's logprobs), then images/s
+# of the 8B architecture (vLLM's dummy weights) on one GPU, the figure docs/scale.md's plan waits for. It needs vLLM
+# and Ray Data (pip install "ray[data]" vllm); without them it says so and the script goes on.
+"$python" benchmarks/ray_vllm_check.py --out "$out/ray_vllm_check.json" 2>&1 | tee "$out/ray_vllm_check.log"
+"$python" benchmarks/ray_vllm_check.py --full --images 256 --out "$out/ray_vllm_full.json" 2>&1 \
+    | tee "$out/ray_vllm_full.log"

@@ -28,7 +28,7 @@ _API = {
     "build_dataset": "dataset.builder",
     "parse_answer": "judging.reading", "system_prompt": "judging.prompt", "user_prompt": "judging.prompt",
     "load_evaluator": "judging.evaluators", "EvalResult": "judging.evaluators.base",
-    "score": "judging.scoring", "score_to_jsonl": "judging.scoring",
+    "score": "judging.scoring", "score_to_jsonl": "judging.scoring", "RayEngine": "judging.ray_scoring",
     "AgreementData": "stats.agreement", "agreement": "stats.agreement",
     "RatingTable": "stats.noise_floor", "noise_floor": "stats.noise_floor",
     "agree": "stats.agree", "rating_table": "stats.agree",
@@ -40,7 +40,7 @@ _API = {
 __all__ = [  # every name of _API
     "__version__", "DataError", "Problem", "Rubric", "load_rubric", "rubric_for_tradition", "Poem", "read_poems",
     "build_dataset", "parse_answer", "system_prompt", "user_prompt", "load_evaluator", "EvalResult", "score",
-    "score_to_jsonl", "AgreementData", "agreement", "RatingTable", "noise_floor", "agree", "rating_table",
+    "score_to_jsonl", "RayEngine", "AgreementData", "agreement", "RatingTable", "noise_floor", "agree", "rating_table",
     "build_report", "write_report", "build_leaderboard", "write_leaderboard", "publish",
 ]
 
@@ -65,6 +65,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names load o
     from .judging.evaluators.base import EvalResult
     from .judging.reading import parse_answer
     from .judging.prompt import system_prompt, user_prompt
+    from .judging.ray_scoring import RayEngine
     from .judging.scoring import score, score_to_jsonl
     from .poems import Poem, read_poems
     from .reporting.leaderboard import build_leaderboard, write_leaderboard

@@ -11,6 +11,13 @@ scores with a confidence per dimension, deterministic, never a failed parse. The
 quality (the mean of the dimensions) by default, or any weighted mean of dimensions, optionally weighted by the
 readout's confidences, with gates that zero the reward where a dimension falls below a floor (see docs/reward.md
 for the dimensions a generator can game).
+
+A call never hangs and never dies on one bad request: a served judge's call has a total deadline (`deadline`, over
+every request and retry of the call), and an image that could not be scored (a failed request, the deadline, an
+answer that did not read) gets what `on_failure` says — by default the mean reward of the images of its prompt that
+were scored (its advantage under Flow-GRPO's per-prompt standardisation is then zero: it pushes the policy nowhere),
+or a fixed value, NaN (for a trainer that masks it), or an exception ("raise"). `info["status"]` says, per image,
+which (`ok`, `repaired`; `filled`, `nan`) and `info["error"]` why.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -40,13 +48,21 @@ from .stats.agree import RANDOM_WEIGHTS_NOTE
 logger = logging.getLogger(__name__)
 SLACK = 1e-5  # a float image may overshoot [0, 1] by rounding (a VAE's decode): that much is clipped, not refused
 
+ON_FAILURE = ("mean", "raise", "nan")  # or a number: the reward of an image that could not be scored
+DEFAULT_DEADLINE = 300.0  # seconds a served judge's reward call may take, every request and retry included
+
+
+class RewardFailed(RuntimeError):
+    """Some images of a reward call could not be scored and the caller asked for an exception (`on_failure="raise"`)."""
+
 
 @dataclass
 class Scalar:
     """How a result becomes one float. `weights` (dimension → weight; None: quality, every dimension alike) makes
     it the weighted mean of the dimensions that apply; `confidence_weighted` multiplies each weight by the
     dimension's confidence (readout only); `gates` (dimension → floor) gives `missing` wherever that dimension's
-    score is below its floor; `missing` is also the reward of an image without a score."""
+    score is below its floor; `missing` is also the reward of an image scored with every dimension excluded. (An image
+    that could not be scored at all gets the reward's `on_failure`.)"""
 
     weights: Mapping[str, float] | None = None
     confidence_weighted: bool = False
@@ -150,14 +166,21 @@ def as_poems(poems: Mapping[str, Poem] | Iterable[Poem | Mapping]) -> dict[str, 
 
 
 class PAEReward:
-    """The reward callable (built by `load_reward`)."""
+    """The reward callable (built by `load_reward`). `on_failure` and `deadline`: see the module's docstring."""
 
     def __init__(self, evaluator: Evaluator, poems: Mapping[str, Poem] | Iterable[Poem | Mapping] = (),
-                 scalar: Scalar | None = None, batch_size: int = 16, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS):
+                 scalar: Scalar | None = None, batch_size: int = 16, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
+                 on_failure: str | float = "mean", deadline: float | None = None):
+        if not (on_failure in ON_FAILURE or isinstance(on_failure, (int, float)) and not isinstance(on_failure, bool)):
+            raise ValueError(f"on_failure must be {', '.join(map(repr, ON_FAILURE))} or a number, not {on_failure!r}")
+        backend = getattr(evaluator, "backend", None)
+        if deadline is not None and not hasattr(backend, "within"):
+            raise ValueError("deadline= applies to a served judge (base_url=...): a local model's batch is not cut "
+                             "short")
         self.evaluator = evaluator
         self.poems = as_poems(poems)
         self.scalar = scalar or Scalar()
-        self.batch_size = batch_size
+        self.batch_size, self.on_failure, self.deadline = batch_size, on_failure, deadline
         self.max_image_pixels = max_image_pixels
         self.checked: set[str] = set()  # the rubrics (by fingerprint) the scalar was checked against
         self.told: set[str] = set()  # what was said once: the random-weights note, the readout's fallback
@@ -190,7 +213,9 @@ class PAEReward:
         raise ValueError(f"image {index}: its prompt {str(prompt)[:60]!r} is neither a poem nor the id of one of "
                          f"the {len(self.poems)} poems this reward knows (give metadata 'poem_id', or poems=...)")
 
-    def results(self, images: Any, prompts: Sequence[Any], metadata: Sequence[Mapping] | None = None) -> list[EvalResult]:
+    def results(self, images: Any, prompts: Sequence[Any], metadata: Sequence[Mapping] | None = None
+                ) -> tuple[list[Poem], list[EvalResult]]:
+        """Each image's poem and result, the call held to the deadline."""
         images = as_images(images, self.max_image_pixels)
         if len(images) != len(prompts):
             raise ValueError(f"{len(images)} images but {len(prompts)} prompts")
@@ -199,17 +224,41 @@ class PAEReward:
         if getattr(self.evaluator, "rubric", None) is None:  # each poem's tradition picks its rubric
             for poem in poems:
                 self.check_scalar(rubric_for_tradition(poem.tradition))
-        return self.evaluator(images, poems, batch_size=self.batch_size)
+        bound = self.evaluator.backend.within(self.deadline) if self.deadline is not None else nullcontext()
+        with bound:
+            return poems, self.evaluator(images, poems, batch_size=self.batch_size)
+
+    def rewards(self, poems: Sequence[Poem], results: Sequence[EvalResult]) -> tuple[np.ndarray, list[str]]:
+        """Each image's reward and status: the scalar of a scored image; `on_failure` for one that was not."""
+        failed = [i for i, r in enumerate(results) if r.parse_status == "failed"]
+        if failed and self.on_failure == "raise":
+            raise RewardFailed(f"{len(failed)} of the {len(results)} images could not be scored: " + "; ".join(
+                f"image {i}: {results[i].error}" for i in failed[:5]) + ("; ..." if len(failed) > 5 else ""))
+        rewards = np.array([math.nan if i in failed else self.scalar(r) for i, r in enumerate(results)],
+                           dtype=np.float64)
+        status = [r.parse_status if r.parse_status != "failed" else "nan" if self.on_failure == "nan" else "filled"
+                  for r in results]
+        if self.on_failure == "mean":
+            scored = ~np.isnan(rewards)
+            overall = float(rewards[scored].mean()) if scored.any() else self.scalar.missing
+            for i in failed:
+                same = scored & np.array([p.poem_id == poems[i].poem_id for p in poems])
+                rewards[i] = float(rewards[same].mean()) if same.any() else overall
+        elif self.on_failure != "nan":
+            rewards[failed] = float(self.on_failure)
+        return rewards, status
 
     def __call__(self, images: Any, prompts: Sequence[Any], metadata: Sequence[Mapping] | None = None
                  ) -> tuple[np.ndarray, dict[str, Any]]:
         """Flow-GRPO's reward signature: (scores, info). `info` has per-dimension score and confidence vectors (NaN
         where a dimension does not apply or no confidence is known), quality, its confidence and sd, each image's
-        parse status, whether a random-weight test model judged (`random_weights`: True, False, or "unknown" for a
-        served model) and, per image, why an answer asked for the readout was decoded instead (`readout_fallback`,
-        None where it was not). The random-weights note and a fallback are also said once, as a warning."""
-        results = self.results(images, prompts, metadata)
-        fallbacks = [readout_fallback(r) for r in results]
+        status and error (see the module's docstring), whether a random-weight test model judged (`random_weights`:
+        True, False, or "unknown" for a served model) and, per image, why an answer asked for the readout was decoded
+        instead (`readout_fallback`, None where it was not). The random-weights note and a fallback are also said
+        once, as a warning."""
+        poems, results = self.results(images, prompts, metadata)
+        rewards, status = self.rewards(poems, results)
+        fallbacks = [readout_fallback(r.to_json()) for r in results]
         weights = weights_word(getattr(self.evaluator, "random_weights", False))
         if weights is True:
             self.tell_once("random_weights", RANDOM_WEIGHTS_NOTE)
@@ -232,9 +281,9 @@ class PAEReward:
                 "quality": vector(r.quality for r in results),
                 "quality_confidence": vector((r.readout or {}).get("quality_confidence") for r in results),
                 "quality_sd": vector((r.readout or {}).get("quality_sd") for r in results),
-                "status": [r.parse_status for r in results], "random_weights": weights,
-                "readout_fallback": fallbacks, **interval_info(results)}
-        return np.array([self.scalar(r) for r in results], dtype=np.float64), info
+                "status": status, "error": [r.error if r.parse_status == "failed" else None for r in results],
+                "random_weights": weights, "readout_fallback": fallbacks, **interval_info(results)}
+        return rewards, info
 
     def trl(self, prompts: Sequence[Any] | None = None, completions: Any = None, **kwargs) -> list[float]:
         """A TRL-style reward function: `completions` are the generated images, the poems come from a `poem_id` or
@@ -246,20 +295,26 @@ class PAEReward:
         return scores.tolist()
 
 
-def load_reward(model: str | None = None, adapter: str | None = None, *, base_url: str | None = None,
-                poems: Mapping[str, Poem] | Iterable[Poem | Mapping] = (), scalar: Scalar | None = None,
-                readout: str = "expected", batch_size: int = 16, calibration: str | Path | None = None,
-                max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, **kwargs) -> PAEReward:
+def load_reward(model: str | None = None, adapter: str | None = None, *,
+                base_url: str | Sequence[str] | None = None, poems: Mapping[str, Poem] | Iterable[Poem | Mapping] = (),
+                scalar: Scalar | None = None, readout: str = "expected", batch_size: int = 16,
+                calibration: str | Path | None = None, on_failure: str | float = "mean",
+                deadline: float | None = None, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
+                **kwargs) -> PAEReward:
     """The reward, its judge loaded once. Without `base_url`: a local PAE (`model`, `adapter`, and `device`,
-    `quantize`, `max_pixels`, `rubric` in kwargs). With `base_url`: the served judge (`model` is the name the server
-    knows; `api_key_env`, `concurrency`, ... in kwargs), its readout from the server's logprobs. `poems`: what
-    metadata's `poem_id` names (`as_poems`); `scalar`: how a result becomes the reward, checked against the rubric.
-    `calibration` (a `tpb calibrate` file for this judge as set up here) adds each image's intervals to `info`
-    (docs/calibration.md). Images over `max_image_pixels` are refused (`as_images`)."""
+    `quantize`, `max_pixels`, `rubric` in kwargs). With `base_url` (one server, a comma list or a list of them: a
+    fleet, each request to the replica with the fewest in flight): the served judge (`model` is the name the servers
+    know; `api_key_env`, `concurrency`, `timeout`, `retries`, ... in kwargs), its readout from the servers' logprobs,
+    each call within `deadline` seconds (default 300). `poems`: what metadata's `poem_id` names (`as_poems`);
+    `scalar`: how a result becomes the reward, checked against the rubric. `on_failure`: what an image that could not
+    be scored gets (see the module's docstring). `calibration` (a `tpb calibrate` file for this judge as set up here)
+    adds each image's intervals to `info` (docs/calibration.md). Images over `max_image_pixels` are refused
+    (`as_images`)."""
     if base_url:
         evaluator = load_evaluator("api", model=model, base_url=base_url, readout=readout, **kwargs)
+        deadline = DEFAULT_DEADLINE if deadline is None else deadline
     else:
         evaluator = load_evaluator("pae", model=model, adapter=adapter, readout=readout, **kwargs)
     if calibration is not None:
         evaluator = Calibrated(evaluator, load_calibration(calibration))
-    return PAEReward(evaluator, poems, scalar, batch_size, max_image_pixels)
+    return PAEReward(evaluator, poems, scalar, batch_size, max_image_pixels, on_failure, deadline)

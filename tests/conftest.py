@@ -259,3 +259,18 @@ def server(tiny_models, tmp_path_factory):
     """`transformers serve` with the tiny Qwen3-VL on loopback, offline, for the whole module."""
     with transformers_serve(tiny_models["qwen3-vl"], tmp_path_factory.mktemp("serve")) as served:
         yield served
+
+
+@pytest.fixture(scope="module")
+def pae_server(tiny_models, tiny_pae, tmp_path_factory):
+    """`transformers serve` with the tiny PAE merged into its base model, on loopback, offline, for the whole module:
+    a served judge whose answers read (for the synthetic images of `tiny_pae_items`, each with its poem)."""
+    from peft import PeftModel
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    folder = tmp_path_factory.mktemp("pae_served") / "model"
+    base = AutoModelForImageTextToText.from_pretrained(tiny_models["qwen3-vl"])
+    PeftModel.from_pretrained(base, tiny_pae).merge_and_unload().save_pretrained(folder)
+    AutoProcessor.from_pretrained(tiny_models["qwen3-vl"]).save_pretrained(folder)
+    with transformers_serve(folder, folder.parent) as served:
+        yield served

@@ -155,17 +155,17 @@ def test_a_flow_grpo_loop_with_the_local_tiny_pae(tiny_models):
 @pytest.mark.slow
 def test_a_flow_grpo_loop_through_a_served_judge(server):
     """The same loop with the judge behind a real `transformers serve` (the api path): decoded, where the tiny model's
-    answers fail to parse and get `missing`; and with the readout from logprobs, which `transformers serve` does not
+    answers fail to parse and get the `on_failure` fill; and with the readout from logprobs, which `transformers serve` does not
     return, so the fault proxy strips them from the request and injects them into the real server's answer."""
     from fault_proxy import FaultProxy
     from test_readout import injected, served_logprobs
 
     reward = load_reward(model=server["model"], base_url=server["url"] + "/v1", poems=sample_poems(), batch_size=2,
-                         max_new_tokens=8, readout="decode", scalar=Scalar(missing=-1.0))
+                         max_new_tokens=8, readout="decode", on_failure=-1.0)
     for scores, info, _ in flow_grpo_loop(reward, steps=1):
         assert scores.shape == (2,) and len(info["status"]) == 2
-        assert all(s == -1.0 and math.isnan(q) for s, q, st in zip(scores, info["quality"], info["status"])
-                   if st == "failed")
+        assert all(s == -1.0 and math.isnan(q) and e for s, q, st, e in zip(scores, info["quality"], info["status"],
+                                                                            info["error"]) if st == "filled")
     rubric = load_rubric("tang")
     answer = format_answer({k: rubric.dimension(k).scores[0] for k in rubric.keys}, rubric)
     logprobs, _ = served_logprobs(answer, {}, {})

@@ -324,7 +324,7 @@ def test_the_advice_when_a_run_stops_follows_from_its_failure():
     guard = FailureGuard(trusted=False, batches=1)
     failed = EvalResult("g/p1", "api", {}, None, None, "failed", refused, 0.0, error_kind="model")
     with pytest.raises(SystematicFailure) as stopped:
-        guard.admit([failed])
+        guard.admit([failed.to_json()])  # the guard holds records
     assert "The server refused every request" in str(stopped.value) and "memory" not in str(stopped.value)
 
 

@@ -14,7 +14,9 @@ EXAMPLE = ('tpb score --dataset sample/dataset --evaluator pae --adapter ORG/PAE
            'tpb score --dataset sample/dataset --evaluator api --model pae --base-url http://127.0.0.1:8000/v1 '
            '--concurrency 16 --out served.jsonl\n'
            'tpb score --images sample/raw/images --poems sample/raw/poems.jsonl --evaluator text-ocr --out ocr.jsonl\n'
-           'tpb score --images haiku/images --poems haiku/poems.jsonl --rubric haiku.yaml --evaluator pae --out h.json')
+           'tpb score --images haiku/images --poems haiku/poems.jsonl --rubric haiku.yaml --evaluator pae --out h.jsonl\n'
+           'tpb score --engine ray --address auto --workers 8 --worker-gpus 1 --dataset ORG/DATASET --evaluator pae '
+           '--adapter ORG/PAE --out scores.jsonl')
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -47,6 +49,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", type=Path, metavar="FILE", help="a calibration of this judge as set up here (tpb "
                    "calibrate --out): each record gets its intervals, prediction sets and calibrated confidences")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    ray = p.add_argument_group("engine options (docs/scale.md)")
+    ray.add_argument("--engine", choices=("local", "ray"), default="local", help="local: this machine (or each "
+                     "process of accelerate launch); ray: a Ray cluster, one worker per model copy (default: local)")
+    ray.add_argument("--address", help="ray: a running cluster to join (auto, HOST:PORT, ray://HOST:10001; default: "
+                     "start Ray on this machine)")
+    ray.add_argument("--workers", type=int, default=1, help="ray: workers, each with its own copy of the evaluator; "
+                     "PAE on --backend vllm: vLLM replicas (default: 1)")
+    ray.add_argument("--worker-gpus", type=float, default=0.0, help="ray: GPUs per worker (default: 0, the CPU)")
+    ray.add_argument("--worker-cpus", type=float, default=1.0, help="ray: CPUs per worker (default: 1)")
     add_judge_options(p)
 
 
@@ -73,11 +84,24 @@ def run(args: argparse.Namespace) -> None:
     options = judge_options(args)
     if "rubric" in evaluator_spec(args.evaluator).options:  # the dataset's rubric where it is not a bundled one
         options["rubric"] = judge_rubric(args.rubric, args.dataset, args.config, None if args.dataset else args.poems)
-    evaluator = load_evaluator(args.evaluator, **options)
-    if calibration is not None:
-        evaluator = Calibrated(evaluator, calibration)
-    summary = score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,
-                             num_workers=args.num_workers, progress=not args.quiet)
+    if args.engine == "ray":
+        from ..judging.ray_scoring import RayEngine
+
+        if state.num_processes > 1 or args.num_workers is not None:
+            raise ValueError("--engine ray places its workers itself: give --workers, not accelerate launch, torchrun "
+                             "or --num-workers")
+        engine = RayEngine(args.address, args.workers, args.worker_gpus, args.worker_cpus)
+        evaluator = engine.load_evaluator(args.evaluator, calibration, **options)
+        summary = engine.score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,
+                                        progress=not args.quiet)
+    else:
+        if args.address or (args.workers, args.worker_gpus, args.worker_cpus) != (1, 0.0, 1.0):
+            raise ValueError("--address, --workers, --worker-gpus and --worker-cpus apply to --engine ray")
+        evaluator = load_evaluator(args.evaluator, **options)
+        if calibration is not None:
+            evaluator = Calibrated(evaluator, calibration)
+        summary = score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,
+                                 num_workers=args.num_workers, progress=not args.quiet)
     if summary.num_processes > 1:
         print(f"process {summary.process_index} of {summary.num_processes} on {evaluator.device}: "
               f"scored {summary.process_scored}", file=sys.stderr)

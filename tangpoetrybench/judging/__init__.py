@@ -15,6 +15,8 @@
     ocr/          text-ocr: the OCR evaluator, its evidence rules and the text-label draft
     scoring       `tpb score`: batch, resumable, data-parallel scoring to JSONL
     failures      what a run's unreadable answers looked like, and what to try (`tpb score`, `tpb compare`)
+    ray_scoring   `tpb score --engine ray`: the same run on a Ray cluster (Ray Data, one worker per model copy)
+    ray_vllm      PAE on Ray Data's vLLM engine stage (`ray.data.llm`): its configuration, requests and records
     results       results files: read once and checked, with their kind (`ResultsFile`); resumed and appended to
                   by `tpb score` and `tpb compare` alike (`Resume`)
     calibrated    a calibration file applied to results: intervals, prediction sets, calibrated confidences

@@ -335,6 +335,7 @@ class Resume:
         for line in self.lines:
             self._check_same_run(line)
         self.final = final_records(line.record for line in self.lines)
+        self.given: set[str] = set()  # the ids `unseen` has let through
 
     def _check_same_run(self, line: Line) -> None:
         record = line.record
@@ -365,6 +366,19 @@ class Resume:
     def retry(self) -> bool:
         """Whether some id's record failed in the model (a rerun asks it again)."""
         return any(r.get("error_kind") in MODEL_FAILURES for r in self.final.values())
+
+    def unseen(self, records: Iterable[dict]) -> list[dict]:
+        """The records of ids this run has not been given yet and that were not done before it, each id once: an
+        engine that runs a lost task again (Ray) may send an image's result twice, and the run writes it once."""
+        fresh = []
+        for record in records:
+            key = record_id(record)[1]
+            held = self.final.get(key)
+            if key in self.given or (held is not None and held.get("error_kind") not in MODEL_FAILURES):
+                continue
+            self.given.add(key)
+            fresh.append(record)
+        return fresh
 
     @contextmanager
     def appending(self) -> Iterator[Callable[[list[dict]], None]]:

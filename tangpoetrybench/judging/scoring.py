@@ -23,11 +23,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import partial
 from itertools import islice
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Protocol, TypeVar
+from typing import Callable, Iterable, Iterator, Mapping, Protocol, TypeVar
 
 import torch
 from PIL import Image
@@ -35,8 +35,8 @@ from tqdm.auto import tqdm
 
 from ..dataset.reading import dataset_identity, dataset_rows, row_image
 from ..errors import DataError, ImageError, Problem, SystematicFailure
-from ..files import DEFAULT_MAX_IMAGE_PIXELS, link_outside, local_or_hub, open_image, write_file
-from .evaluators.base import EvalResult, Evaluator, Prepared, ScoringItem, rgb_item
+from ..files import DEFAULT_MAX_IMAGE_PIXELS, link_outside, local_or_hub, write_file
+from .evaluators.base import Evaluator, Prepared, ScoringItem, rgb_item
 from .failures import KEEP, FailedAnswer
 from .results import MODEL_FAILURES, Resume, final_records, read_lines
 from .tasks.scores import readout_fallback
@@ -101,12 +101,30 @@ class DatasetSource:
     def identity(self) -> dict:
         return dataset_identity(self.dataset, self.config, self.split)
 
+    def files(self) -> list[str]:
+        """The split's Parquet files, in order (what an engine that reads Parquet itself reads: Ray Data)."""
+        import datasets
+
+        return list(datasets.load_dataset_builder(self.dataset, self.config).config.data_files[self.split])
+
     def __iter__(self) -> Iterator[SourceItem]:
-        for row in dataset_rows(self.dataset, self.config, self.split):
-            poem = Poem(poem_id=row["poem_id"], title=row["title"], author=row["author"], text=row["poem"],
-                        tradition=row["tradition"])
-            yield SourceItem(row["image_id"], poem, partial(row_image, row["image"], self.dataset,
-                                                            self.max_image_pixels))
+        for row in dataset_rows(self.dataset, self.config, self.split, columns=list(ROW_COLUMNS)):
+            yield row_item(row, self.dataset, self.max_image_pixels)
+
+
+ROW_COLUMNS = ("image_id", "poem_id", "title", "author", "poem", "tradition", "image")
+
+
+def row_item(row: Mapping, root: str | Path, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> SourceItem:
+    """An item from a row in the built dataset's form (`ROW_COLUMNS`, the image as {"bytes", "path"}, undecoded): what
+    both sources stream, and what a Ray Data worker is given. A path-only image must lie inside `root` (the dataset's
+    folder, or the images folder), and the pixel bound is checked before decoding (`dataset.reading.row_image`)."""
+    return SourceItem(row["image_id"], row_poem(row), partial(row_image, row["image"], root, max_image_pixels))
+
+
+def row_poem(row: Mapping) -> Poem:
+    return Poem(poem_id=row["poem_id"], title=row["title"], author=row["author"], text=row["poem"],
+                tradition=row["tradition"])
 
 
 class FolderSource:
@@ -121,6 +139,7 @@ class FolderSource:
     def __init__(self, images: Path | str, poems_file: Path | str, generator: str | None = None,
                  max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS):
         root = Path(images)
+        self.root = str(root)
         self.poems = {p.poem_id: p for p in read_poems(poems_file)}
         self.max_image_pixels = max_image_pixels
         entries = [p for p in root.rglob("*") if not any(part.startswith(".") for part in p.relative_to(root).parts)]
@@ -151,9 +170,50 @@ class FolderSource:
     def identity(self) -> None:
         return None  # a folder of images is no built dataset
 
-    def __iter__(self) -> Iterator[SourceItem]:
+    def rows(self) -> Iterator[dict]:
+        """The images as rows in the built dataset's form (`ROW_COLUMNS`), each image by its path."""
         for image_id, path in self.files:
-            yield SourceItem(image_id, self.poems[path.stem], partial(open_image, path, self.max_image_pixels))
+            poem = self.poems[path.stem]
+            yield {"image_id": image_id, "poem_id": poem.poem_id, "title": poem.title, "author": poem.author,
+                   "poem": poem.text, "tradition": poem.tradition, "image": {"bytes": None, "path": str(path)}}
+
+    def __iter__(self) -> Iterator[SourceItem]:
+        return (row_item(row, self.root, self.max_image_pixels) for row in self.rows())
+
+
+@dataclass
+class Tally:
+    """What a run wrote, counted from its records (one process's, or every process's summed)."""
+
+    scored: int = 0
+    failed: int = 0  # unreadable or refused images, model errors, answers that did not parse
+    retryable: int = 0  # of the failed, those a rerun tries again (failures in the model)
+    prompt_tokens: int = 0  # tokens a served model reported
+    completion_tokens: int = 0
+    repair_rounds: int = 0  # answers of a served judge that did not parse and got a repair round
+    repair_parsed: int = 0  # of those, read from the second answer
+    truncated: int = 0  # texts the evaluator's text encoder saw only in part
+    readout_fallbacks: int = 0  # answers asked for the readout that were decoded instead (a server without logprobs)
+    failed_answers: list[FailedAnswer] = field(default_factory=list)  # a sample of this process's unreadable answers
+
+    def add(self, records: list[dict]) -> None:
+        self.scored += len(records)
+        self.failed += sum(r["parse_status"] == "failed" for r in records)
+        self.retryable += sum(r.get("error_kind") in MODEL_FAILURES for r in records)
+        self.prompt_tokens += sum(r["usage"]["prompt_tokens"] for r in records if r.get("usage"))
+        self.completion_tokens += sum(r["usage"]["completion_tokens"] for r in records if r.get("usage"))
+        self.repair_rounds += sum(r.get("repair") is not None for r in records)
+        self.repair_parsed += sum(r.get("repair") is not None and r["parse_status"] != "failed" for r in records)
+        self.truncated += sum(bool((r.get("evidence") or {}).get("text_seen", {}).get("truncated")) for r in records)
+        self.readout_fallbacks += sum(readout_fallback(r) is not None for r in records)
+        self.failed_answers.extend(FailedAnswer.of(r.get("raw_output"), r.get("error"), r.get("usage"),
+                                                   (r.get("settings") or {}).get("max_new_tokens"))
+                                   for r in records if r.get("error_kind") == "parse")
+        del self.failed_answers[KEEP:]
+
+    def counts(self) -> tuple[int, ...]:
+        """The counts, which processes sum (the sample of failed answers stays each process's own)."""
+        return tuple(getattr(self, f.name) for f in fields(self) if f.type == "int")
 
 
 @dataclass
@@ -218,23 +278,23 @@ def default_num_workers(evaluator: Evaluator, num_processes: int = 1) -> int:
 
 
 class FailureGuard:
-    """Holds results back until a batch shows that the model works, and stops the run when it does not: when every
+    """Holds records back until a batch shows that the model works, and stops the run when it does not: when every
     item that reached the model in the first `batches` batches (or in all of them, if fewer) failed in the model."""
 
     def __init__(self, trusted: bool, batches: int = SYSTEMATIC_BATCHES):
         self.trusted, self.batches = trusted, batches
-        self.held: list[EvalResult] = []
+        self.held: list[dict] = []
         self.failed_batches = 0
 
-    def admit(self, results: list[EvalResult]) -> list[EvalResult]:
-        """The results that may be written now."""
+    def admit(self, records: list[dict]) -> list[dict]:
+        """The records that may be written now."""
         if self.trusted:
-            return results
-        self.held += results
-        reached = [r for r in results if r.error_kind != "input"]
+            return records
+        self.held += records
+        reached = [r for r in records if r.get("error_kind") != "input"]
         if not reached:
             return []
-        if all(r.error_kind in MODEL_FAILURES for r in reached):
+        if all(r.get("error_kind") in MODEL_FAILURES for r in reached):
             self.failed_batches += 1
             if self.failed_batches >= self.batches:
                 self.stop()
@@ -243,16 +303,16 @@ class FailureGuard:
         released, self.held = self.held, []
         return released
 
-    def finish(self) -> list[EvalResult]:
+    def finish(self) -> list[dict]:
         if self.failed_batches and not self.trusted:
             self.stop()
         released, self.held = self.held, []
         return released
 
     def stop(self) -> None:
-        first = next(r for r in self.held if r.error_kind in MODEL_FAILURES)
+        first = next(r for r in self.held if r.get("error_kind") in MODEL_FAILURES)
         raise SystematicFailure(f"every image of the first {self.failed_batches} batch(es) failed in the model "
-                                f"({first.error}); nothing was written for them. {what_to_fix(first.error or '')}")
+                                f"({first['error']}); nothing was written for them. {what_to_fix(first['error'] or '')}")
 
 
 def what_to_fix(error: str) -> str:
@@ -263,6 +323,70 @@ def what_to_fix(error: str) -> str:
         return ("The server refused every request: its message is above (a --model it does not serve, or an option "
                 "it does not take); fix that and run again")
     return "Fix the cause and run again"
+
+
+@dataclass
+class Run:
+    """A scoring run as every engine starts it: the source's ids (after `limit`), its results file resumed and checked
+    against the evaluator (`results.Resume`, with the part files of a data-parallel run), what is left to score (this
+    process's share), and the guard against a model that fails on everything."""
+
+    out: Path
+    ids: list[str]
+    order: dict[str, int]  # image_id → its place in the source
+    resume: Resume
+    done: set[str]  # ids already in the output
+    todo: list[str]  # ids this process scores, in source order
+    parts: list[Path]
+    retry: bool  # some record in the output failed in the model: this run asks it again
+    guard: FailureGuard
+    identity: dict | None  # what a dataset source says it is (every record carries it); None for a folder
+    tally: Tally
+
+    @classmethod
+    def start(cls, evaluator, source: Source, out: Path | str, limit: int | None = None, rank: int = 0,
+              world: int = 1) -> "Run":
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        ids = source.ids()[:limit]
+        order = {image_id: i for i, image_id in enumerate(ids)}
+        if len(order) != len(ids):
+            raise ValueError("the source has repeated image_ids")
+        # Part files: this run's (one per process) and any a killed run with another process count left behind.
+        target = out.with_name(f"{out.name}.part{rank}") if world > 1 else out
+        parts = sorted(set(out.parent.glob(f"{out.name}.part*")) | ({target} if world > 1 else set()))
+        resume = Resume(evaluator, out, target=target, parts=parts)  # what is done, checked against this run
+        done = {i for i in resume.done if i in order}
+        # Items belong to processes by their place in the source, so no item falls between two processes
+        # however far apart in time they read what is done.
+        todo = [i for i in ids if i not in done and order[i] % world == rank]
+        guard = FailureGuard(trusted=any(line.record.get("error_kind") not in (*MODEL_FAILURES, "input")
+                                         for line in resume.lines))
+        identity = getattr(source, "identity", lambda: None)()
+        return cls(out, ids, order, resume, done, todo, parts, resume.retry, guard, identity, Tally())
+
+    def record(self, result: dict) -> dict:
+        """A result's record as written: with the dataset's identity where the source has one."""
+        return {**result, "dataset": self.identity} if self.identity else result
+
+    def writer(self, append: Callable[[list[dict]], None]) -> Callable[[list[dict]], None]:
+        """`write(records)`: through the guard, appended (`Resume.appending`'s `append`) and counted."""
+        def write(records: list[dict]) -> None:
+            admitted = self.guard.admit(records)
+            append(admitted)
+            self.tally.add(admitted)
+
+        return write
+
+    def finish(self, append: Callable[[list[dict]], None]) -> None:
+        """The records the guard still holds, written (or the run stopped)."""
+        released = self.guard.finish()
+        append(released)
+        self.tally.add(released)
+
+    def summary(self, tally: Tally, process_scored: int, rank: int = 0, world: int = 1) -> ScoreSummary:
+        return ScoreSummary(out=self.out, total=len(self.ids), skipped=len(self.done), **vars(tally),
+                            process_scored=process_scored, process_index=rank, num_processes=world)
 
 
 def score_to_jsonl(
@@ -278,102 +402,60 @@ def score_to_jsonl(
 
     `batch_size` defaults to 8 (an engine that schedules its own batches, vLLM, takes at least its
     `min_batch_size`); `num_workers` preparing processes default to `default_num_workers`."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     state = process_state()
     rank, world = (state.process_index, state.num_processes) if state else (0, 1)
     batch_size = max(batch_size or DEFAULT_BATCH_SIZE, evaluator.min_batch_size)
-    ids = source.ids()[:limit]
-    order = {image_id: i for i, image_id in enumerate(ids)}
-    if len(order) != len(ids):
-        raise ValueError("the source has repeated image_ids")
-    # Part files: this run's (one per process) and any a killed run with another process count left behind.
-    target = out.with_name(f"{out.name}.part{rank}") if world > 1 else out
-    parts = sorted(set(out.parent.glob(f"{out.name}.part*")) | ({target} if world > 1 else set()))
-    resume = Resume(evaluator, out, target=target, parts=parts)  # what is done, checked against this run
-    done = {i for i in resume.done if i in order}
-    retry = resume.retry
-    # Items belong to processes by their place in the source, so no item falls between two processes
-    # however far apart in time they read what is done.
-    todo = [i for i in ids if i not in done and order[i] % world == rank]
+    run = Run.start(evaluator, source, out, limit, rank, world)
     workers = default_num_workers(evaluator, world) if num_workers is None else num_workers
     loader = torch.utils.data.DataLoader(
-        PreparedBatches(evaluator, source, set(todo), batch_size, limit), batch_size=None, collate_fn=_unchanged,
+        PreparedBatches(evaluator, source, set(run.todo), batch_size, limit), batch_size=None, collate_fn=_unchanged,
         num_workers=workers, pin_memory=evaluator.device is not None and evaluator.device.type == "cuda",
         multiprocessing_context=evaluator.worker_start_method if workers else None,
     )
-    guard = FailureGuard(trusted=any(line.record.get("error_kind") not in (*MODEL_FAILURES, "input")
-                                     for line in resume.lines))
-
-    scored = failed = retryable = prompt_tokens = completion_tokens = repair_rounds = repair_parsed = truncated = 0
-    fallbacks, failed_answers = 0, []
-    identity = getattr(source, "identity", lambda: None)()  # what a dataset source says it is; None for others
-
-    def with_identity(record: dict) -> dict:
-        return {**record, "dataset": identity} if identity else record
-
-    with resume.appending() as append, tqdm(
-        total=len(todo), desc=f"Scoring ({evaluator.name})", unit="image", disable=not progress or rank != 0
+    with run.resume.appending() as append, tqdm(
+        total=len(run.todo), desc=f"Scoring ({evaluator.name})", unit="image", disable=not progress or rank != 0
     ) as bar:
-        def write(results: list[EvalResult]) -> None:
-            nonlocal scored, failed, retryable, prompt_tokens, completion_tokens
-            nonlocal repair_rounds, repair_parsed, truncated, fallbacks
-            append([with_identity(r.to_json()) for r in results])
-            scored += len(results)
-            failed += sum(r.parse_status == "failed" for r in results)
-            retryable += sum(r.error_kind in MODEL_FAILURES for r in results)
-            prompt_tokens += sum(r.usage["prompt_tokens"] for r in results if r.usage)
-            completion_tokens += sum(r.usage["completion_tokens"] for r in results if r.usage)
-            repair_rounds += sum(r.repair is not None for r in results)
-            repair_parsed += sum(r.repair is not None and r.parse_status != "failed" for r in results)
-            truncated += sum(bool(r.evidence and r.evidence.get("text_seen", {}).get("truncated")) for r in results)
-            fallbacks += sum(readout_fallback(r) is not None for r in results)
-            failed_answers.extend(FailedAnswer.of(r.raw_output, r.error, r.usage, r.settings.get("max_new_tokens"))
-                                  for r in results if r.error_kind == "parse")
-            del failed_answers[KEEP:]
-
-        seen = 0
+        write, seen = run.writer(append), 0
         for batch in loader:
-            write(guard.admit(evaluator.run(batch)))
+            write([run.record(r.to_json()) for r in evaluator.run(batch)])
             bar.update(len(batch.items))
             seen += len(batch.items)
-        write(guard.finish())
-    if seen != len(todo):  # a source whose stream and ids disagree must not pass for a finished run
-        raise RuntimeError(f"the source gave {seen} of the {len(todo)} items to score; rerun to score the rest")
-    local = scored
-    counts = (scored, failed, retryable, prompt_tokens, completion_tokens, repair_rounds, repair_parsed, truncated,
-              fallbacks)
-    if parts or retry:
-        counts = _merge(state, out, order, counts)
-    scored, failed, retryable, prompt_tokens, completion_tokens, repair_rounds, repair_parsed, truncated, fallbacks = \
-        counts
-    return ScoreSummary(out=out, total=len(ids), skipped=len(done), scored=scored, failed=failed, retryable=retryable,
-                        process_scored=local, process_index=rank, num_processes=world, prompt_tokens=prompt_tokens,
-                        completion_tokens=completion_tokens, repair_rounds=repair_rounds, repair_parsed=repair_parsed,
-                        truncated=truncated, readout_fallbacks=fallbacks, failed_answers=failed_answers)
+        run.finish(append)
+    if seen != len(run.todo):  # a source whose stream and ids disagree must not pass for a finished run
+        raise RuntimeError(f"the source gave {seen} of the {len(run.todo)} items to score; rerun to score the rest")
+    tally = run.tally
+    if run.parts or run.retry:
+        tally = _merge(state, run.out, run.order, tally)
+    return run.summary(tally, run.tally.scored, rank, world)
 
 
-def _merge(state, out: Path, order: dict[str, int], counts: tuple[int, ...]) -> tuple[int, ...]:
-    """After every process is done: the main process writes out + all part files in source order, one record per
-    image (`final_records`), then drops the parts. Returns the run's counts summed over all processes."""
+def _merge(state, out: Path, order: dict[str, int], tally: Tally) -> Tally:
+    """After every process is done: the main process writes the output in source order (`write_in_order`). Returns
+    the run's counts summed over all processes."""
     world = state.num_processes if state else 1
     if world > 1:
         import torch.distributed as dist
 
-        total = torch.tensor(counts, device=state.device)
+        total = torch.tensor(tally.counts(), device=state.device)
         dist.all_reduce(total)
-        counts = tuple(int(c) for c in total)
+        tally = Tally(*(int(c) for c in total), failed_answers=tally.failed_answers)
         state.wait_for_everyone()
     if state is None or state.is_main_process:
-        parts = sorted(out.parent.glob(f"{out.name}.part*"))
-        records = final_records(line.record for path in [out, *parts] for line in read_lines(path, partial="drop"))
-        write_file(out, "".join(json.dumps(records[i], ensure_ascii=False) + "\n"
-                                for i in sorted(records, key=lambda i: order.get(i, len(order)))))
-        for path in parts:
-            path.unlink(missing_ok=True)
+        write_in_order(out, order)
     if world > 1:
         state.wait_for_everyone()
-    return counts
+    return tally
+
+
+def write_in_order(out: Path, order: dict[str, int]) -> None:
+    """`out` and its part files rewritten as one file in source order, one record per image (`final_records`: a
+    retried failure replaced), atomically; the part files dropped."""
+    parts = sorted(out.parent.glob(f"{out.name}.part*"))
+    records = final_records(line.record for path in [out, *parts] for line in read_lines(path, partial="drop"))
+    write_file(out, "".join(json.dumps(records[i], ensure_ascii=False) + "\n"
+                            for i in sorted(records, key=lambda i: order.get(i, len(order)))))
+    for path in parts:
+        path.unlink(missing_ok=True)
 
 
 def source_of(dataset: str | Path | None = None, images: Path | str | None = None, poems: Path | str | None = None,

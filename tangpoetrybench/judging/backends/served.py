@@ -25,6 +25,9 @@ What this client promises (docs/security.md):
 Several base URLs make a fleet: each request goes to the replica with the fewest requests in flight; a replica that
 refuses connections or fails is taken out for a cool-down (`cooldown` seconds, doubled while it keeps failing),
 and rejoins once its health check (`GET /health`) answers.
+
+A call may have a deadline of its own, over all its requests and their retries (`with backend.within(seconds):`, what
+a reward call sets): a question not answered by then is a transient failure that says so, and the call returns.
 """
 
 from __future__ import annotations
@@ -40,9 +43,10 @@ import os
 import random
 import socket
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, Coroutine, Sequence
+from typing import Any, Coroutine, Iterator, Sequence
 from urllib.parse import urlparse
 
 from PIL import Image
@@ -279,6 +283,7 @@ class ServedBackend:
         self.refused_format: str | None = None if structured else "not asked"  # why no response format is sent
         self.replicas = [Replica(u) for u in self.urls]
         self.served: list[str] | None = None  # the models the server lists, once asked
+        self.deadline: tuple[float, float] | None = None  # (seconds, time.monotonic() by when) of a call, see `within`
 
     @property
     def where(self) -> str:
@@ -299,6 +304,19 @@ class ServedBackend:
 
             return get_token()
         return None
+
+    @contextmanager
+    def within(self, seconds: float | None) -> Iterator[None]:
+        """Every question asked inside the block answered within `seconds` of its start, retries included, or a
+        transient failure that says so (None: no deadline but each attempt's)."""
+        if seconds is not None and seconds <= 0:
+            raise ValueError(f"a deadline must be above 0 seconds, not {seconds!r}")
+        previous = self.deadline
+        self.deadline = None if seconds is None else (seconds, time.monotonic() + seconds)
+        try:
+            yield
+        finally:
+            self.deadline = previous
 
     def prepare(self, questions: Sequence[Question]) -> list[list[dict]]:
         return [wire_messages(q.messages) for q in questions]
@@ -321,7 +339,17 @@ class ServedBackend:
 
             tasks = [asyncio.ensure_future(one(i)) for i in range(len(questions))]
             try:
-                return list(await asyncio.gather(*tasks))
+                if self.deadline is None:
+                    return list(await asyncio.gather(*tasks))
+                seconds, by = self.deadline
+                done, late = await asyncio.wait(tasks, timeout=max(0.0, by - time.monotonic()))
+                for task in late:
+                    task.cancel()
+                await asyncio.gather(*late, return_exceptions=True)
+                return [task.result() if task in done else Answer(
+                    error=f"no answer within the call's deadline of {seconds:g} s", error_kind="transient",
+                    meta=self._format(questions[i].schema is not None and not self.refused_format, None))
+                    for i, task in enumerate(tasks)]
             except RunStopped:
                 for task in tasks:
                     task.cancel()
@@ -403,9 +431,10 @@ class ServedBackend:
         except (RunStopped, asyncio.CancelledError):
             raise
         except Exception as exc:
-            if is_transient(exc):
-                replica.fail(len(self.replicas))
-            raise
+            if not is_transient(exc):
+                raise
+            replica.fail(len(self.replicas))
+            raise ServerFailure(f"{describe(exc)} ({replica.url})", transient=True) from exc  # which replica failed
         finally:
             replica.in_flight -= 1
         replica.succeed()

@@ -32,12 +32,14 @@ READOUTS = ("decode", "expected")
 FALLBACK = "readout: {why}, the decoded answer is used"  # an answer's note where the readout fell back to decoding
 
 
-def readout_fallback(result) -> str | None:
-    """Why a result asked for the readout holds a decoded answer instead (a server that returned no logprobs, or
-    none at a value's place), or None where it was read out, or not asked for, or read nothing."""
-    if result.settings.get("readout") != "expected" or result.readout is not None or result.parse_status == "failed":
+def readout_fallback(record: dict) -> str | None:
+    """Why a record (`EvalResult.to_json()`) asked for the readout holds a decoded answer instead (a server that
+    returned no logprobs, or none at a value's place), or None where it was read out, or not asked for, or read
+    nothing."""
+    if ((record.get("settings") or {}).get("readout") != "expected" or record.get("readout") is not None
+            or record.get("parse_status") == "failed"):
         return None
-    found = re.search(re.escape(FALLBACK).replace(re.escape("{why}"), "([^;]+?)"), result.error or "")
+    found = re.search(re.escape(FALLBACK).replace(re.escape("{why}"), "([^;]+?)"), record.get("error") or "")
     return found.group(1) if found else "decoded"
 
 
@@ -83,11 +85,16 @@ class RubricScores:
 
     def questions(self, item, judge) -> list[Question]:
         rubric = judge.rubric_for(item)
-        explain = bool(self.explain)
         messages = build_messages(item.poem, rubric, fit_pixels(item.image, judge.max_pixels), self.explain)
-        return [Question(messages, judge.max_new_tokens, schema=answer_schema(rubric, explain),
-                         schema_name="pae_answer", constraint=ScoresConstraint(rubric, explain) if self.constrained else None,
-                         anchors=rubric if self.readout == "expected" else None, meta={"rubric": rubric})]
+        return [self.question(rubric, messages, judge.max_new_tokens)]
+
+    def question(self, rubric: Rubric, messages: list[dict], max_new_tokens: int) -> Question:
+        """The question under `rubric` with these messages. Its reader needs no messages: an engine that answers
+        elsewhere (Ray Data's vLLM stage) reads each answer with `question(rubric, [], …)`."""
+        explain = bool(self.explain)
+        return Question(messages, max_new_tokens, schema=answer_schema(rubric, explain), schema_name="pae_answer",
+                        constraint=ScoresConstraint(rubric, explain) if self.constrained else None,
+                        anchors=rubric if self.readout == "expected" else None, meta={"rubric": rubric})
 
     def read(self, question: Question, answer: Answer) -> Reading:
         if answer.readout is not None:

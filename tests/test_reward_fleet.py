@@ -1,0 +1,157 @@
+"""A reward that a fleet of servers feeds: `load_reward(base_url=[…])` over replicas on loopback — a real `transformers
+serve` of the tiny PAE (whose answers read) and the fault proxy in front of the same server playing a second replica
+that dies and comes back — and a reward call that never hangs and never dies on one bad request (its deadline, its
+`on_failure`), through a Flow-GRPO-style step."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import socket
+import time
+
+import numpy as np
+import pytest
+
+from conftest import tiny_pae_items
+from fault_proxy import FaultProxy
+from tangpoetrybench.cli import main
+from tangpoetrybench.poems import write_poems
+from tangpoetrybench.reward import RewardFailed, load_reward
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def chats(proxy: FaultProxy) -> int:
+    return sum(r["path"].endswith("/chat/completions") for r in proxy.requests)
+
+
+def synthetic():
+    """The tiny PAE's synthetic images (flat colours) and their poems."""
+    items = tiny_pae_items()
+    return [it.image for it in items], [it.poem for it in items]
+
+
+@pytest.mark.slow
+def test_a_replica_that_dies_is_skipped_and_rejoins(pae_server, caplog):
+    """Two replicas: the server itself and the proxy in front of it. Both take requests; the proxy dies between two
+    reward calls (steps of a run) and every image is still scored, the refused replica left out; started again on
+    the same port, it rejoins — its request log starts with its health check (one per request that found its
+    cool-down over), then answers."""
+    images, poems = synthetic()
+    with FaultProxy(pae_server["url"]) as proxy:
+        port = proxy.port
+        reward = load_reward(pae_server["model"], base_url=[pae_server["url"] + "/v1", proxy.url], readout="decode",
+                             backoff=0.05)
+        _, info = reward(images, poems)
+        assert info["status"] == ["ok"] * 3 and 1 <= chats(proxy) < 3  # each replica took its share
+    with caplog.at_level(logging.WARNING, logger="tangpoetrybench.judging.backends.served"):
+        _, info = reward(images, poems)  # the proxy is dead: nothing listens on its port
+    assert info["status"] == ["ok"] * 3 and info["error"] == [None] * 3
+    assert any("ConnectError" in m and f"127.0.0.1:{port}/v1" in m for m in caplog.messages), caplog.messages
+    with FaultProxy(pae_server["url"], port=port) as back:
+        for _ in range(100):  # until it has rejoined (its cool-down passed and its health check answered)
+            _, info = reward(images, poems)
+            assert info["status"] == ["ok"] * 3
+            if chats(back):
+                break
+        paths = [r["path"] for r in back.requests]
+    first_chat = next(i for i, path in enumerate(paths) if path.endswith("/chat/completions"))
+    assert first_chat > 0 and set(paths[:first_chat]) == {"/health"}, paths  # held out until its health check
+
+
+@pytest.mark.slow
+def test_the_same_fleet_serves_tpb_score(pae_server, tmp_path, capsys):
+    """`tpb score --evaluator api --base-url A,B` (a comma list; the option may also be given twice)."""
+    images, poems = synthetic()
+    folder = tmp_path / "synthetic"
+    folder.mkdir()
+    for image, poem in zip(images, poems):
+        image.save(folder / f"{poem.poem_id}.png")
+    poems_file = tmp_path / "poems.jsonl"
+    write_poems(poems, poems_file)
+    out = tmp_path / "fleet.jsonl"
+    with FaultProxy(pae_server["url"]) as proxy:
+        assert main(["score", "--images", str(folder), "--poems", str(poems_file), "--evaluator", "api", "--model",
+                     pae_server["model"], "--base-url", f"{pae_server['url']}/v1,{proxy.url}", "--concurrency", "1",
+                     "--out", str(out), "--quiet"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["parse_status"] for r in rows] == ["ok"] * 3 and 1 <= chats(proxy) < 3
+    assert "3 scored now (0 failed)" in capsys.readouterr().out
+
+
+def test_with_every_replica_down_a_call_returns_within_its_deadline():
+    """Nothing listens on either replica's port: each call returns once its deadline has passed, every image handled
+    as asked and saying why; `raise` raises, naming the images."""
+    dead = [f"http://127.0.0.1:{free_port()}/v1", f"http://127.0.0.1:{free_port()}/v1"]
+    images, poems = synthetic()
+    for on_failure, status, value in (("mean", "filled", 0.0), (0.25, "filled", 0.25), ("nan", "nan", math.nan)):
+        reward = load_reward("pae", base_url=dead, readout="decode", deadline=0.5, on_failure=on_failure)
+        start = time.monotonic()
+        rewards, info = reward(images, poems)
+        assert time.monotonic() - start < 0.5 + 30  # the deadline, and some room for a loaded machine: never a hang
+        assert info["status"] == [status] * 3, info["status"]
+        assert all("no answer within the call's deadline of 0.5 s" in e for e in info["error"]), info["error"]
+        assert np.array_equal(rewards, [value] * 3, equal_nan=True)
+    reward = load_reward("pae", base_url=dead, readout="decode", deadline=0.5, on_failure="raise")
+    with pytest.raises(RewardFailed, match="3 of the 3 images could not be scored: image 0: no answer within"):
+        reward(images, poems)
+
+
+def test_reward_options_are_checked(tiny_models):
+    with pytest.raises(ValueError, match="on_failure must be"):
+        load_reward("pae", base_url="http://127.0.0.1:9/v1", on_failure="zero")
+    with pytest.raises(ValueError, match="on_failure must be"):
+        load_reward("pae", base_url="http://127.0.0.1:9/v1", on_failure=True)
+    with pytest.raises(ValueError, match="deadline= applies to a served judge"):
+        load_reward(model=str(tiny_models["qwen3-vl"]), device="cpu", deadline=5)
+
+
+def brightness(images, prompts, metadata):
+    """A second reward, as Flow-GRPO combines several: the mean pixel value, in [0, 1]."""
+    return np.array([np.asarray(im, dtype=np.float64).mean() / 255 for im in images]), {}
+
+
+def flow_grpo_step(reward, images, prompts, metadata, weights=(("pae", 0.8), ("brightness", 0.2))):
+    """What a Flow-GRPO step does with its rewards: each scorer called as `fn(images, prompts, metadata)`, their
+    weighted sum, then advantages standardised per prompt with plain np.mean / np.std (its per-prompt stat tracker)."""
+    scorers = {"pae": reward, "brightness": brightness}
+    called = {name: scorers[name](images, prompts, metadata) for name, _ in weights}
+    total = sum(weight * called[name][0] for name, weight in weights)
+    advantages = np.empty_like(total)
+    for prompt in dict.fromkeys(prompts):
+        group = [i for i, p in enumerate(prompts) if p == prompt]
+        advantages[group] = (total[group] - np.mean(total[group])) / (np.std(total[group]) + 1e-4)
+    return total, advantages, called["pae"][1]
+
+
+@pytest.mark.slow
+def test_a_flow_grpo_step_with_one_failed_image(pae_server):
+    """Two samples per prompt; the first image's request fails (503 twice, retries spent). No NaN reaches the
+    advantages unless the caller asked for NaN: by default the failed image gets its prompt's mean (its advantage is
+    0), a fixed fill gives it that value; with "nan" its whole group's advantages are NaN, as Flow-GRPO's np.mean and
+    np.std make them."""
+    images, poems = synthetic()
+    images, poems = [im for im in images for _ in (0, 1)], [p for p in poems for _ in (0, 1)]
+    prompts = [p.text for p in poems]
+    metadata = [{"poem": {"title": p.title, "author": p.author, "text": p.text}} for p in poems]  # the poem itself
+    for on_failure in ("mean", 0.0, "nan"):
+        with FaultProxy(pae_server["url"], faults=["503", "503"]) as proxy:
+            reward = load_reward(pae_server["model"], base_url=proxy.url, readout="decode", concurrency=1, retries=1,
+                                 backoff=0.05, on_failure=on_failure)
+            total, advantages, info = flow_grpo_step(reward, images, prompts, metadata)
+        assert info["status"] == ["nan" if on_failure == "nan" else "filled"] + ["ok"] * 5, info["status"]
+        assert "HTTP 503" in info["error"][0] and info["error"][1:] == [None] * 5
+        if on_failure == "nan":
+            assert np.isnan(advantages[:2]).all() and np.isfinite(advantages[2:]).all()
+        else:
+            assert np.isfinite(total).all() and np.isfinite(advantages).all()
+        if on_failure == "mean":
+            assert total[0] == total[1] and advantages[0] == advantages[1] == 0.0
+        if on_failure == 0.0:
+            assert advantages[0] < 0 < advantages[1]
