@@ -60,7 +60,8 @@ def main() -> None:
             seconds = time.perf_counter() - start
             scores = np.array([[np.nan if v is None else v for v in r.scores.values()] for r in results], dtype=float)
             quality = np.array([np.nan if r.quality is None else r.quality for r in results], dtype=float)
-            row = {"images_per_s": len(items) / seconds, "weights_gib": pae.model.get_memory_footprint() / 2**30,
+            model = pae.backend.model
+            row = {"images_per_s": len(items) / seconds, "weights_gib": model.get_memory_footprint() / 2**30,
                    "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else None}
             if reference is None:
                 reference = (scores, quality)
@@ -68,10 +69,10 @@ def main() -> None:
                 both = ~np.isnan(quality) & ~np.isnan(reference[1])
                 row["mean_abs_score_change"] = float(np.nanmean(np.abs(scores - reference[0])))
                 row["quality_pearson_vs_unquantised"] = float(np.corrcoef(quality[both], reference[1][both])[0, 1])
-            name = quantize or str(next(pae.model.parameters()).dtype).removeprefix("torch.")
+            name = quantize or str(next(model.parameters()).dtype).removeprefix("torch.")
             figures["settings"][name] = row
             print(name, json.dumps(row), flush=True)
-            del pae
+            del pae, model
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     with open(args.out, "w", encoding="utf-8") as f:

@@ -146,7 +146,7 @@ def test_explain_through_a_served_model(server, demo_built, tmp_path):
     assert all(r["settings"]["explain"] == "poem" for r in rows["explain"])
     sent = [r["body"] for r in proxy.requests]
     explained = [b for b in sent if '"reasons"' in b["messages"][0]["content"]]
-    assert len(explained) == 3 and all(b["response_format"]["value"] == answer_schema(TANG, explain=True)
+    assert len(explained) == 3 and all(b["response_format"]["json_schema"]["schema"] == answer_schema(TANG, explain=True)
                                        for b in explained)
 
 

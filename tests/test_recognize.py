@@ -287,7 +287,8 @@ def test_through_a_real_server_resumes(server, demo_built, candidates, tmp_path)
         assert r["evaluator"] == "recognize" and r["settings"]["backend"] == "api"
         assert r["settings"]["served_model"] == server["model"] and r["settings"]["orders"] == "rotations"
         assert len(json.loads(r["raw_output"])) == 4
-        assert r["usage"]["completion_tokens"] <= 16 and r["usage"]["prompt_tokens"] > 0
+        # four orders, each answer and its repair round (random weights rarely give a letter) at most 4 tokens
+        assert r["usage"]["completion_tokens"] <= 4 * 2 * 4 and r["usage"]["prompt_tokens"] > 0
         assert r["error_kind"] in (None, "parse")
 
 
@@ -298,7 +299,8 @@ def test_a_served_letter_that_does_not_read_gets_the_repair_round(server, demo_b
     from fault_proxy import FaultProxy
 
     def answer(request: dict, response: dict) -> dict:
-        repair = request["messages"][-1]["content"].startswith("Reply with the poem's letter only")
+        last = request["messages"][-1]["content"]  # the repair's text alone is a plain string on the wire
+        repair = isinstance(last, str) and last.startswith("Reply with the poem's letter only")
         response["choices"][0]["message"]["content"] = "C" if repair else "Hard to say: they all have water."
         return response
 
