@@ -24,7 +24,7 @@ one (`B (the second image)`, `C — 《江雪》`, `《江雪》, letter B`) mus
 - *hedged*: `maybe B`, `B might be better`, `Maybe B?`;
 - *offered*, none chosen: `A or B`, `A, B, C, or D`;
 - or only mentioned (`Image A shows the moon`, `between A and C`, a walk through the options line by line, `A would
-  be better if it had the moon`).
+  be better if it had the moon`, a concession: `Although A better captures the moon, …`).
 
 A reference takes the reading of the one before it where the text says so (`B is wrong, so is C`, `A isn't, nor is
 B`, `C is about spring; so is D`), and the members of a list that ends its sentence share the first's reading
@@ -114,7 +114,7 @@ CHOSEN_BEFORE = re.compile(
     r"|\bthe one|答案|胜者|结论|选择|最终答案|最终选择|更好的(?:一张|一幅)?)[\"']?\s*"
     r"(?:is|would be|will be|must be|has to be|should be|:|=|-|—|–|→|是|为|应为|应是|应该是)?\s*$"
     r"|\b(?:i|we)(?:'d|’d|'ll|’ll| would| will| shall)?\s+(?:choose|chose|pick|picked|select|selected|go with|"
-    r"went with|vote for|prefer|opt for|lean towards?|lean to|favou?r|say|recommend)\s*[:：]?\s*$"
+    r"went with|vote for|prefer|opt for|lean towards?|lean to|favou?r|say|recommend|take|go for)\s*[:：]?\s*$"
     r"|(?:^|[\n.!?;:]\s*)(?:prefer|choose|pick|select|go with|vote for|opt for)\s*[:：]?\s*$"
     r"|\b(?:to choose|to pick|goes to|go to|preferred|my vote)\s*[,:：]?\s*$|\byes\s*[,:;—–\-]*\s*$"
     r"|\b(?:better|best)\b[^.?!\n]{0,40}\bis\s*$"  # "the illustration that better matches the poem is …"
@@ -130,11 +130,12 @@ DEPICTS = (r"(?:captures?|fits?|matches|conveys?|depicts?|shows?|illustrates?|re
            r"expresses|represents?|suits?|follows?|embodies)\b")
 CHOSEN_AFTER = re.compile(
     r"^\s*(?:,?\s*(?:which|that)\s+)?(?:is|was|'s|seems|looks|appears|would be|must be|remains)\s+"
-    r"(?:(?:clearly|definitely|obviously|certainly|probably|much|far|slightly|overall|still)\s+)*(?:the\s+)?"
+    r"(?:(?:clearly|definitely|obviously|certainly|probably|much|far|slightly|overall|still|simply|just|really|truly)"
+    r"\s+)*(?:the\s+)?"
     r"(?:better|best|correct|right|winner|superior|stronger|preferable|preferred|closer|more faithful|more fitting|"
     r"more accurate|answer|one)\b(?!\s+(?:in|at|for|on|with|regarding|when|of|if|unless|were|had)\b)"
     r"|^\s*(?:wins|won|fits|matches|prevails)(?:\s+(?:best|better|most|overall|the (?:image|picture|poem) best))?"
-    r"(?=\s*(?:$|[.,;!。，；！)]|\s(?:and|but|because|since|as|here)\b))"
+    r"(?=\s*(?:$|[.,;!。，；！)—–]|\s-\s|\s(?:and|but|because|since|as|here)\b))"
     r"|^\s*(?:takes it|gets my vote|it is|is it|is my (?:answer|choice|pick)|is (?:the )?most likely|is likeliest)\b"
     r"|^\s*(?:outshines|outperforms|beats|surpasses|edges out|is preferred)\b"
     r"|^\s*(?:(?:much|far|clearly|simply)\s+)?(?:better|best|more (?:faithfully|closely|fully|accurately|vividly))\s+"
@@ -156,6 +157,9 @@ REJECTED_AFTER = re.compile(
     r"inferior|out|less|off|a poor)\b|^\s*<(?=\s|[A-H]\b)"
     r"|^\s*(?:不对|不是(?=\s*(?:$|[。.,，!！;；]))|错|不符|较差|更差|不行|不如|不正确)", re.I)
 HEDGE_BEFORE = re.compile(r"\b(?:maybe|perhaps|possibly|might be|may be|could be|either)\s*$|也许|可能|或许", re.I)
+# A clause that concedes what it says of a reference: "Although A better captures the moon, B wins".
+CONCESSION = re.compile(r"\b(?:although|though|even though|even if|while|whereas|despite|granted|admittedly)\b"
+                        r"[^.;:!?\n,。；：！？，]*$", re.I)
 HEDGE_AFTER = re.compile(r"^\s*(?:might|may|could|possibly)\b|^\s*\?", re.I)
 EXAMPLE_BEFORE = re.compile(r"(?:\bfor (?:example|instance)|\be\.g\.?|\bsuch as|\bexample|例如|比如)\s*[:,]?\s*$", re.I)
 # What joins references written one after another: "A or B", "A, B, C, or D" (offered, none chosen), "A and B", "A, B"
@@ -434,6 +438,8 @@ def _reading(text: str, phrase: list[_Ref], pre: str, post: str, options: Option
         return "rejected"
     if HEDGE_BEFORE.search(pre) or HEDGE_AFTER.match(post) or QUESTION.match(post):
         return "hedged"
+    if CONCESSION.search(_near(text, phrase[0].start)):
+        return None
     given_alone = alone and LINE_START.search(pre) and (ENDS.match(post) or not pre.strip() and (
         LEADS.match(post) or phrase[-1].bare and DASHED.match(post)))
     if (CHOSEN_BEFORE.search(pre) or CHOSEN_AFTER.match(post)

@@ -82,9 +82,11 @@ DOUBT = re.compile(
     r"|not convinced)"
     r"(?:\s+(?:about|of)\s+(?:it|this|that|my answer|the answer|my choice|that one))?(?:\s*,?\s*(?:though|tbh))?"
     r"|不确定|不好说|说不准|拿不准|难以判断)\s*(?:[.!?…。！？]|$)", re.I)
-# Words that say what follows is an earlier version, not the answer ("In the draft I had core_imagery: 0.33").
-EARLIER = re.compile(r"\b(?:drafts?|initially|originally|at first|previously|earlier|first pass|preliminary"
-                     r"|tentative)\b|草稿|初稿|起初|原先|之前|最初", re.I)
+# Words that say what follows is an earlier version, not the answer ("In the draft I had core_imagery: 0.33",
+# "Earlier I had …"); not a reference to something said before ("as noted earlier, …" restates the answer).
+EARLIER = re.compile(r"\b(?:drafts?|initially|originally|at first|first pass|preliminary|tentative)\b"
+                     r"|\b(?:earlier|previously|before)\s*,?\s+(?:i|we)\s+(?:had|gave|wrote|put|scored|rated)\b"
+                     r"|草稿|初稿|起初|原先|最初", re.I)
 SENTENCE_END = re.compile(r"(?<=[^.][.!?])(?=\s)|(?<=[。！？；;])|\n")  # "…" and "..." go on
 
 
