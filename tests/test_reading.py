@@ -11,8 +11,12 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from tangpoetrybench.dataset.distractors import choose_distractors, write_candidates
+from tangpoetrybench.judging.backends import Answer
 from tangpoetrybench.judging.evaluators import load_evaluator
 from tangpoetrybench.judging.evaluators.base import ScoringItem
+from tangpoetrybench.judging.judge import Attempt
+from tangpoetrybench.judging.pairwise import Pair, PairAnswer, pair_record
 from tangpoetrybench.judging.reading import (VERSIONS, parse_answer, parse_letter, parse_pair_answer, read_json,
                                              read_reasons, schema_problems)
 from tangpoetrybench.judging.reading.core import collect, drop_thinking, kind, unfence, whole_fence
@@ -119,31 +123,64 @@ def test_steps_read_strictly_and_validate_with_jsonschema():
 
 
 def test_the_versions_are_in_one_place():
-    assert VERSIONS == {"scores": 4, "winner": 2, "letter": 2, "steps": 1}
+    assert VERSIONS == {"scores": 5, "winner": 3, "letter": 3, "steps": 1}
     judge = load_evaluator("api", model="pae", base_url="http://127.0.0.1:9/v1")
     assert judge.settings()["parser"] == VERSIONS["scores"]
 
 
-def test_tpb_score_refuses_to_resume_a_file_read_under_older_rules(tmp_path, capsys):
-    """A results file whose answers were read by scores reader 3 is not resumed under reader 4: a resume would mix
-    two readings of the same kind of answer in one file."""
-    from tangpoetrybench.cli import main
+DEAD = "http://127.0.0.1:9/v1"  # a judge never asked: the refusal comes first
 
+
+def judged_under_older_rules(reader: str, tmp_path: Path) -> tuple[list[str], dict]:
+    """The command that resumes a results file of `reader`'s task, and a record of that file as the judge writes it,
+    its answer read by today's reader: synthetic images of the bundled sample poems, a served judge at a dead
+    port."""
     poem = sample_poems()[0]
-    images, poems, out = tmp_path / "images", tmp_path / "poems.jsonl", tmp_path / "scores.jsonl"
-    images.mkdir()
-    Image.new("RGB", (16, 16), (30, 60, 90)).save(images / f"{poem.poem_id}.png")  # synthetic image
+    images, poems = tmp_path / "images", tmp_path / "poems.jsonl"
     with resources.as_file(resources.files("tangpoetrybench") / "data" / "sample_poems.jsonl") as bundled:
         shutil.copy(bundled, poems)
-    judge = load_evaluator("api", model="pae", base_url="http://127.0.0.1:9/v1")  # never asked: the refusal comes first
+    folders = [images / "g1", images / "g2"] if reader == "winner" else [images]
+    for level, folder in enumerate(folders):
+        folder.mkdir(parents=True)
+        Image.new("RGB", (16, 16), (30 + 60 * level, 60, 90)).save(folder / f"{poem.poem_id}.png")  # synthetic
+    served = ["--images", str(images), "--poems", str(poems), "--model", "pae", "--base-url", DEAD]
+    if reader == "winner":
+        judge = load_evaluator("api", task="pairwise", model="pae", base_url=DEAD)
+        answers = [PairAnswer(read.winner, text, read.status, read.error, read.reason) for text in (
+            '{"winner": "A", "reason": "the snow"}', '{"winner": "B", "reason": "the snow"}')
+            if (read := parse_pair_answer(text))]
+        record = pair_record(Pair(poem, f"g1/{poem.poem_id}", f"g2/{poem.poem_id}"), judge, answers)
+        return ["compare", *served, "--evaluator", "api"], record
+    if reader == "letter":
+        candidates = write_candidates(choose_distractors(sample_poems(), seed=0), sample_poems(),
+                                      tmp_path / "candidates.jsonl", {"seed": 0})
+        judge = load_evaluator("recognize", model="pae", base_url=DEAD, candidates=candidates)
+        item = ScoringItem(poem.poem_id, Image.open(images / f"{poem.poem_id}.png").convert("RGB"), poem)
+        attempts = [Attempt(q, answer, judge.task.read(q, answer)) for q in judge.task.questions(item, judge)
+                    if (answer := Answer("C"))]
+        record = judge.task.record(judge, item, attempts).to_json()
+        return ["score", *served, "--evaluator", "recognize", "--candidates", str(candidates), "--quiet"], record
+    judge = load_evaluator("api", model="pae", base_url=DEAD)
     answer = '{"safety": 1, "technical_quality": 0.5}'
     parsed = parse_answer(answer, RUBRIC)
     record = judge.result(ScoringItem(poem.poem_id, None, poem), parsed.scores, parsed.quality, answer, parsed.status,
                           parsed.error).to_json()
-    record["settings"]["parser"] = 3
+    return ["score", *served, "--evaluator", "api", "--quiet"], record
+
+
+@pytest.mark.parametrize("reader", ["scores", "winner", "letter"])
+def test_a_file_read_under_an_older_reader_is_not_resumed(reader, tmp_path, capsys):
+    """A results file whose answers were read by the reader's previous version is not resumed under this one
+    (`tpb score` for rubric scores and letters, `tpb compare` for winners): a resume would mix two readings of the
+    same kind of answer in one file."""
+    from tangpoetrybench.cli import main
+
+    command, record = judged_under_older_rules(reader, tmp_path)
+    assert record["settings"]["parser"] == VERSIONS[reader]
+    record["settings"]["parser"] = VERSIONS[reader] - 1
+    out = tmp_path / "results.jsonl"
     out.write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
-    assert main(["score", "--images", str(images), "--poems", str(poems), "--evaluator", "api", "--model", "pae",
-                 "--base-url", "http://127.0.0.1:9/v1", "--out", str(out), "--quiet"]) == 2
+    assert main([*command, "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert f"{out} holds results made with parser 3, not {VERSIONS['scores']}" in err, err
+    assert f"{out} holds results made with parser {VERSIONS[reader] - 1}, not {VERSIONS[reader]}" in err, err
     assert out.read_text(encoding="utf-8").count("\n") == 1  # nothing appended

@@ -2,31 +2,44 @@
 parameterised by the task's `Options` (the labels, and the other names each option goes by).
 
 The rule: a careful person reading the answer beside the question agrees with the option returned, or none is
-(a failed read, never a guess). After the core (NFKC, thinking, struck-through text, fences), the reader finds
-every *reference* to an option: its letter (`B`, `(b)`, `Ｂ`, `option c`, `Image A`, `图B`, `B项`), and where the
-task names them so, its number or place (`Image 2`, `the second image`, `第二张`, `图一`, `the third poem`,
-`第三首`) or its title (`《江雪》`, given `titles`). A capital "A" followed by a word that is not a verb ("A lone
-fisherman") is an article, and a lower-case letter followed by a word is not a letter. References written as one
-(`B (the second image)`, `C — 《江雪》`, `《江雪》, letter B`) must agree. Each reference is then:
+(a failed read, never a guess). After the core (`prepare`: thinking, NFKC, fences, struck-through text), the reader
+finds every *reference* to an option: its letter (`B`, `(b)`, `Ｂ`, `option c`, `Image A`, `图B`, `B项`), and where the
+task names them so, its number or place (`Image 2`, `the second image`, `第二张`, `图一`, `the third poem`, `第三首`),
+its title (`《江雪》`, given `titles`), or "the former"/"the latter" (`前者`/`后者`: of the two options named before
+it, or with none named, of the question's two: the pairwise prompt names A first). A capital "A" followed on its line
+by a word that is not a verb ("A lone fisherman") is an article, and a lower-case letter followed by a word is not a
+letter; a capital "A" that ends its line ("Winner: A" then a reason on the next) is a letter. References written as
+one (`B (the second image)`, `C — 《江雪》`, `《江雪》, letter B`) must agree. Each reference is then:
 
-- *chosen*: named as the answer (`Winner: B`, `Answer: (B)`, `the answer is B`, `I'd choose C`, `it's C`,
-  `that is 《江雪》`, `选C`, `答案：A`), said to be better (`B is better`, `Image B wins`, `图一更符合诗意`), given alone
-  (`B`, `B.`, a line of its own, the first word of the answer followed by a full stop or a dash), after a
-  correction word (`Actually, B`), or in a JSON field that holds the choice (`winner`, `better_image`, `answer`,
-  `choice`, `答案` …, also nested under `answer`), whose value is read by these same rules;
-- *rejected*: denied (`not B`, `Definitely not A`, `B is not better`, `rather than A`, `better than B`, `不是B`);
-- *hedged*: `maybe B`, `B might be better`, `A or B`, `Maybe B?`;
-- or only mentioned (`Image A shows the moon`, `between A and C`, a walk through the options line by line).
+- *chosen*: named as the answer (`Winner: B`, `Answer: (B)`, `the answer is B`, `I'd choose C`, `Prefer B over A`,
+  `it's C`, `that is 《江雪》`, `选C`, `答案：A`), said to be better (`B is better`, `Image B wins`, `B > A`, `Image A
+  better captures the snow`, `A loses to B` for B, `图一更符合诗意`, `A isn't, B is`), given alone (`B`, `B.`, a line or
+  a clause of its own, the first word of the answer followed by a full stop or a dash), set against another where the
+  sentence ends (`C rather than A.`, `D over B.`), ending its sentence after "but", "overall", "points to" or a
+  correction word (`Not A but C.`, `Just kidding, A.`), or in a JSON field that holds the choice (`winner`,
+  `better_image`, `answer`, `choice`, `答案` …, also nested under `answer`), whose value is read by these same rules;
+- *rejected*: denied (`not B`, `Definitely not A`, `B is not better`, `rather than A`, `better than B`, `不是B`,
+  `B > A` for A), or the claim a negation governs (`I don't think A is better`, `I'm not sure it's B`, `No way A is
+  better`, `It is not the case that A …`);
+- *hedged*: `maybe B`, `B might be better`, `Maybe B?`;
+- *offered*, none chosen: `A or B`, `A, B, C, or D`;
+- or only mentioned (`Image A shows the moon`, `between A and C`, a walk through the options line by line, `A would
+  be better if it had the moon`, a concession: `Although A better captures the moon, …`).
 
-The answer is the option chosen, where every choice agrees and none of it is rejected. A later choice introduced by
-a correction word ("Actually, on second thought, B", "Wait — …", a JSON object labelled "Correction:") or labelled
-final ("Final answer: B") replaces the earlier ones. The read fails when nothing is chosen ("The answer is not B.",
-"Definitely not A.", "It's a tie"), when two options are ("Image A is better" beside `{"winner": "B"}`, two JSON
-objects that disagree, a `winner` key given twice), when the chosen option is not one (`E`, `C` of two images,
-a title that is no candidate's, `tie`), when it is also rejected, or when the answer wavers or takes it back after
-choosing ("Hmm, actually B might be better", "On second thought, I'm not sure"). Objects and lines introduced as a
-format, an example or a draft are not answers. A reason inside the answer object is read as prose: a reason that
-prefers the other image fails the answer.
+A reference takes the reading of the one before it where the text says so (`B is wrong, so is C`, `A isn't, nor is
+B`, `C is about spring; so is D`), and the members of a list that ends its sentence share the first's reading
+(`Answer: A and B.` chooses two). The answer is the option chosen, where every choice agrees and none of it is
+rejected. A later choice introduced by a correction word ("Actually, on second thought, B", "Wait — …", "but
+honestly B", "Just kidding, A", a JSON object labelled "Correction:") or labelled final ("Final answer: B") replaces
+the earlier ones. The read fails when nothing is chosen ("The answer is not B.", "Definitely not A.", "It's a
+tie"), when two options are ("Image A is better" beside `{"winner": "B"}`, two JSON objects that disagree, a `winner`
+key given twice, "Winner: A" and "Winner: B" on two lines), when the chosen option is not one (`E`, `C` of two
+images, a title that is no candidate's, `tie`, "the former" with three named), when it is also rejected, or when the
+answer wavers, doubts or takes it back after choosing ("Hmm, actually B might be better", "On second thought, I'm
+not sure", "The answer is C. Actually, I am not sure.", "Just kidding."). Objects and lines introduced as a format,
+an example or a draft are not answers. A reason inside the answer object is read as prose: a reason that prefers the
+other image (`{"winner": "B", "reason": "Image A better captures the snow."}`) fails the answer, even in the exact
+form asked for.
 """
 
 from __future__ import annotations
@@ -37,8 +50,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .core import (CORRECTION, NEGATION_BEFORE, STRONG_CORRECTION, Conflict, Pairs, drop_thinking, is_final, kind,
-                   label, loads, normalise, provisional, segments, strike, unfence)
+from .core import (CORRECTION, DENIED_CLAIM, DOUBT, NEGATION_BEFORE, STRONG_CORRECTION, Conflict, Pairs, is_final, kind,
+                   label, loads, prepare, provisional, segments)
 
 LETTERS = "ABCDEFGH"
 NEAR = 120  # characters around a reference that its cues are looked for in
@@ -93,7 +106,7 @@ class Choice:
 
 FILLER_MARKS = " \t*_\"'`“”‘’"
 FILLER_WORDS = set("the clearly definitely obviously certainly surely probably likely undoubtedly indeed still simply "
-                   "just".split())
+                   "just honestly frankly really truly".split())
 CHOSEN_BEFORE = re.compile(
     r"(?:\b(?:answer|winner|verdict|choice|pick|selection|decision|conclusion|preference|output|result)s?"
     r"|\bbetter (?:one|image|illustration|picture|match|choice|fit)|\bbest (?:one|image|illustration|match|fit|choice)"
@@ -101,7 +114,8 @@ CHOSEN_BEFORE = re.compile(
     r"|\bthe one|答案|胜者|结论|选择|最终答案|最终选择|更好的(?:一张|一幅)?)[\"']?\s*"
     r"(?:is|would be|will be|must be|has to be|should be|:|=|-|—|–|→|是|为|应为|应是|应该是)?\s*$"
     r"|\b(?:i|we)(?:'d|’d|'ll|’ll| would| will| shall)?\s+(?:choose|chose|pick|picked|select|selected|go with|"
-    r"went with|vote for|prefer|opt for|lean towards?|lean to|favou?r|say|recommend)\s*[:：]?\s*$"
+    r"went with|vote for|prefer|opt for|lean towards?|lean to|favou?r|say|recommend|take|go for)\s*[:：]?\s*$"
+    r"|(?:^|[\n.!?;:]\s*)(?:prefer|choose|pick|select|go with|vote for|opt for)\s*[:：]?\s*$"
     r"|\b(?:to choose|to pick|goes to|go to|preferred|my vote)\s*[,:：]?\s*$|\byes\s*[,:;—–\-]*\s*$"
     r"|\b(?:better|best)\b[^.?!\n]{0,40}\bis\s*$"  # "the illustration that better matches the poem is …"
     r"|\b(?:closest|nearest|likeliest)(?: one| match| poem| image)?\s*(?:is|:)\s*$"
@@ -112,30 +126,60 @@ CHOSEN_BEFORE = re.compile(
     r"|\b(?:actually|on second thought|on reflection|wait|no|rather|instead|i mean|i meant|correction|"
     r"make (?:it|that))\s*[,:;—–\-]*\s*$"
     r"|(?:选择?|我选|应选|应该选|就选|选定|是|就是|应是|应为|应该是|乃|为|答案是|答案为)\s*[:：]?\s*$", re.I)
+DEPICTS = (r"(?:captures?|fits?|matches|conveys?|depicts?|shows?|illustrates?|reflects?|renders?|evokes?|portrays?|"
+           r"expresses|represents?|suits?|follows?|embodies)\b")
 CHOSEN_AFTER = re.compile(
     r"^\s*(?:,?\s*(?:which|that)\s+)?(?:is|was|'s|seems|looks|appears|would be|must be|remains)\s+"
-    r"(?:(?:clearly|definitely|obviously|certainly|probably|much|far|slightly|overall|still)\s+)*(?:the\s+)?"
+    r"(?:(?:clearly|definitely|obviously|certainly|probably|much|far|slightly|overall|still|simply|just|really|truly)"
+    r"\s+)*(?:the\s+)?"
     r"(?:better|best|correct|right|winner|superior|stronger|preferable|preferred|closer|more faithful|more fitting|"
-    r"more accurate|answer|one)\b(?!\s+(?:in|at|for|on|with|regarding|when|of)\b)"
+    r"more accurate|answer|one)\b(?!\s+(?:in|at|for|on|with|regarding|when|of|if|unless|were|had)\b)"
     r"|^\s*(?:wins|won|fits|matches|prevails)(?:\s+(?:best|better|most|overall|the (?:image|picture|poem) best))?"
-    r"(?=\s*(?:$|[.,;!。，；！)]|\s(?:and|but|because|since|as|here)\b))"
+    r"(?=\s*(?:$|[.,;!。，；！)—–]|\s-\s|\s(?:and|but|because|since|as|here)\b))"
     r"|^\s*(?:takes it|gets my vote|it is|is it|is my (?:answer|choice|pick)|is (?:the )?most likely|is likeliest)\b"
     r"|^\s*(?:outshines|outperforms|beats|surpasses|edges out|is preferred)\b"
+    r"|^\s*(?:(?:much|far|clearly|simply)\s+)?(?:better|best|more (?:faithfully|closely|fully|accurately|vividly))\s+"
+    rf"{DEPICTS}"  # "Image A better captures the snow"
+    rf"|^\s*{DEPICTS}[^.;,!?\n。，；！？]{{0,40}}?\b(?:better|best|more (?:faithfully|closely|fully|accurately))\b"
+    r"|^\s*>{1,2}(?=\s|[A-H]\b)"  # "B > A"
+    r"|^\s*(?:is|does)\s*(?=[.!。！]|$)"  # "A isn't, B is."
     r"|^\s*[—–:-]\s*(?:(?:much|clearly|definitely)\s+)?(?:better|best|the better one|the winner|winner)\b"
     r"|^\s*(?:更好|更佳|更符合|更贴切|更契合|更胜一筹|胜出|获胜|较好|为佳|最好|最佳|最符合|正确|是正确|是答案|更合适|最合适)", re.I)
-INVERSE_BEFORE = re.compile(r"\b(?:worse|weaker|poorer|inferior|less \w+)\s+(?:than|to)\s*$|\bnot (?:as|so) \w+ as\s*$",
-                            re.I)
+INVERSE_BEFORE = re.compile(r"\b(?:worse|weaker|poorer|inferior|less \w+)\s+(?:than|to)\s*$|\bnot (?:as|so) \w+ as\s*$"
+                            r"|\b(?:loses?|lost|losing|yields?)\s+(?:out\s+)?to\s*$"  # "A loses to B"
+                            r"|\bfalls? short of\s*$"
+                            r"|\b(?:beaten|outdone|outshone|outperformed|surpassed|bested|eclipsed)\s+by\s*$"
+                            r"|[^\s<>=-]\s*<\s*$", re.I)  # "A < B"
+LOSER_BEFORE = re.compile(r"[^\s<>=-]\s*>{1,2}\s*$")  # "B > A" (not an arrow "->", not a quoted line "> A")
 REJECTED_AFTER = re.compile(
     r"^\s*(?:is|was|'s|seems|looks)?\s*(?:not|n't|never)\b|^\s*(?:isn't|isn’t|wasn't|doesn't|does not|did not|"
     r"didn't|can't|cannot|fails?|loses?|lost)\b|^\s*(?:is|was|seems|looks)\s+(?:wrong|incorrect|worse|weaker|"
-    r"inferior|out|less|off|a poor)\b|^\s*(?:不对|不是(?=\s*(?:$|[。.,，!！;；]))|错|不符|较差|更差|不行|不如|不正确)", re.I)
+    r"inferior|out|less|off|a poor)\b|^\s*<(?=\s|[A-H]\b)"
+    r"|^\s*(?:不对|不是(?=\s*(?:$|[。.,，!！;；]))|错|不符|较差|更差|不行|不如|不正确)", re.I)
 HEDGE_BEFORE = re.compile(r"\b(?:maybe|perhaps|possibly|might be|may be|could be|either)\s*$|也许|可能|或许", re.I)
+# A clause that concedes what it says of a reference: "Although A better captures the moon, B wins".
+CONCESSION = re.compile(r"\b(?:although|though|even though|even if|while|whereas|despite|granted|admittedly)\b"
+                        r"[^.;:!?\n,。；：！？，]*$", re.I)
 HEDGE_AFTER = re.compile(r"^\s*(?:might|may|could|possibly)\b|^\s*\?", re.I)
 EXAMPLE_BEFORE = re.compile(r"(?:\bfor (?:example|instance)|\be\.g\.?|\bsuch as|\bexample|例如|比如)\s*[:,]?\s*$", re.I)
-ALTERNATIVE = re.compile(r"^[\s\"']*,?\s*(?:or|/|或者?|还是|vs\.?|versus)\s*(?:maybe|perhaps|possibly)?[\s\"']*$", re.I)
+# What joins references written one after another: "A or B", "A, B, C, or D" (offered, none chosen), "A and B", "A, B"
+# (a list: after a cue, every member shares the first's reading: "Answer: A and B." chooses two).
+JOINER = re.compile(r"^[\s\"']*(?:(?P<alternative>,?\s*(?:or|and/or|/|或者?|还是|vs\.?|versus)"
+                    r"\s*(?:maybe|perhaps|possibly)?)"
+                    r"|(?P<list>,?\s*(?:and|&|和|与|及)|[,、]))[\s\"']*$", re.I)
+# A reference that takes the reading of the one before it: "B is wrong, so is C", "A isn't, nor is B".
+ANAPHORA = re.compile(r"\b(?:so|nor|neither|as)\s+(?:is|was|does|did|are|do|has|would|could|can)\s*$"
+                      r"|\b(?:the )?same (?:goes )?(?:for|with)\s*$|\blikewise\s*,?\s*$", re.I)
+# "C rather than A", "B over A", "B, not A": between two references, the first chosen where the sentence is theirs.
+CONTRAST = re.compile(r"^\s*,?\s*(?:rather than|instead of|over|and not|but not|not|>)\s*$", re.I)
+# Cues that choose a reference that ends its sentence: "Not A but C.", "A careful reading points to C.", "Overall, B.",
+# a correction word ("Just kidding, A.", "Wait, A.").
+END_CUE = re.compile(rf"\bbut\s*$|\b(?:points?|pointing|leads?|leading)\s+(?:\w+\s+)?to\s*$"
+                     rf"|\b(?:overall|on balance|in the end|ultimately|all in all)[\s,:]*$"
+                     rf"|(?:{CORRECTION.pattern})[\s,:;—–\-]*$", re.I)
 APPOSITION = re.compile(r"^\s*(?:[(\[（【]|[—–]|\s-\s|[:：]|i\.e\.,?|namely|即)\s*$", re.I)
-SEPARATED = re.compile(r"(?:[:：=→?？]|\s[—–-]|[—–])\s*$|[.!。！]\s*$")  # "…: C", "… — B", "Which is better? B",
-# and a reference that is a sentence of its own ("… matters more. B.")
+SEPARATED = re.compile(r"(?:[:：=→?？]|\s[—–-]|[—–])\s*$|[.!。！;；]\s*$")  # "…: C", "… — B", "Which is better? B",
+# and a reference that is a sentence or a clause of its own ("… matters more. B.", "B is wrong, so is C; D.")
 QUESTION = re.compile(r"^[^.!?。！？\n]*[?？]")  # the sentence a reference stands in is a question
 ENDS = re.compile(r"^[\s)\]）】\"'*_`]*(?:[.。!！]\s*)?(?:$|\n)")  # the sentence (or the answer) ends here
 LEADS = re.compile(r"^[\s)\]）】\"'*_`]*(?:$|[.。!！,，;；]|\(|\n)")  # an answer given first, then more
@@ -165,7 +209,7 @@ def _reference(options: Options) -> re.Pattern:
     parts = [rf"(?:\bthe\s+)?\b(?P<ordinal>{ordinal})\s+(?:{'|'.join(options.ordinal_nouns)})\b",
              rf"\bthe\s+(?P<place>{ordinal})\b(?![\s_-]*\w)",  # "is the first.", "— the second"
              rf"第\s*(?P<zhordinal>[1-8一二三四五六七八])\s*[{options.counters}](?:图片?|画|诗)?",
-             r"《(?P<title>[^《》\n]{1,30})》"] + parts
+             r"《(?P<title>[^《》\n]{1,30})》", r"\bthe\s+(?P<former>former|latter)\b|(?P<formerzh>前者|后者)"] + parts
     return re.compile("|".join(parts), re.I)
 
 
@@ -190,6 +234,8 @@ def _references(text: str, options: Options) -> list[_Ref]:
             found = options.labels[place - 1] if place <= len(options.labels) else None
         elif group == "title":
             found = _titled(value, options.titles)
+        elif group in ("former", "formerzh"):
+            found = _former(value.lower() in ("former", "前者"), out, options)
         else:
             found = value.upper() if value.upper() in options.labels else None
         out.append(_Ref(m.start(), m.end(), found, m.group(0), group == "bare"))
@@ -202,10 +248,18 @@ def _not_a_letter(text: str, m: re.Match) -> bool:
     letter, after = m.group(0), text[m.end():m.end() + 40]
     if re.search(r"[A-Za-z]\.\Z", text[max(0, m.start() - 2):m.start()]):
         return True
-    word = re.match(r"\s+([A-Za-z]+)", after)
+    word = re.match(r"[ \t]+([A-Za-z]+)", after)  # on its line: "Winner: A\nReason: …" is option A
     if letter == "A":
         return bool(word) and word.group(1).lower() not in AFTER_A
     return letter.islower() and bool(re.match(r"\s*[A-Za-z]", after))
+
+
+def _former(first: bool, before: list[_Ref], options: Options) -> str | None:
+    """The option "the former" (`first`) or "the latter" names: of the two options named before it, or where none
+    was, of the question's two (the pairwise prompt names A first); None where that is not two."""
+    named = list(dict.fromkeys(r.label for r in before if r.label))
+    two = named if named else list(options.labels)
+    return (two[0] if first else two[1]) if len(two) == 2 else None
 
 
 def _titled(written: str, titles: Sequence[str]) -> str | None:
@@ -234,20 +288,9 @@ def read_choice(text: str | None, options: Options) -> Choice:
     """The option an answer chooses (see the module's docstring); never raises."""
     notes: list[str] = []
     try:
-        body, thought = drop_thinking((text or "").strip())
-        if thought:
-            notes.append("dropped the thinking")
-        if not body:
+        body, _ = prepare(text, notes)
+        if not body.strip():
             return Choice(None, notes + ["empty answer"])
-        normal = normalise(body)
-        if normal != body:
-            notes.append("normalised the text (Unicode NFKC: full-width letters and punctuation)")
-        body, fences = unfence(normal)
-        if fences:
-            notes.append("removed a code fence")
-        body, struck = strike(body)
-        if struck:
-            notes.append("dropped struck-through text")
         claims, rejected, reason, body = _objects(body, options, notes)
         prose_claims, prose_rejected = _prose(body, options)
         claims = sorted(claims + prose_claims, key=lambda c: c.at)
@@ -337,33 +380,75 @@ def _prose(text: str, options: Options, at: float | None = None) -> tuple[list[_
     leaders = {p[0].label for p in phrases if LINE_START.search(_near(text, p[0].start))
                and re.match(r"\s*[.:)\-—–]", text[p[-1].end:p[-1].end + 4])}
     listing = len(leaders) > 1  # "A: …\nB: …\nC: …": a walk through the options, none chosen by its place
-    claims, rejected = [], []
+    joins = [None] + [(m := JOINER.match(text[one[-1].end:two[0].start])) and m.lastgroup
+                      for one, two in zip(phrases, phrases[1:])]
+    offered, follows = _groups(text, phrases, joins)
+    claims, rejected, readings = [], [], []
     for i, phrase in enumerate(phrases):
         start, end = phrase[0].start, phrase[-1].end
         pre, post = _before(_near(text, start)), text[end:end + NEAR]
         named = sorted({r.label for r in phrase} - {None})  # a phrase that names no option: an invalid choice
         item = _Claim(start if at is None else at, end, named[0] if len(named) == 1 else None, text[start:end],
                       clash=len(named) > 1)
-        alternative = (i + 1 < len(phrases) and ALTERNATIVE.match(text[end:phrases[i + 1][0].start])
-                       or i and ALTERNATIVE.match(text[phrases[i - 1][-1].end:start]))
         line = text[text.rfind("\n", max(0, start - NEAR), start) + 1:start]
-        if alternative or EXAMPLE_BEFORE.search(pre) or provisional(label(line)):
-            continue
-        if INVERSE_BEFORE.search(pre):
-            claims.append(item)
-        elif _denied(_near(text, start)) or REJECTED_AFTER.match(post):
+        if i in offered or EXAMPLE_BEFORE.search(pre) or provisional(label(line)):
+            reading = None
+        elif i in follows or i and ANAPHORA.search(pre):
+            reading = readings[follows.get(i, i - 1)]  # "Answer: A and B.", "B is wrong, so is C"
+        else:
+            after = phrases[i + 1] if i + 1 < len(phrases) else None
+            contrast = after and CONTRAST.match(text[end:after[0].start]) and ENDS.match(text[after[-1].end:])
+            joined = i + 1 < len(phrases) and joins[i + 1]
+            reading = _reading(text, phrase, pre, post, options, alone=not listing and not joined,
+                               contrast=bool(contrast))
+        readings.append(reading)
+        if reading == "rejected":
             rejected.append(item)
-        elif HEDGE_BEFORE.search(pre) or HEDGE_AFTER.match(post) or QUESTION.match(post):
-            item.hedged = True
-            claims.append(item)
-        elif (CHOSEN_BEFORE.search(pre) or CHOSEN_AFTER.match(post)
-              or options.verbs and re.search(rf"(?:{options.verbs})\s*$", pre, re.I)
-              or SEPARATED.search(pre) and ENDS.match(post)
-              or not listing and LINE_START.search(pre) and (ENDS.match(post) or not pre.strip() and (
-                  LEADS.match(post) or phrase[-1].bare and DASHED.match(post)))):
-            item.corrects = is_final(pre[-30:])
+        elif reading:
+            item.hedged, item.corrects = reading == "hedged", reading == "final"
             claims.append(item)
     return claims, rejected
+
+
+def _groups(text: str, phrases: list[list[_Ref]], joins: list[str | None]) -> tuple[set[int], dict[int, int]]:
+    """The phrases offered as alternatives ("A or B", "A, B, C, or D": none of them chosen), and the members of a
+    list that ends its sentence, each with the first member, whose reading they share ("Answer: A and B.")."""
+    offered, follows, i = set(), {}, 0
+    while i < len(phrases):
+        j = i
+        while j + 1 < len(phrases) and joins[j + 1]:
+            j += 1
+        kinds = set(joins[i + 1:j + 1])
+        if "alternative" in kinds:
+            offered |= set(range(i, j + 1))
+        elif kinds and ENDS.match(text[phrases[j][-1].end:]):
+            follows.update({k: i for k in range(i + 1, j + 1)})
+        i = j + 1
+    return offered, follows
+
+
+def _reading(text: str, phrase: list[_Ref], pre: str, post: str, options: Options, alone: bool,
+             contrast: bool) -> str | None:
+    """How a reference is read where it stands: "chosen", "final" (chosen, labelled final), "rejected", "hedged", or
+    None (only mentioned). `alone`: it is joined to no reference after it (it may be an answer given first);
+    `contrast`: the next reference is set against it where the sentence ends ("C rather than A.")."""
+    if INVERSE_BEFORE.search(pre):
+        return "chosen"
+    if _denied(_near(text, phrase[0].start)) or REJECTED_AFTER.match(post):
+        return "rejected"
+    if HEDGE_BEFORE.search(pre) or HEDGE_AFTER.match(post) or QUESTION.match(post):
+        return "hedged"
+    if CONCESSION.search(_near(text, phrase[0].start)):
+        return None
+    given_alone = alone and LINE_START.search(pre) and (ENDS.match(post) or not pre.strip() and (
+        LEADS.match(post) or phrase[-1].bare and DASHED.match(post)))
+    if (CHOSEN_BEFORE.search(pre) or CHOSEN_AFTER.match(post)
+            or options.verbs and re.search(rf"(?:{options.verbs})\s*$", pre, re.I)
+            or SEPARATED.search(pre) and ENDS.match(post) or END_CUE.search(pre) and ENDS.match(post)
+            or contrast and (not pre.strip() or LINE_START.search(pre) or SEPARATED.search(pre))
+            or given_alone):
+        return "final" if is_final(pre[-30:]) else "chosen"
+    return None
 
 
 def _one_name(text: str, phrase: list[_Ref], ref: _Ref) -> bool:
@@ -374,6 +459,8 @@ def _one_name(text: str, phrase: list[_Ref], ref: _Ref) -> bool:
     between = text[last.end:ref.start]
     if _denied(_near(text, phrase[0].start)) or _denied(_near(text, ref.start)):
         return False
+    if last.bare and ref.bare:
+        return False  # two letters are two references ("A vs B: B")
     if APPOSITION.match(between):
         if re.search(r"[(\[（【]", between):
             return bool(re.match(r"\s*[)\]）】]", after))
@@ -403,7 +490,9 @@ def _before(pre: str) -> str:
 
 
 def _denied(pre: str) -> bool:
-    return bool(NEGATION_BEFORE.search(_before(pre)[-30:]))
+    """Whether the text before a reference denies it: right before it ("not B", "rather than A", "B > A"), or as
+    the claim a negation governs ("I don't think A is better", "I'm not sure it's B")."""
+    return bool(NEGATION_BEFORE.search(_before(pre)[-30:]) or LOSER_BEFORE.search(pre) or DENIED_CLAIM.search(pre))
 
 
 def _decide(claims: list[_Claim], rejected: list[_Claim], body: str, reason: str | None,
@@ -436,6 +525,8 @@ def _decide(claims: list[_Claim], rejected: list[_Claim], body: str, reason: str
         return Choice(None, notes + ["the answer wavers after choosing"])
     if STRONG_CORRECTION.search(body[last:]):
         return Choice(None, notes + ["a correction after the choice names no option"])
+    if DOUBT.search(body[last:]):
+        return Choice(None, notes + ["the answer doubts its choice after making it"])
     return Choice(verdict, notes, reason)
 
 

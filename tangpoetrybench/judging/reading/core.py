@@ -14,8 +14,12 @@
   answers (`other`); "final", "answer", "scores" are (`answer`); "correction", "revised", "on reflection" correct
   what came before (`correction`).
 - `STRONG_CORRECTION`, `CORRECTION`, `sentences`: the words that correct an answer written before them ("Actually",
-  "on second thought", "wait", "更正"), and the sentences they stand in.
-- `NEGATION_BEFORE`: the words that deny what follows them ("not B", "rather than 0.67", "不是B").
+  "on second thought", "wait", "just kidding", "but honestly", "更正"), and the sentences they stand in.
+- `NEGATION_BEFORE`: the words that deny what follows them ("not B", "rather than 0.67", "不是B"); `DENIED_CLAIM`:
+  the words that deny a claim a little further on ("I don't think A is better", "I'm not sure it's B", "it is not
+  the case that A …"); `DOUBT`: a sentence that doubts without naming anything ("Actually, I'm not sure.");
+  `EARLIER`: words saying that what follows was an earlier version, not the answer ("In the draft I had …").
+- `prepare`: the steps above, in order, each named in the notes: what every reader reads.
 """
 
 from __future__ import annotations
@@ -52,16 +56,37 @@ STRONG_CORRECTION = re.compile(
     r"\bon (?:second|further) (?:thought|reflection|consideration)\b|\bon reflection\b|\bwait\b|\bcorrection\b"
     r"|\bscratch that\b|\bi take (?:that|it) back\b|\blet me (?:correct|revise|reconsider|fix)\b"
     r"|\bi (?:misread|mixed|made a mistake|was wrong|changed my mind)\b|\bchange my answer\b"
-    r"|\bupon (?:reflection|reconsideration|review)\b|\bafter reconsider\w*"
+    r"|\bupon (?:reflection|reconsideration|review)\b|\bafter reconsider\w*|\bjust kidding\b|\bi(?:'m| am) kidding\b"
     r"|更正|修正|订正|纠正|等等|不对|改正|重新考虑", re.I)
 CORRECTION = re.compile(
     STRONG_CORRECTION.pattern + r"|\bactually\b|\bi meant?\b|\brather\b|\binstead\b"
+    r"|\bbut (?:honestly|frankly|really|truly|in truth|to be honest|in the end|ultimately)\b"
     r"|\bshould (?:\w+ )?(?:be|have been)\b|\bmake (?:it|that)\b|\bchang(?:e|ed|ing) (?:it |that |this )?to\b"
     r"|\brevis(?:ed|ing|e)\b|\bcorrect(?:ed|ing)\b|\bupdat(?:ed|ing)\b|\bedit(?:ed)?\b|→|->|=>|⇒"
     r"|其实|应为|应该是|改为|改成", re.I)
 # Words that deny what follows them, at the end of the text before it.
 NEGATION_BEFORE = re.compile(r"(?:\bnot|n't|\bnever|\bno|\bnor|\bneither|\brather than|\binstead of|\bthan|\bover"
                              r"|\bunlike|\bexcept|\bexcluding|\bagainst|不是|并非|而非|非|不选|排除|而不是)$", re.I)
+# A negation that denies the claim it governs a few words on: "I don't think A is better", "I would not say A",
+# "I'm not sure it's B", "No way A is better", "It is not the case that A …", "我不认为A更好". The claim runs to the
+# end of the text before the reference, within its clause (no "but", no stop between).
+DENIED_CLAIM = re.compile(
+    r"(?:(?:\b(?:not|never|no|hardly|scarcely|nobody|no one)|n't|n’t)\s+(?:(?!(?:i|we|you|they)\b)\w+\s+){0,2}?"
+    r"(?:think|believe|say|agree|feel|sure|certain|convinced|the case|way|claim|suppose|reckon|consider|expect)\b"
+    r"|不认为|不觉得|不确定|不敢说|很难说|未必)"
+    r"(?:(?!\b(?:but|yet|however|though|although|so|while|whereas)\b)[^.,;:!?\n。，；：！？—–])*$", re.I)
+# A sentence that doubts without naming anything: after an answer, it takes the answer back.
+DOUBT = re.compile(
+    r"(?:\b(?:not (?:sure|certain|confident)|unsure|uncertain|i (?:could|might|may) be wrong|hard to (?:say|tell)"
+    r"|i (?:don't|do not|dont) know|no idea|can't (?:decide|tell|be sure)|cannot (?:decide|tell|be sure)"
+    r"|not convinced)"
+    r"(?:\s+(?:about|of)\s+(?:it|this|that|my answer|the answer|my choice|that one))?(?:\s*,?\s*(?:though|tbh))?"
+    r"|不确定|不好说|说不准|拿不准|难以判断)\s*(?:[.!?…。！？]|$)", re.I)
+# Words that say what follows is an earlier version, not the answer ("In the draft I had core_imagery: 0.33",
+# "Earlier I had …"); not a reference to something said before ("as noted earlier, …" restates the answer).
+EARLIER = re.compile(r"\b(?:drafts?|initially|originally|at first|first pass|preliminary|tentative)\b"
+                     r"|\b(?:earlier|previously|before)\s*,?\s+(?:i|we)\s+(?:had|gave|wrote|put|scored|rated)\b"
+                     r"|草稿|初稿|起初|原先|最初", re.I)
 SENTENCE_END = re.compile(r"(?<=[^.][.!?])(?=\s)|(?<=[。！？；;])|\n")  # "…" and "..." go on
 
 
@@ -100,6 +125,25 @@ def unfence(text: str) -> tuple[str, int]:
 
     out = FENCE.sub(opened, text)
     return LONE_FENCE.sub("", out), count
+
+
+def prepare(text: str | None, notes: list[str], normal: bool = True) -> tuple[str, list[int]]:
+    """What every reader reads of an answer, and where struck-through text stood in it: the thinking dropped,
+    Unicode NFKC (unless `normal` is false: a reader that returns the answer's own words reads them as written
+    too), code fences opened, struck-through text deleted; each step that changed something named in `notes`."""
+    body, thought = drop_thinking((text or "").strip())
+    if thought:
+        notes.append("dropped the thinking")
+    normal_body = normalise(body) if normal else body
+    if normal_body != body:
+        notes.append("normalised the text (Unicode NFKC: full-width letters, digits and punctuation)")
+    body, fences = unfence(normal_body)
+    if fences:
+        notes.append("removed a code fence" if fences == 1 else f"opened {fences} code fences")
+    body, struck = strike(body)
+    if struck:
+        notes.append("dropped struck-through text")
+    return body, struck
 
 
 def whole_fence(text: str) -> str:
@@ -315,23 +359,56 @@ def _dedupe(value, notes: list[str]):
 
 
 NAMED_OBJECT = re.compile(r"[\"']([^\"'\n{}\[\]]{1,40})[\"']\s*:\s*(?=[{\[])")
+# The end of an object whose strings are broken (an unescaped quote): the closing quote of its last entry, then its
+# brace, then what may follow an object's value.
+OBJECT_END = re.compile(r'"\s*}(?=\s*(?:[,}\]]|$))')
 
 
 def salvage(segment: str, notes: list[str]) -> dict | None:
-    """The named objects of a segment that does not load as a whole, each read alone (`"scores": {…}` beside a
-    reasons object broken by an unescaped quote); None if none loads."""
-    found, covered = [], 0
+    """What loads of a segment that does not load as a whole: each named object that loads, read alone (`"scores":
+    {…}` beside a reasons object broken by an unescaped quote), and the rest of the segment with every named object
+    taken out, loaded again (scores written flat beside a broken `"reasons": {…}`); None if nothing loads. A broken
+    object costs only itself."""
+    found, cut, broken, covered = [], [], [], 0
     for m in NAMED_OBJECT.finditer(segment):
         if m.start() < covered:
             continue  # inside an object already read
         inner = segments(segment[m.end():])
-        if not inner or inner[0].start != 0 or not inner[0].closed:
+        if not inner or inner[0].start != 0:
             continue
-        value = loads(inner[0].text, notes)
+        if inner[0].closed:
+            value, end = loads(inner[0].text, notes), m.end() + inner[0].end
+        else:  # an unescaped quote inside it hides its end from `segments`
+            close = OBJECT_END.search(segment, m.end())
+            value, end = None, close.end() if close else None
         if value is not None:
             found.append((m.group(1), value))
-            covered = m.end() + inner[0].end
-    if not found:
-        return None
-    notes.append("read " + ", ".join(repr(k) for k, _ in found) + " alone: the rest of the object is not valid JSON")
-    return collect(found, notes)
+        elif end is not None:
+            broken.append(m.group(1))
+        if end is not None:
+            cut.append((m.start(), end))
+            covered = end
+    if found:
+        notes.append("read " + ", ".join(repr(k) for k, _ in found) + " alone: the rest of the object is not valid "
+                     "JSON")
+    whole = segments(_without(segment, cut)) if cut else []
+    rest = loads(whole[0].text, []) if whole and whole[0].start == 0 and whole[0].closed else None
+    if isinstance(rest, dict) and rest:
+        notes.append("left out " + ", ".join(map(repr, broken)) + " (not valid JSON) and read the rest of the object"
+                     if broken else "read the rest of the object")
+        found += list(rest.items())
+    return collect(found, notes) if found else None
+
+
+def _without(segment: str, cut: list[tuple[int, int]]) -> str:
+    """A segment without the entries at `cut`, each with the comma that joined it to the next entry (or, for the
+    last entry, to the one before)."""
+    out, kept = "", 0
+    for start, end in cut:
+        out += segment[kept:start]
+        if after := re.match(r"\s*,", segment[end:]):
+            end += after.end()
+        else:
+            out = re.sub(r",\s*$", "", out)
+        kept = end
+    return out + segment[kept:]

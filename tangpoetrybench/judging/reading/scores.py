@@ -56,8 +56,8 @@ from dataclasses import dataclass, field
 
 from ...numeric import whole_mean
 from ...rubric import Dimension, Rubric
-from .core import (CORRECTION, STRONG_CORRECTION, Conflict, Pairs, collect, drop_thinking, is_final, kind, label, loads,
-                   normalise, salvage, segments, sentences, strike, unfence)
+from .core import (CORRECTION, EARLIER, STRONG_CORRECTION, Conflict, Pairs, collect, is_final, kind, label, loads,
+                   prepare, salvage, segments, sentences)
 from .dimensions import KEY_SUFFIX, alias, key_pattern, mention_pattern, names, normal
 from .reasons import read_reasons
 
@@ -170,24 +170,12 @@ class _Found:
 
 
 def _parse(text: str, rubric: Rubric) -> ParsedAnswer:
-    notes: list[str] = []
-    body, thought = drop_thinking(text.strip())
-    if thought:
-        notes.append("dropped the thinking")
-    if not body:
-        return _failed(rubric, notes + ["empty answer"])
-    strict = _strict(body, rubric)
-    if strict is not None and not notes:
+    if (strict := _strict(text.strip(), rubric)) is not None:
         return ParsedAnswer(strict, "ok")
-    normal_body = normalise(body)
-    if normal_body != body:
-        notes.append("normalised the text (Unicode NFKC: full-width digits and punctuation)")
-    body, fences = unfence(normal_body)
-    if fences:
-        notes.append("removed a code fence" if fences == 1 else f"opened {fences} code fences")
-    body, struck = strike(body)
-    if struck:
-        notes.append("dropped struck-through text")
+    notes: list[str] = []
+    body, struck = prepare(text, notes)
+    if not body.strip():
+        return _failed(rubric, notes + ["empty answer"])
 
     start = body
     found: list[_Found] = []
@@ -295,25 +283,29 @@ def _corrections(units: list[tuple[int, str]], rubric: Rubric, raw: dict, notes:
     free text's loose lines) applied, or why the answer cannot be read. A sentence with a correction word (or a
     deletion: `struck`, where struck-through text stood; or right after a sentence that is only a correction word,
     "Hmm, wait.") gives each dimension it names one value; with `direct`, a sentence without one that gives a named
-    dimension another value right after its name contradicts the answer. `after`: where each dimension's own value
-    stands (a correction must come later)."""
-    mention, out, pending = mention_pattern(names(rubric)), dict(raw), False
+    dimension another value right after its name contradicts the answer, unless it speaks of an earlier version ("In
+    the draft I had core_imagery: 0.33"; with a correction word too, it leaves two readings). `after`: where each
+    dimension's own value stands (a correction must come later)."""
+    mention, out, pending = mention_pattern(names(rubric)), dict(raw), ""
     keys = {alias(rubric, k): k for k in raw}
     for start, sentence in units:
         found = list(mention.finditer(sentence))
         if kind(label(sentence[:found[0].start()] if found else sentence)) == "other":
             continue  # "Confidence: core_imagery: 0.9"
         marked = pending or CORRECTION.search(sentence) or any(start <= at <= start + len(sentence) for at in struck)
-        pending = False
+        pending = ""
         if not found:
             if marked and len(re.findall(r"\w+", sentence)) <= 3 and not CORRECTED_VALUE.search(sentence):
-                pending = True  # "Hmm, wait." corrects the sentence after it
+                pending = sentence  # "Hmm, wait." corrects the sentence after it
             elif STRONG_CORRECTION.search(sentence) or marked and CORRECTED_VALUE.search(sentence):
                 return f"a correction after the answer that names no dimension: {sentence.strip()!r}"
             continue
         for i, (m, nxt) in enumerate(zip(found, found[1:] + [None])):
             dim = alias(rubric, m.group(0).strip("\"'` "))
             window = sentence[m.end(): nxt.start() if nxt else len(sentence)]
+            history = EARLIER.search(sentence[:m.start()])  # "In the draft I had core_imagery: 0.33"
+            if marked and history:
+                return f"{dim}: {AMBIGUOUS}the correction {sentence.strip()!r} also gives an earlier version"
             if marked:
                 values = {v.group(0).strip() for v in CORRECTED_VALUE.finditer(OLD_VALUE.sub(" ", window))
                           if not _count(window[v.end():], v.group(0))}
@@ -330,11 +322,13 @@ def _corrections(units: list[tuple[int, str]], rubric: Rubric, raw: dict, notes:
                 if _reading(out.get(keys.get(dim)), rubric, dim) != _reading(value, rubric, dim):
                     notes.append(f"{dim}: read the correction after the answer ({value})")
                 out[keys.get(dim, dim)] = value
-            elif direct and (given := DIRECT_VALUE.match(window)) and dim in keys and not _count(
+            elif direct and not history and (given := DIRECT_VALUE.match(window)) and dim in keys and not _count(
                     window[given.end():], given.group(1)):
                 said, answered = _reading(given.group(1), rubric, dim), _reading(out[keys[dim]], rubric, dim)
                 if said is not None and answered is not None and abs(said - answered) > 1e-9:
                     return f"{dim}: {AMBIGUOUS}the prose after the answer gives {given.group(1)}, the answer another"
+    if pending and STRONG_CORRECTION.search(pending):  # "Just kidding." last: nothing after it corrects the answer
+        return f"a correction after the answer that names no dimension: {pending.strip()!r}"
     return out
 
 
