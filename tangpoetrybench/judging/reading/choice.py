@@ -150,6 +150,8 @@ INVERSE_BEFORE = re.compile(r"\b(?:worse|weaker|poorer|inferior|less \w+)\s+(?:t
                             r"|\bfalls? short of\s*$"
                             r"|\b(?:beaten|outdone|outshone|outperformed|surpassed|bested|eclipsed)\s+by\s*$"
                             r"|[^\s<>=-]\s*<\s*$", re.I)  # "A < B"
+# A negated inverse comparison says only that the reference does not win: "B is no worse than A", "not inferior to A".
+NEGATED_INVERSE = re.compile(r"(?:\bnot|n't|\bno|\bnever|\bhardly|\bscarcely|\bbarely)\s+(?:\w+\s+)?$", re.I)
 LOSER_BEFORE = re.compile(r"[^\s<>=-]\s*>{1,2}\s*$")  # "B > A" (not an arrow "->", not a quoted line "> A")
 REJECTED_AFTER = re.compile(
     r"^\s*(?:is|was|'s|seems|looks)?\s*(?:not|n't|never)\b|^\s*(?:isn't|isn’t|wasn't|doesn't|does not|did not|"
@@ -432,8 +434,8 @@ def _reading(text: str, phrase: list[_Ref], pre: str, post: str, options: Option
     """How a reference is read where it stands: "chosen", "final" (chosen, labelled final), "rejected", "hedged", or
     None (only mentioned). `alone`: it is joined to no reference after it (it may be an answer given first);
     `contrast`: the next reference is set against it where the sentence ends ("C rather than A.")."""
-    if INVERSE_BEFORE.search(pre):
-        return "chosen"
+    if inverse := INVERSE_BEFORE.search(pre):
+        return "rejected" if NEGATED_INVERSE.search(pre[:inverse.start()]) else "chosen"
     if _denied(_near(text, phrase[0].start)) or REJECTED_AFTER.match(post):
         return "rejected"
     if HEDGE_BEFORE.search(pre) or HEDGE_AFTER.match(post) or QUESTION.match(post):
