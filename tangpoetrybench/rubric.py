@@ -43,18 +43,29 @@ FIELDS = ("name", "tradition", "display", "short", "description", "languages", "
 # Anchor steps are written with two decimals (0.33); the distinct scores may differ by up to 0.01 more.
 ANCHOR_TOLERANCE = 0.011
 MAX_RUBRIC_BYTES = 256 * 1024  # a rubric is a few KB (the bundled ones are 7 KB); a larger file is refused unread
+MAX_RUBRIC_DEPTH = 16  # levels of nested lists and mappings (the bundled rubrics use 6)
 
 
 class RubricLoader(yaml.SafeLoader):
     """YAML's safe loader without anchors and aliases (`&name`, `*name`): a rubric never needs them, and nested
-    aliases expand a few hundred bytes into gigabytes (the "billion laughs")."""
+    aliases expand a few hundred bytes into gigabytes (the "billion laughs"). Nesting deeper than MAX_RUBRIC_DEPTH
+    is refused too: 40 KB of `[[[...]]]` would otherwise exhaust Python's recursion limit."""
+
+    depth = 0
 
     def compose_node(self, parent, index):
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             raise yaml.composer.ComposerError(None, None, "anchors and aliases (&name, *name) are not allowed in a "
                                               "rubric: write each value out", event.start_mark)
-        return super().compose_node(parent, index)
+        if self.depth >= MAX_RUBRIC_DEPTH:
+            raise yaml.composer.ComposerError(None, None, f"nested more than {MAX_RUBRIC_DEPTH} levels deep: a "
+                                              "rubric is not", event.start_mark)
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 @dataclass(frozen=True)
@@ -187,7 +198,11 @@ def load_rubric(name_or_path: str | Path) -> Rubric:
     if path.stat().st_size > MAX_RUBRIC_BYTES:
         raise DataError(Problem(str(path), f"{path.stat().st_size:,} bytes: a rubric file may have at most "
                                 f"{MAX_RUBRIC_BYTES:,}"))
-    return parse_rubric(path.read_text(encoding="utf-8"), source=str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DataError(Problem(str(path), "not UTF-8 text")) from None
+    return parse_rubric(text, source=str(path))
 
 
 @lru_cache(maxsize=None)
@@ -262,6 +277,8 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         raise DataError(Problem(source, f"not valid YAML: {exc}", line=None if line is None else line + 1)) from None
+    except (ValueError, RecursionError) as exc:  # a value YAML cannot make (an integer of 100,000 digits)
+        raise DataError(Problem(source, f"a value that cannot be read: {type(exc).__name__}: {exc}")) from None
     if not isinstance(data, dict):
         raise DataError(Problem(source, "a rubric is a mapping with name, tradition and dimensions"))
 

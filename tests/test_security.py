@@ -80,6 +80,25 @@ def test_item1_every_message_that_quotes_user_data_is_bounded():
     assert len(str(err.value)) < BOUND
 
 
+def test_item1_a_deeply_nested_rubric_or_a_huge_number_is_refused_naming_the_file(tmp_path, capsys):
+    """40 KB of `[[[...]]]` exhausted Python's recursion limit, and a 100,000-digit `version:` raised a ValueError:
+    neither was a DataError, so `tpb demo-release --rubric` showed a traceback or a message naming no file."""
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("name: x\ntradition: x\nl: " + "[" * 20_000 + "]" * 20_000 + "\n", encoding="utf-8")
+    number = tmp_path / "number.yaml"
+    number.write_text((RUBRIC_DIR / "tang.yaml").read_text(encoding="utf-8").replace("version: 1",
+                                                                                    "version: " + "9" * 100_000),
+                      encoding="utf-8")
+    for path, why in ((deep, "nested more than 16 levels deep"), (number, "a value that cannot be read")):
+        with pytest.raises(DataError, match=why) as err:
+            load_rubric(path)
+        assert err.value.problems[0].file == str(path) and len(str(err.value)) < BOUND
+        assert main(["demo-release", str(tmp_path / "out"), "--rubric", str(path), "--quiet"]) == 2
+        shown = capsys.readouterr().err
+        assert str(path) in shown and why in shown and "Traceback" not in shown and not (tmp_path / "out").exists()
+    assert load_rubric(RUBRIC_DIR / "tang.yaml").keys == load_rubric("tang").keys  # six levels deep: read
+
+
 def test_item1_the_space_refuses_an_aliased_or_oversized_rubric_upload(tmp_path):
     aliased = tmp_path / "laughs.yaml"
     aliased.write_text(laughs(6), encoding="utf-8")
