@@ -187,6 +187,42 @@ def test_item6_links_that_leave_the_release_are_refused_by_name(tmp_path, capsys
     assert "images/gx: a symbolic link to" in capsys.readouterr().err and not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("name", ["poems.jsonl", "ratings.csv", "release.json", "text_labels.csv"])
+def test_item6_links_at_the_top_of_the_release_that_leave_it_are_refused(tmp_path, capsys, name):
+    """poems.jsonl, ratings.csv, release.json and text_labels.csv linked to a file outside the release were read and
+    published as the release's own."""
+    raw = write_release(tmp_path / "raw", GOOD, labels=["g1,p1,0,none"])
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    shutil.move(raw / name, outside / name)
+    (raw / name).symlink_to(outside / name)
+    with pytest.raises(DataError) as err:
+        read_release(raw)
+    assert [(p.file, "outside the release" in p.message) for p in err.value.problems] == [(name, True)]
+    assert main(["build", str(raw), str(tmp_path / "out"), "--quiet"]) == 2
+    assert f"{name}: a symbolic link to" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    inside = raw / "kept"
+    inside.mkdir()
+    (raw / name).unlink()
+    shutil.move(outside / name, inside / name)
+    (raw / name).symlink_to(inside / name)  # a link that stays inside the release is fine
+    assert read_release(raw).ratings
+
+
+def test_item6_the_campaigns_candidates_file_may_not_link_out_of_the_release(tmp_path):
+    from tangpoetrybench.annotation.campaign import load_campaign
+    from tangpoetrybench.dataset.distractors import choose_distractors, write_candidates
+    from tangpoetrybench.poems import read_poems
+
+    raw = write_release(tmp_path / "raw", [])
+    poems = read_poems(raw / "poems.jsonl")
+    write_candidates(choose_distractors(poems), poems, tmp_path / "candidates.jsonl", {"similarity": "test"})
+    (raw / "candidates.jsonl").symlink_to(tmp_path / "candidates.jsonl")
+    with pytest.raises(DataError, match="candidates.jsonl: a symbolic link to .*outside the release"):
+        load_campaign(raw)
+    assert load_campaign(raw, candidates=tmp_path / "candidates.jsonl").candidates  # named on purpose: read
+
+
 def test_item6_tpb_score_refuses_links_that_leave_the_images_folder(demo_raw, tmp_path):
     folder = tmp_path / "images"
     folder.mkdir()

@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Mapping
 
 from ..dataset.distractors import CandidateSet, read_candidates, write_candidates
-from ..dataset.raw_release import DEFAULT_MAX_IMAGE_PIXELS, N_PHASE1_CANDIDATES, ImageFile, Release, read_release
+from ..dataset.raw_release import (DEFAULT_MAX_IMAGE_PIXELS, N_PHASE1_CANDIDATES, ImageFile, Release, outside_link,
+                                   read_release)
 from ..errors import DataError, Problem
+from ..files import link_outside
 from ..poems import Poem
 from ..rubric import Dimension, Rubric, load_rubric
 
@@ -94,6 +96,8 @@ def load_campaign(raw: Path | str, rubric: Path | str | None = None, candidates:
     release = read_release(raw, max_image_pixels=max_image_pixels, ratings_required=False)
     fixed = load_rubric(rubric) if rubric is not None else None
     given = Path(candidates) if candidates is not None else release.root / CANDIDATES_FILE
+    if candidates is None and link_outside(release.root, given):  # it would be published with the release's Space
+        raise DataError(outside_link(release.root, given))
     if candidates is not None or given.is_file():
         sets = {pid: tuple(p.poem_id for p in poems) for pid, poems in read_candidates(given).items()}
         source = str(given)

@@ -50,6 +50,7 @@ CARD_KEYS = RELEASE_KEYS[4:]  # what release.json says for the dataset card
 # The configs every built dataset may have; each tradition but the main one adds a test-only config of its name.
 FIXED_CONFIGS = ("images", "ratings", "poems", "unseen_generator")
 N_PHASE1_CANDIDATES = 4
+RELEASE_FILES = ("release.json", "poems.jsonl", "ratings.csv", "text_labels.csv")  # read from the release's top
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,10 @@ def read_release(raw: Path | str, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXE
     root = Path(raw)
     if not root.is_dir():
         raise DataError(Problem(str(root), "not a folder (expected a raw release: poems.jsonl, images/, ratings.csv)"))
-    problems: list[Problem] = []
+    problems: list[Problem] = [outside_link(root, link) for name in RELEASE_FILES
+                               if (link := link_outside(root, root / name))]
+    if problems:  # read no further: what the links point at would be read, and published, as the release's own
+        raise DataError(problems)
     meta, declared = _read_release_json(root, problems)
     found, bad_rubrics = read_rubric_folder(root / "rubrics")
     problems += bad_rubrics
