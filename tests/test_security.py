@@ -166,6 +166,74 @@ def test_item2_generate_never_writes_through_a_link_in_its_output(tiny_models, t
     assert json.loads((out / "generation.json").read_text(encoding="utf-8"))["generators"]["tiny"]
 
 
+def campaign_with_one_rating(raw, db):
+    """A rating campaign over `raw` (candidates from `choose_distractors`) with one image rated by one rater."""
+    from test_annotation import Clock, rate_one
+    from tangpoetrybench.annotation.assignment import Plan
+    from tangpoetrybench.annotation.campaign import load_campaign
+    from tangpoetrybench.annotation.store import Store
+    from tangpoetrybench.dataset.distractors import choose_distractors, write_candidates
+    from tangpoetrybench.hub.annotation_space import annotation_app
+    from tangpoetrybench.poems import read_poems
+
+    poems = read_poems(raw / "poems.jsonl")
+    write_candidates(choose_distractors(poems), poems, raw / "candidates.jsonl", {"similarity": "test"})
+    app = annotation_app(load_campaign(raw), Store(db), Plan())
+    app.protocol.clock = clock = Clock()
+    rate_one(app.protocol, clock, app.protocol.store.invite("ann", "crowd", "en", 0.0), "aaaaaaaaaa")
+    return app.protocol.store
+
+
+def test_item2_the_annotation_export_never_writes_through_a_link(tmp_path, capsys):
+    """The export wrote a guessable temporary file (`.NAME.PID.partial`) with write_text, through a link planted
+    there; it now writes with the project's own writers, whole and never through a link."""
+    import os
+
+    from tangpoetrybench.annotation.export import export_release, write_campaign_files
+
+    raw = write_release(tmp_path / "raw", [])
+    store = campaign_with_one_rating(raw, tmp_path / "c.sqlite")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    annotations = f"annotations-{store.campaign_id()}.jsonl"
+    for name in ("ratings.csv", annotations):  # the temporary names the export used to write
+        (raw / f".{name}.{os.getpid()}.partial").symlink_to(outside / name)
+    export_release(store, raw)
+    assert sorted(outside.iterdir()) == [] and (raw / annotations).is_file() and not (raw / annotations).is_symlink()
+    assert len(read_release(raw).ratings) == 1
+    (raw / annotations).unlink()
+    (raw / annotations).symlink_to(outside / "planted")  # a link at the target itself is refused by name
+    with pytest.raises(ValueError, match=f"{annotations} is a symbolic link"):
+        export_release(store, raw)
+    assert main(["annotate", "export", str(tmp_path / "c.sqlite"), str(raw)]) == 2
+    assert "is a symbolic link" in capsys.readouterr().err and not (outside / "planted").exists()
+    space = tmp_path / "space-export"  # the Space's folder for its CommitScheduler: the same writers
+    space.mkdir()
+    (space / "ratings.csv").symlink_to(outside / "ratings.csv")
+    with pytest.raises(ValueError, match="ratings.csv is a symbolic link"):
+        write_campaign_files(store, space)
+    assert sorted(outside.iterdir()) == []
+    backup = tmp_path / "backup.sqlite"  # the campaign's backup: the same way
+    backup.symlink_to(outside / "db")
+    with pytest.raises(FileExistsError):
+        store.backup(backup, overwrite=True)
+    assert not (outside / "db").exists()
+
+
+def test_item13_the_annotation_export_quotes_cells_and_the_release_reads_them_back(tmp_path):
+    from tangpoetrybench.annotation.export import export_release, write_campaign_files
+
+    generators = {"=2+5": {"display": "formula"}}
+    raw = write_release(tmp_path / "raw", [], generators=generators, images=["=2+5/p1"])
+    store = campaign_with_one_rating(raw, tmp_path / "c.sqlite")
+    path, mine, _ = export_release(store, raw)
+    [header, line] = path.read_text(encoding="utf-8").splitlines()
+    assert line.split(",")[3] == "'=2+5" and not any(cell.startswith(("=", "+", "-", "@")) for cell in line.split(","))
+    assert [r.generator for r in read_release(raw).ratings] == ["=2+5"]
+    [space_ratings, _] = write_campaign_files(store, tmp_path / "space")
+    assert space_ratings.read_text(encoding="utf-8").splitlines()[1].split(",")[3] == "'=2+5"
+
+
 # 6. Symbolic links inside images/ pulled files from outside the release into the Parquet.
 
 def test_item6_links_that_leave_the_release_are_refused_by_name(tmp_path, capsys):

@@ -5,21 +5,20 @@
     RAW/annotations-<campaign>.jsonl     every assignment, rated or not: each phase's time and each answer's
 
 A rating's id is `<campaign>-<assignment>`. Exporting again replaces this campaign's rows and keeps every other row of
-ratings.csv as it was (an earlier campaign's, the authors' own), so an export can be repeated at any time; files are
-written beside their place and renamed into it, never through a symbolic link.
+ratings.csv as it was (an earlier campaign's, the authors' own), so an export can be repeated at any time. Files are
+written by the project's own writers (`files.write_csv`, `files.write_file`): whole, never through a symbolic link,
+and in ratings.csv every cell a spreadsheet would run as a formula quoted (the release reads it back as it was).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import os
 from pathlib import Path
 from typing import Sequence
 
 from ..dataset.raw_release import RATING_COLUMNS, Rating, read_release
 from ..errors import DataError, Problem
+from ..files import write_csv, write_file
 from .store import Assignment, Person, Store
 
 
@@ -54,14 +53,6 @@ def rating_rows(ratings: Sequence[Rating], keys: Sequence[str]) -> list[dict[str
              "phase1_choice": r.phase1_choice or "", **{k: r.answers[k] for k in keys}} for r in ratings]
 
 
-def csv_text(rows: Sequence[dict[str, str]], columns: Sequence[str]) -> str:
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return out.getvalue()
-
-
 def annotation_lines(store: Store) -> str:
     """One JSON line per assignment: the record of each phase, with each answer's time."""
     campaign = store.campaign_id()
@@ -75,18 +66,6 @@ def annotation_lines(store: Store) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def write_file(path: Path, text: str) -> None:
-    """Write `text` beside `path` and rename it into place (readers see the old file or the new, never half)."""
-    if path.is_symlink():
-        raise DataError(Problem(str(path), "is a symbolic link: the export never writes through one"))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def write_campaign_files(store: Store, folder: Path | str) -> list[Path]:
     """This campaign's files alone into `folder` (what the Space's scheduler uploads): ratings.csv and the
     annotations."""
@@ -95,8 +74,8 @@ def write_campaign_files(store: Store, folder: Path | str) -> list[Path]:
     keys, campaign = store.keys(), store.campaign_id()
     ratings = folder / "ratings.csv"
     annotations = folder / f"annotations-{campaign}.jsonl"
-    write_file(ratings, csv_text(rating_rows(campaign_ratings(store), keys), RATING_COLUMNS + keys))
-    write_file(annotations, annotation_lines(store))
+    write_csv(ratings, RATING_COLUMNS + keys, rating_rows(campaign_ratings(store), keys), root=folder)
+    write_file(annotations, annotation_lines(store), root=folder)
     return [ratings, annotations]
 
 
@@ -117,6 +96,6 @@ def export_release(store: Store, raw: Path | str) -> tuple[Path, int, int]:
                                 f"the campaign's questions ({', '.join(keys)}): export into another release"))
     kept = [r for r in release.ratings if not r.rating_id.startswith(f"{campaign}-")]
     path = raw / "ratings.csv"
-    write_file(path, csv_text(rating_rows(kept + mine, keys), RATING_COLUMNS + keys))
-    write_file(raw / f"annotations-{campaign}.jsonl", annotation_lines(store))
+    write_csv(path, RATING_COLUMNS + keys, rating_rows(kept + mine, keys), root=raw)
+    write_file(raw / f"annotations-{campaign}.jsonl", annotation_lines(store), root=raw)
     return path, len(mine), len(kept)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import secrets
 import sqlite3
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ..errors import DataError, Problem
+from ..files import atomic_path
 from ..rubric import LANGUAGE_CODE
 
 ROLES = ("expert", "crowd", "admin")
@@ -334,23 +334,16 @@ class Store:
     # --- copies ---------------------------------------------------------------------------------------------------
 
     def backup(self, out: Path | str, overwrite: bool = False) -> Path:
-        """A consistent copy of the database while the app runs (sqlite3's online backup), written beside `out`
-        and renamed into place."""
+        """A consistent copy of the database while the app runs (sqlite3's online backup), written into a new
+        temporary file beside `out` and renamed into place (`files.atomic_path`: never through a link)."""
         out = Path(out)
         if out.is_symlink() or (out.exists() and not overwrite):
             raise FileExistsError(f"{out} exists; choose another file or pass --overwrite")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
-        tmp.unlink(missing_ok=True)
-        try:
-            with self.connect() as src:
-                dst = sqlite3.connect(tmp)
-                try:
-                    src.backup(dst)
-                    dst.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
-                finally:
-                    dst.close()
-            os.replace(tmp, out)
-        finally:
-            tmp.unlink(missing_ok=True)
+        with atomic_path(out) as tmp, self.connect() as src:
+            dst = sqlite3.connect(tmp)
+            try:
+                src.backup(dst)
+                dst.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
+            finally:
+                dst.close()
         return out

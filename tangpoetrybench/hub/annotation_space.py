@@ -89,7 +89,7 @@ def commit_scheduler(store: Store, folder: Path, repo: str, every_minutes: float
             return super().push_to_hub()
 
     return ExportingScheduler(repo_id=repo, repo_type="dataset", folder_path=folder, every=every_minutes,
-                              path_in_repo=f"campaigns/{store.campaign_id()}", ignore_patterns=["*.partial"])
+                              path_in_repo=f"campaigns/{store.campaign_id()}", ignore_patterns=["*.tmp"])
 
 
 def space_app(env: Mapping[str, str] = os.environ, here: Path = Path(".")):
