@@ -349,6 +349,33 @@ def test_item7_compare_and_the_reward_check_the_same_limit(demo_built, tmp_path)
         as_images([Image.new("RGB", (8, 8))], max_pixels=10)
 
 
+def test_item7_the_python_api_and_the_rating_app_check_the_same_limit(tmp_path):
+    """`Evaluator.__call__` (the one-call Python API) and the rating app's image decoded images with no pixel check:
+    both now go through `files.open_image`, the API recording an input failure as `tpb score` does."""
+    from dataclasses import replace
+
+    from tangpoetrybench.annotation.protocol import Protocol
+    from tangpoetrybench.annotation.store import Store
+    from tangpoetrybench.errors import ImageTooLarge
+    from tangpoetrybench.judging.evaluators import load_evaluator
+
+    judge = load_evaluator("api", model="pae", base_url="http://127.0.0.1:9/v1", retries=0)  # never reached
+    poem = {"title": "静夜思", "author": "李白", "text": "床前明月光"}
+    [refused] = judge([Image.open(bomb(tmp_path / "bomb.png"))], [poem])
+    assert refused.error_kind == "input" and "8000x8000 pixels is over the limit of 50,000,000" in refused.error
+    [small] = judge([Image.new("RGB", (64, 64))], [poem], max_image_pixels=100)
+    assert small.error_kind == "input" and "over the limit of 100 pixels" in small.error
+
+    raw = write_release(tmp_path / "raw", [])
+    store = campaign_with_one_rating(raw, tmp_path / "c.sqlite")  # one image rated; the next one is opened below
+    from tangpoetrybench.annotation.campaign import load_campaign
+
+    campaign = replace(load_campaign(raw), max_image_pixels=64 * 64 - 1)
+    token = store.invite("bo", "crowd", "en", 0.0)
+    with pytest.raises(ImageTooLarge, match="64x64 pixels is over the limit of 4,095 pixels"):
+        Protocol(campaign, store).open(token)
+
+
 # 8. Eval Results could be written one level above --eval-results DIR.
 
 def test_item8_eval_results_refuse_a_generator_name_that_leaves_the_folder(demo_built, files, tmp_path,  # noqa: F811

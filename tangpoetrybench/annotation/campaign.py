@@ -55,6 +55,7 @@ class Campaign:
     release: Release
     candidates: dict[str, tuple[str, ...]]  # poem_id -> its four candidates' poem ids (the file's order)
     fixed_rubric: Rubric | None = None  # one rubric for every image; None: each poem's tradition's
+    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS  # an image over it is refused before it is decoded
 
     def rubric(self, poem_id: str) -> Rubric:
         return self.fixed_rubric or self.release.rubric(poem_id)
@@ -123,4 +124,4 @@ def load_campaign(raw: Path | str, rubric: Path | str | None = None, candidates:
                                         "ratings could not name them", field=pid))
     if problems:
         raise DataError(problems)
-    return Campaign(release, sets, fixed)
+    return Campaign(release, sets, fixed, max_image_pixels)

@@ -21,6 +21,7 @@ from typing import Callable, Mapping
 
 from PIL import Image
 
+from ..files import open_image
 from ..poems import Poem
 from .assignment import Plan, next_image
 from .campaign import Campaign, dimension_description, dimension_name, option_labels
@@ -213,8 +214,10 @@ class Protocol:
         done = sum(a.done for a in self.store.assignments() if a.rater == rater.name)
         if held is None:
             return Task(rater.name, rater.lang, done, "done")
-        with Image.open(self.campaign.images[held.image_id].path) as im:
-            image = im.convert("RGB")  # pixels only: the file's name (generator/poem_id) never reaches the page
+        # checked against the pixel limit before it is decoded, as every image is read (the file may have changed
+        # since the campaign was loaded); pixels only: the file's name (generator/poem_id) never reaches the page
+        with open_image(self.campaign.images[held.image_id].path, self.campaign.max_image_pixels) as im:
+            image = im.convert("RGB")
         task = Task(rater.name, rater.lang, done, held.phase, held.id, image)
         if held.phase == "phase1":
             task.candidates = [poem_view(self.campaign.poem(pid)) for pid in held.candidates]
