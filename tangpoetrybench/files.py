@@ -229,15 +229,20 @@ def unquote_cell(value: str) -> str:
     return value[1:] if value.startswith("'") and value[1:].startswith(FORMULA_STARTS) else value
 
 
+def csv_text(columns: Iterable[str], rows: Iterable[Mapping]) -> str:
+    """A CSV for people to open, as text: a header, then one line per row, every cell `quote_cell`d."""
+    out = io.StringIO(newline="")
+    writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: quote_cell(v) for k, v in row.items()} for row in rows)
+    return out.getvalue()
+
+
 def write_csv(path: Path | str, columns: Iterable[str], rows: Iterable[Mapping],
               root: Path | str | None = None) -> Path:
-    """A CSV for people to open (a header, then one line per row), every cell `quote_cell`d, written whole and never
-    through a symbolic link (`atomic_file`)."""
-    with atomic_file(path, "w", root, newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(columns), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows({k: quote_cell(v) for k, v in row.items()} for row in rows)
-    return Path(path)
+    """`csv_text` written whole and never through a symbolic link (`write_file`), as UTF-8 bytes (no newline
+    translation inside a quoted cell)."""
+    return write_file(path, csv_text(columns, rows).encode("utf-8"), root)
 
 
 def inside(root: Path | str, path: Path | str) -> Path:

@@ -355,7 +355,6 @@ def test_item7_the_python_api_and_the_rating_app_check_the_same_limit(tmp_path):
     from dataclasses import replace
 
     from tangpoetrybench.annotation.protocol import Protocol
-    from tangpoetrybench.annotation.store import Store
     from tangpoetrybench.errors import ImageTooLarge
     from tangpoetrybench.judging.evaluators import load_evaluator
 

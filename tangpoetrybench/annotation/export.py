@@ -3,11 +3,14 @@
     RAW/ratings.csv                      every rated image: the Phase-1 candidates (in the order the rater saw them)
                                          and choice, the rating's seconds (Phase 1 and Phase 2) and every answer
     RAW/annotations-<campaign>.jsonl     every assignment, rated or not: each phase's time and each answer's
+    RAW/rubrics/<tradition>.yaml         a rubric given with `tpb annotate serve --rubric` for a tradition the
+                                         release brought none for (so `tpb build` rates the poems on it)
 
 A rating's id is `<campaign>-<assignment>`. Exporting again replaces this campaign's rows and keeps every other row of
-ratings.csv as it was (an earlier campaign's, the authors' own), so an export can be repeated at any time. Files are
-written by the project's own writers (`files.write_csv`, `files.write_file`): whole, never through a symbolic link,
-and in ratings.csv every cell a spreadsheet would run as a formula quoted (the release reads it back as it was).
+ratings.csv as it was (an earlier campaign's, the authors' own), so an export can be repeated at any time, and checks
+the ratings.csv it is about to write as `tpb build` would. Files are written by the project's own writers
+(`files.csv_text`, `write_csv`, `write_file`): whole, never through a symbolic link, and in ratings.csv every cell a
+spreadsheet would run as a formula quoted (the release reads it back as it was).
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from ..dataset.raw_release import RATING_COLUMNS, Rating, read_release
+from ..dataset.raw_release import RATING_COLUMNS, Rating, check_ratings, read_release
 from ..errors import DataError, Problem
-from ..files import write_csv, write_file
+from ..files import csv_text, write_csv, write_file
+from ..rubric import parse_rubric
 from .store import Assignment, Person, Store
 
 
@@ -81,21 +85,31 @@ def write_campaign_files(store: Store, folder: Path | str) -> list[Path]:
 
 def export_release(store: Store, raw: Path | str) -> tuple[Path, int, int]:
     """Write the campaign's ratings into the release `raw` (merged with the rows of ratings.csv that are not this
-    campaign's) and its annotations beside them. Returns (ratings.csv, this campaign's ratings, other rows kept).
-    The release is read and checked first; every rated image must be in it."""
+    campaign's) and its annotations beside them, and a rubric file given when the campaign was served into the
+    release's rubrics/ (so `tpb build` rates on it). Returns (ratings.csv, this campaign's ratings, other rows kept).
+    The release is read and checked first, and the ratings.csv about to be written goes through `tpb build`'s own
+    check of every rating (`raw_release.check_ratings`): nothing is written unless it passes."""
     raw = Path(raw)
-    release = read_release(raw, ratings_required=False)
+    supplied = {t: parse_rubric(text, source=f"{store.path} (the rubric given for {t})")
+                for t, text in store.rubric_files().items()}
+    release = read_release(raw, ratings_required=False, rubrics=supplied)
     keys, campaign = store.keys(), store.campaign_id()
     mine = campaign_ratings(store)
     unknown = sorted({r.image_id for r in mine} - set(release.images))
     if unknown:
         raise DataError(Problem(str(raw), f"{len(unknown)} rated images are not in this release (e.g. {unknown[0]}): "
                                 "export into the release the campaign served"))
-    if tuple(release.keys) != tuple(keys) and release.ratings:
-        raise DataError(Problem(str(raw / "ratings.csv"), f"its rating columns ({', '.join(release.keys)}) are not "
-                                f"the campaign's questions ({', '.join(keys)}): export into another release"))
+    if tuple(release.keys) != tuple(keys):
+        raise DataError(Problem(str(raw / "ratings.csv"), f"the release's rubric rates {', '.join(release.keys)}, not "
+                                f"the campaign's questions ({', '.join(keys)}): export into the release the campaign "
+                                "served"))
     kept = [r for r in release.ratings if not r.rating_id.startswith(f"{campaign}-")]
-    path = raw / "ratings.csv"
-    write_csv(path, RATING_COLUMNS + keys, rating_rows(kept + mine, keys), root=raw)
+    text = csv_text(RATING_COLUMNS + keys, rating_rows(kept + mine, keys))
+    problems = check_ratings(release, text)
+    if problems:
+        raise DataError(problems)
+    for tradition in release.supplied:
+        write_file(raw / "rubrics" / f"{tradition}.yaml", release.rubrics[tradition].yaml_text, root=raw)
+    path = write_file(raw / "ratings.csv", text.encode("utf-8"), root=raw)
     write_file(raw / f"annotations-{campaign}.jsonl", annotation_lines(store), root=raw)
     return path, len(mine), len(kept)

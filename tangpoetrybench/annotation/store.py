@@ -3,7 +3,8 @@
     people        name, role (expert | crowd | admin), language, the SHA-256 of their link's token
     assignments   one row per (rater, image): the candidates in the order shown, when it was shown, the Phase-1
                   choice and its time, when the poem was revealed, the Phase-2 answers and each one's time
-    meta          the campaign's id and the settings fixed at its first start
+    meta          the campaign's id, the settings fixed at its first start, and the rubric files given beside the
+                  release (`tpb annotate serve --rubric`), which the export writes into it
 
 Every submission is one `BEGIN IMMEDIATE` transaction, committed with `synchronous=FULL` before the rater is answered,
 so a killed process keeps every answer it acknowledged. A submission is keyed by its assignment (the ticket the rater
@@ -179,9 +180,10 @@ class Store:
 
     # --- the campaign ---------------------------------------------------------------------------------------------
 
-    def bind(self, settings: dict) -> str:
+    def bind(self, settings: dict, rubric_files: dict[str, str] | None = None) -> str:
         """Fix the campaign's settings at its first start and return its id; a later start with other settings is
-        refused, naming each that differs."""
+        refused, naming each that differs. `rubric_files` (tradition → YAML text): rubrics given beside the release,
+        kept for the export to write into it (their content is fixed by the settings' fingerprints)."""
         with self.transaction() as db:
             row = db.execute("SELECT value FROM meta WHERE key = 'settings'").fetchone()
             if row is None:
@@ -195,7 +197,14 @@ class Store:
                                              f"{stored.get(k)!r}, now {settings.get(k)!r}): serve it as it was "
                                              "started, or start a new campaign with another --db", field=k)
                                      for k in differ])
+            if rubric_files:
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('rubric_files', ?)",
+                           (json.dumps(rubric_files, ensure_ascii=False, sort_keys=True),))
             return db.execute("SELECT value FROM meta WHERE key = 'campaign'").fetchone()[0]
+
+    def rubric_files(self) -> dict[str, str]:
+        """The rubrics given beside the release when the campaign was served (`bind`), tradition → YAML text."""
+        return json.loads(self.meta("rubric_files") or "{}")
 
     def meta(self, key: str) -> str | None:
         with self.connect() as db:

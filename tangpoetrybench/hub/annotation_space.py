@@ -43,7 +43,7 @@ def table5(rows: list[dict], rubric: Rubric) -> dict:
 
 def annotation_app(campaign: Campaign, store: Store, plan: Plan, qc: QCConfig = QCConfig()) -> AnnotationApp:
     """The app over a campaign whose settings the store has taken (`Store.bind`)."""
-    store.bind(campaign.settings())
+    store.bind(campaign.settings(), campaign.supplied)
     return AnnotationApp(Protocol(campaign, store, plan), qc=qc, agreement=table5)
 
 
