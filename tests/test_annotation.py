@@ -223,6 +223,22 @@ def test_phase_1_hides_the_poem_and_phase_2_needs_every_answer(raw, tmp_path):
     assert changed.notice == "此题已作答，以您的第一次回答为准。" and store.assignments()[0].answers == answers
 
 
+def test_the_raters_instructions_come_from_the_rubric(raw, tmp_path):
+    """The instructions named emotion and artist seals whatever the rubric: the options that say a question does not
+    apply are now quoted from the rubric, and seals are mentioned only where it has a dimension of text."""
+    app, _ = started(raw, tmp_path / "c.sqlite")
+    tang = app.protocol.open(app.protocol.store.invite("li", "crowd", "en", 0.0)).instructions
+    assert "(“the poem specifies no setting”, “the poem describes no such elements”, “no emotion expected and none " \
+           "shown”): choose it only when that is so." in tang
+    assert "Artist seals do not count as text in “Text integrity”." in tang
+    zh = app.protocol.open(app.protocol.store.invite("wang", "crowd", "zh", 0.0)).instructions
+    assert "未指明场景”、“" in zh and "“本无情感且未呈现”），仅在确实如此时选择。" in zh and "在“文字完整性”一题中" in zh
+    haiku, _ = started(haiku_release(tmp_path / "haiku"), tmp_path / "h.sqlite", rubric=HAIKU)
+    text = haiku.protocol.open(haiku.protocol.store.invite("yuki", "crowd", "en", 0.0)).instructions
+    assert "(“the haiku has no season word”)" in text
+    assert "emotion" not in text and "seal" not in text and "{" not in text
+
+
 def test_concurrent_raters_each_answer_once(raw, tmp_path):
     app, clock = started(raw, tmp_path / "c.sqlite", Plan(overlap=3))
     store = app.protocol.store
