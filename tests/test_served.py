@@ -589,7 +589,8 @@ def test_item9_an_unknown_model_names_a_few_of_the_servers_models_quoted_redacte
     folder.mkdir()
     Image.new("RGB", (32, 32)).save(folder / "p1.png")
     poems = tmp_path / "poems.jsonl"
-    poems.write_text(json.dumps({"poem_id": "p1", "title": "t", "author": "a", "text": "x", "tradition": "tang"}) + "\n", encoding="utf-8")
+    poem = {"poem_id": "p1", "title": "t", "author": "a", "text": "x", "tradition": "tang"}
+    poems.write_text(json.dumps(poem) + "\n", encoding="utf-8")
     with HostileServer(refuse, names) as server:  # the command line prints the same message
         assert main(["score", "--images", str(folder), "--poems", str(poems), "--evaluator", "api", "--model",
                      "no-such-model", "--base-url", server.url, "--api-key-env", "TPB_KEY", "--retries", "0",

@@ -563,8 +563,9 @@ class ServedBackend:
         bytes, or not one, says nothing)."""
         if self.served is None:
             try:
+                headers = {"Authorization": f"Bearer {key or NO_KEY}"}
                 response, data = await read_bounded(client, "GET", replica.url + "/models", MAX_MODELS_BODY,
-                                                    HEALTH_TIMEOUT, headers={"Authorization": f"Bearer {key or NO_KEY}"})
+                                                    HEALTH_TIMEOUT, headers=headers)
                 listed = json.loads(data).get("data") if response.status_code == 200 else None
                 self.served = [str(m.get("id")) for m in listed if isinstance(m, dict)] if isinstance(listed, list) \
                     else []
