@@ -36,10 +36,12 @@ LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8})*")
 # fingerprint only where it differs from this, so a rubric written before keeps its fingerprint and its results.
 FORMAT_1_LANGUAGES = {"en": "English", "zh": "Chinese"}
 FORMAT_1_FRAMING = "classical Chinese poetry"
+DEFAULT_TITLE = "《{title}》"  # how a title is written where a rubric says nothing (the bundled rubrics' Chinese way)
+MAX_TITLE_FORMAT = 40
 # Fields that shape no answer and no built score (report and card wording, the findings' roles): not fingerprinted.
-UNSCORED = ("source", "yaml_text", "languages", "description", "short", "overall", "depict", "evoke")
+UNSCORED = ("source", "yaml_text", "languages", "description", "short", "overall", "depict", "evoke", "title_format")
 FIELDS = ("name", "tradition", "display", "short", "description", "languages", "version", "dimensions",
-          "adjudicated_dimension", "face_avoidance", "consistency", "overall", "depict", "evoke")
+          "adjudicated_dimension", "face_avoidance", "consistency", "overall", "depict", "evoke", "title_format")
 # Anchor steps are written with two decimals (0.33); the distinct scores may differ by up to 0.01 more.
 ANCHOR_TOLERANCE = 0.011
 MAX_RUBRIC_BYTES = 256 * 1024  # a rubric is a few KB (the bundled ones are 7 KB); a larger file is refused unread
@@ -123,6 +125,7 @@ class Rubric:
     overall: str | None = None  # the holistic dimension: poem difficulty, what the other dimensions drive
     depict: tuple[str, ...] = ()  # the dimensions that depict what the poem names ...
     evoke: tuple[str, ...] = ()  # ... and those that evoke what it means (the depict-to-evoke gap)
+    title_format: str = DEFAULT_TITLE  # how a poem's title is written in prompts and pages (`format_title`)
     source: str = field(default="", compare=False)
     yaml_text: str = field(default="", compare=False, repr=False)  # the file as written, for a dataset to carry
 
@@ -173,8 +176,17 @@ class Rubric:
             content["languages"] = self.languages
         if self.framing != FORMAT_1_FRAMING:
             content["framing"] = self.framing
+        if self.title_format != DEFAULT_TITLE:  # it shapes the prompt; the default keeps the fingerprints made before
+            content["title_format"] = self.title_format
         digest = hashlib.sha256(json.dumps(content, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
         return f"{self.name}@{digest[:12]}"
+
+
+def format_title(title: str, rubric: Rubric | None = None) -> str:
+    """A poem's title as its tradition writes it, in every prompt and page that shows one: the rubric's
+    `title_format` with the title in place of `{title}` (`《静夜思》` for the bundled rubrics, and where no rubric is
+    known)."""
+    return (rubric.title_format if rubric is not None else DEFAULT_TITLE).replace("{title}", title)
 
 
 def _bundled() -> tuple[str, ...]:
@@ -295,6 +307,13 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
     if not isinstance(short, str):
         bad("short", f"expected a string, got {short!r}")
         short = ""
+    title_format = data.get("title_format", DEFAULT_TITLE)
+    if (not isinstance(title_format, str) or len(title_format) > MAX_TITLE_FORMAT or title_format.count("{title}") != 1
+            or "{" in title_format.replace("{title}", "") or "}" in title_format.replace("{title}", "")
+            or "\n" in title_format):
+        bad("title_format", f"expected one line of at most {MAX_TITLE_FORMAT} characters with {{title}} once and no "
+                            f"other braces (e.g. '“{{title}}”'), got {quote(title_format)}")
+        title_format = DEFAULT_TITLE
     version = data.get("version", 1)
     if not isinstance(version, int):
         bad("version", f"expected an integer, got {quote(version)}")
@@ -364,7 +383,7 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
         name=data["name"], tradition=data["tradition"], display=display, version=version,
         dimensions=tuple(dims), adjudicated_dimension=adjudicated, face_avoidance=face_pair,
         consistency=tuple(rules), languages=languages, description=description, short=short, overall=overall,
-        depict=groups["depict"], evoke=groups["evoke"], source=source, yaml_text=text,
+        depict=groups["depict"], evoke=groups["evoke"], title_format=title_format, source=source, yaml_text=text,
     )
 
 

@@ -239,6 +239,23 @@ def test_the_raters_instructions_come_from_the_rubric(raw, tmp_path):
     assert "emotion" not in text and "seal" not in text and "{" not in text
 
 
+def test_the_titles_raters_see_are_written_as_the_rubric_says(raw, tmp_path):
+    from tangpoetrybench.annotation.app import candidate_label, poem_markdown
+
+    rubric = tmp_path / "haiku.yaml"
+    rubric.write_text(HAIKU.read_text(encoding="utf-8") + "title_format: '“{title}”'\n", encoding="utf-8")
+    app, _ = started(haiku_release(tmp_path / "haiku"), tmp_path / "c.sqlite", rubric=rubric)
+    token = app.protocol.store.invite("yuki", "crowd", "en", 0.0)
+    task = app.protocol.open(token)
+    assert [c.shown_title for c in task.candidates] == [f"“{c.title}”" for c in task.candidates]
+    assert candidate_label(1, task.candidates[0]).startswith(f"1. “{task.candidates[0].title}” ")
+    revealed = app.protocol.choose(token, task.ticket, 1)
+    assert poem_markdown(revealed.poem, "en").startswith(f"### “{revealed.poem.title}”\n")
+    tang, _ = started(raw, tmp_path / "t.sqlite")  # the bundled rubrics: 《》, as before
+    first = tang.protocol.open(tang.protocol.store.invite("li", "crowd", "en", 0.0)).candidates[0]
+    assert candidate_label(1, first).startswith(f"1. 《{first.title}》 {first.author} — ")
+
+
 def test_concurrent_raters_each_answer_once(raw, tmp_path):
     app, clock = started(raw, tmp_path / "c.sqlite", Plan(overlap=3))
     store = app.protocol.store

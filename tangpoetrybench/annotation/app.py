@@ -36,14 +36,14 @@ def launch(demo: gr.Blocks, **kwargs):
 
 def poem_markdown(poem: PoemView, lang: str) -> str:
     lines = "  \n".join(poem.text.split("\n"))
-    text = f"### 《{poem.title}》\n{poem.author}\n\n{lines}"
+    text = f"### {poem.shown_title}\n{poem.author}\n\n{lines}"
     if poem.paraphrase:
         text += f"\n\n**{ui_text('paraphrase', lang)}:** {poem.paraphrase}"
     return text
 
 
 def candidate_label(n: int, poem: PoemView) -> str:
-    return f"{n}. 《{poem.title}》 {poem.author} — {' / '.join(poem.text.split(chr(10)))}"
+    return f"{n}. {poem.shown_title} {poem.author} — {' / '.join(poem.text.split(chr(10)))}"
 
 
 @dataclass

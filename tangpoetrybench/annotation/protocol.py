@@ -25,7 +25,7 @@ from PIL import Image
 from ..files import open_image
 from ..poems import Poem
 from .assignment import Plan, next_image
-from ..rubric import Rubric
+from ..rubric import Rubric, format_title
 from .campaign import Campaign, dimension_description, dimension_name, option_labels, text_in
 from .store import Assignment, Person, Refused, Store
 
@@ -123,6 +123,7 @@ class PoemView:
     author: str
     text: str
     paraphrase: str | None = None
+    shown_title: str = ""  # the title as its tradition writes it (`rubric.format_title`): 《静夜思》
 
 
 @dataclass
@@ -147,8 +148,8 @@ class Task:
                 "questions": [asdict(q) for q in self.questions], "notice": self.notice}
 
 
-def poem_view(poem: Poem) -> PoemView:
-    return PoemView(poem.title, poem.author, poem.text, poem.paraphrase)
+def poem_view(poem: Poem, rubric: Rubric) -> PoemView:
+    return PoemView(poem.title, poem.author, poem.text, poem.paraphrase, format_title(poem.title, rubric))
 
 
 class Protocol:
@@ -243,9 +244,9 @@ class Protocol:
         task = Task(rater.name, rater.lang, done, held.phase, held.id, image,
                     instructions=instructions(self.campaign.rubric(held.poem_id), rater.lang))
         if held.phase == "phase1":
-            task.candidates = [poem_view(self.campaign.poem(pid)) for pid in held.candidates]
+            task.candidates = [poem_view(self.campaign.poem(pid), self.campaign.rubric(pid)) for pid in held.candidates]
         else:
-            task.poem = poem_view(self.campaign.poem(held.poem_id))
+            task.poem = poem_view(self.campaign.poem(held.poem_id), self.campaign.rubric(held.poem_id))
             task.questions = [Question(d.key, dimension_name(d, rater.lang), dimension_description(d, rater.lang),
                                        option_labels(d, rater.lang))
                               for d in self.campaign.rubric(held.poem_id).dimensions]
