@@ -2,7 +2,7 @@
 
 - Writing: a folder all at once (`atomic_folder`: readers never see a half-written dataset or release), or a file
   all at once and never through a symbolic link (`atomic_file`, `write_file`, and `write_csv`, which also quotes
-  cells a spreadsheet would run as formulas).
+  cells a spreadsheet would run as formulas; `atomic_path` for a writer that needs a file name).
 - Reading: paths from data kept inside their folder (`inside`, `link_outside`), images opened with their size checked
   from the header before they are decoded (`open_image`), JSON Lines with the line of each bad record.
 """
@@ -178,6 +178,25 @@ def atomic_file(path: Path | str, mode: str = "w", root: Path | str | None = Non
             Path(tmp).unlink(missing_ok=True)
 
 
+@contextmanager
+def atomic_path(path: Path | str, root: Path | str | None = None) -> Iterator[Path]:
+    """`atomic_file` for a writer that needs a file name rather than a file object (sqlite's online backup): a new,
+    empty temporary file beside `path`, created exclusively under an unguessable name, renamed over `path` once the
+    block ends without error, removed otherwise. Links at `path` (and below `root`) are refused."""
+    path = Path(path)
+    refuse_links(path, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o666 & ~UMASK)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def write_file(path: Path | str, data: str | bytes, root: Path | str | None = None) -> Path:
     """Write `data` (text as UTF-8) to `path` whole, never through a symbolic link (`atomic_file`)."""
     with atomic_file(path, "wb" if isinstance(data, bytes) else "w", root) as f:
@@ -210,15 +229,20 @@ def unquote_cell(value: str) -> str:
     return value[1:] if value.startswith("'") and value[1:].startswith(FORMULA_STARTS) else value
 
 
+def csv_text(columns: Iterable[str], rows: Iterable[Mapping]) -> str:
+    """A CSV for people to open, as text: a header, then one line per row, every cell `quote_cell`d."""
+    out = io.StringIO(newline="")
+    writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: quote_cell(v) for k, v in row.items()} for row in rows)
+    return out.getvalue()
+
+
 def write_csv(path: Path | str, columns: Iterable[str], rows: Iterable[Mapping],
               root: Path | str | None = None) -> Path:
-    """A CSV for people to open (a header, then one line per row), every cell `quote_cell`d, written whole and never
-    through a symbolic link (`atomic_file`)."""
-    with atomic_file(path, "w", root, newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(columns), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows({k: quote_cell(v) for k, v in row.items()} for row in rows)
-    return Path(path)
+    """`csv_text` written whole and never through a symbolic link (`write_file`), as UTF-8 bytes (no newline
+    translation inside a quoted cell)."""
+    return write_file(path, csv_text(columns, rows).encode("utf-8"), root)
 
 
 def inside(root: Path | str, path: Path | str) -> Path:

@@ -36,25 +36,38 @@ LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8})*")
 # fingerprint only where it differs from this, so a rubric written before keeps its fingerprint and its results.
 FORMAT_1_LANGUAGES = {"en": "English", "zh": "Chinese"}
 FORMAT_1_FRAMING = "classical Chinese poetry"
+DEFAULT_TITLE = "《{title}》"  # how a title is written where a rubric says nothing (the bundled rubrics' Chinese way)
+MAX_TITLE_FORMAT = 40
 # Fields that shape no answer and no built score (report and card wording, the findings' roles): not fingerprinted.
-UNSCORED = ("source", "yaml_text", "languages", "description", "short", "overall", "depict", "evoke")
+UNSCORED = ("source", "yaml_text", "languages", "description", "short", "overall", "depict", "evoke", "title_format")
 FIELDS = ("name", "tradition", "display", "short", "description", "languages", "version", "dimensions",
-          "adjudicated_dimension", "face_avoidance", "consistency", "overall", "depict", "evoke")
+          "adjudicated_dimension", "face_avoidance", "consistency", "overall", "depict", "evoke", "title_format")
 # Anchor steps are written with two decimals (0.33); the distinct scores may differ by up to 0.01 more.
 ANCHOR_TOLERANCE = 0.011
 MAX_RUBRIC_BYTES = 256 * 1024  # a rubric is a few KB (the bundled ones are 7 KB); a larger file is refused unread
+MAX_RUBRIC_DEPTH = 16  # levels of nested lists and mappings (the bundled rubrics use 6)
 
 
 class RubricLoader(yaml.SafeLoader):
     """YAML's safe loader without anchors and aliases (`&name`, `*name`): a rubric never needs them, and nested
-    aliases expand a few hundred bytes into gigabytes (the "billion laughs")."""
+    aliases expand a few hundred bytes into gigabytes (the "billion laughs"). Nesting deeper than MAX_RUBRIC_DEPTH
+    is refused too: 40 KB of `[[[...]]]` would otherwise exhaust Python's recursion limit."""
+
+    depth = 0
 
     def compose_node(self, parent, index):
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             raise yaml.composer.ComposerError(None, None, "anchors and aliases (&name, *name) are not allowed in a "
                                               "rubric: write each value out", event.start_mark)
-        return super().compose_node(parent, index)
+        if self.depth >= MAX_RUBRIC_DEPTH:
+            raise yaml.composer.ComposerError(None, None, f"nested more than {MAX_RUBRIC_DEPTH} levels deep: a "
+                                              "rubric is not", event.start_mark)
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 @dataclass(frozen=True)
@@ -112,6 +125,7 @@ class Rubric:
     overall: str | None = None  # the holistic dimension: poem difficulty, what the other dimensions drive
     depict: tuple[str, ...] = ()  # the dimensions that depict what the poem names ...
     evoke: tuple[str, ...] = ()  # ... and those that evoke what it means (the depict-to-evoke gap)
+    title_format: str = DEFAULT_TITLE  # how a poem's title is written in prompts and pages (`format_title`)
     source: str = field(default="", compare=False)
     yaml_text: str = field(default="", compare=False, repr=False)  # the file as written, for a dataset to carry
 
@@ -162,8 +176,17 @@ class Rubric:
             content["languages"] = self.languages
         if self.framing != FORMAT_1_FRAMING:
             content["framing"] = self.framing
+        if self.title_format != DEFAULT_TITLE:  # it shapes the prompt; the default keeps the fingerprints made before
+            content["title_format"] = self.title_format
         digest = hashlib.sha256(json.dumps(content, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
         return f"{self.name}@{digest[:12]}"
+
+
+def format_title(title: str, rubric: Rubric | None = None) -> str:
+    """A poem's title as its tradition writes it, in every prompt and page that shows one: the rubric's
+    `title_format` with the title in place of `{title}` (`《静夜思》` for the bundled rubrics, and where no rubric is
+    known)."""
+    return (rubric.title_format if rubric is not None else DEFAULT_TITLE).replace("{title}", title)
 
 
 def _bundled() -> tuple[str, ...]:
@@ -187,7 +210,11 @@ def load_rubric(name_or_path: str | Path) -> Rubric:
     if path.stat().st_size > MAX_RUBRIC_BYTES:
         raise DataError(Problem(str(path), f"{path.stat().st_size:,} bytes: a rubric file may have at most "
                                 f"{MAX_RUBRIC_BYTES:,}"))
-    return parse_rubric(path.read_text(encoding="utf-8"), source=str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DataError(Problem(str(path), "not UTF-8 text")) from None
+    return parse_rubric(text, source=str(path))
 
 
 @lru_cache(maxsize=None)
@@ -262,6 +289,8 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         raise DataError(Problem(source, f"not valid YAML: {exc}", line=None if line is None else line + 1)) from None
+    except (ValueError, RecursionError) as exc:  # a value YAML cannot make (an integer of 100,000 digits)
+        raise DataError(Problem(source, f"a value that cannot be read: {type(exc).__name__}: {exc}")) from None
     if not isinstance(data, dict):
         raise DataError(Problem(source, "a rubric is a mapping with name, tradition and dimensions"))
 
@@ -278,6 +307,13 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
     if not isinstance(short, str):
         bad("short", f"expected a string, got {short!r}")
         short = ""
+    title_format = data.get("title_format", DEFAULT_TITLE)
+    if (not isinstance(title_format, str) or len(title_format) > MAX_TITLE_FORMAT or title_format.count("{title}") != 1
+            or "{" in title_format.replace("{title}", "") or "}" in title_format.replace("{title}", "")
+            or "\n" in title_format):
+        bad("title_format", f"expected one line of at most {MAX_TITLE_FORMAT} characters with {{title}} once and no "
+                            f"other braces (e.g. '“{{title}}”'), got {quote(title_format)}")
+        title_format = DEFAULT_TITLE
     version = data.get("version", 1)
     if not isinstance(version, int):
         bad("version", f"expected an integer, got {quote(version)}")
@@ -347,7 +383,7 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
         name=data["name"], tradition=data["tradition"], display=display, version=version,
         dimensions=tuple(dims), adjudicated_dimension=adjudicated, face_avoidance=face_pair,
         consistency=tuple(rules), languages=languages, description=description, short=short, overall=overall,
-        depict=groups["depict"], evoke=groups["evoke"], source=source, yaml_text=text,
+        depict=groups["depict"], evoke=groups["evoke"], title_format=title_format, source=source, yaml_text=text,
     )
 
 

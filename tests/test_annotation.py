@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import load, rating, write_release
+from conftest import POEMS, load, rating, write_release
 from tangpoetrybench.annotation.assignment import Plan, next_image, read_priority, shown_order
 from tangpoetrybench.annotation.campaign import load_campaign
 from tangpoetrybench.annotation.export import export_release, write_campaign_files
@@ -47,6 +47,18 @@ def unrated_release(root: Path) -> Path:
     raw = write_release(root, [])
     poems = read_poems(raw / "poems.jsonl")
     write_candidates(choose_distractors(poems), poems, raw / "candidates.jsonl", {"similarity": "test"})
+    return raw
+
+
+def haiku_release(root: Path) -> Path:
+    """conftest's hand-made release with its poems of tradition `haiku` (the fixture rubric HAIKU's), no ratings and
+    no rubric of its own: the rubric comes with `--rubric`."""
+    poems = [{**p, "tradition": "haiku"} for p in POEMS[:4]]
+    raw = write_release(root, [], poems=poems, images=[f"{g}/{p['poem_id']}" for g in ("g1", "g2", "gx")
+                                                       for p in poems])
+    (raw / "ratings.csv").unlink()
+    read = read_poems(raw / "poems.jsonl", traditions=("haiku",))
+    write_candidates(choose_distractors(read), read, raw / "candidates.jsonl", {"similarity": "test"})
     return raw
 
 
@@ -211,6 +223,39 @@ def test_phase_1_hides_the_poem_and_phase_2_needs_every_answer(raw, tmp_path):
     assert changed.notice == "此题已作答，以您的第一次回答为准。" and store.assignments()[0].answers == answers
 
 
+def test_the_raters_instructions_come_from_the_rubric(raw, tmp_path):
+    """The instructions named emotion and artist seals whatever the rubric: the options that say a question does not
+    apply are now quoted from the rubric, and seals are mentioned only where it has a dimension of text."""
+    app, _ = started(raw, tmp_path / "c.sqlite")
+    tang = app.protocol.open(app.protocol.store.invite("li", "crowd", "en", 0.0)).instructions
+    assert "(“the poem specifies no setting”, “the poem describes no such elements”, “no emotion expected and none " \
+           "shown”): choose it only when that is so." in tang
+    assert "Artist seals do not count as text in “Text integrity”." in tang
+    zh = app.protocol.open(app.protocol.store.invite("wang", "crowd", "zh", 0.0)).instructions
+    assert "未指明场景”、“" in zh and "“本无情感且未呈现”），仅在确实如此时选择。" in zh and "在“文字完整性”一题中" in zh
+    haiku, _ = started(haiku_release(tmp_path / "haiku"), tmp_path / "h.sqlite", rubric=HAIKU)
+    text = haiku.protocol.open(haiku.protocol.store.invite("yuki", "crowd", "en", 0.0)).instructions
+    assert "(“the haiku has no season word”)" in text
+    assert "emotion" not in text and "seal" not in text and "{" not in text
+
+
+def test_the_titles_raters_see_are_written_as_the_rubric_says(raw, tmp_path):
+    from tangpoetrybench.annotation.app import candidate_label, poem_markdown
+
+    rubric = tmp_path / "haiku.yaml"
+    rubric.write_text(HAIKU.read_text(encoding="utf-8") + "title_format: '“{title}”'\n", encoding="utf-8")
+    app, _ = started(haiku_release(tmp_path / "haiku"), tmp_path / "c.sqlite", rubric=rubric)
+    token = app.protocol.store.invite("yuki", "crowd", "en", 0.0)
+    task = app.protocol.open(token)
+    assert [c.shown_title for c in task.candidates] == [f"“{c.title}”" for c in task.candidates]
+    assert candidate_label(1, task.candidates[0]).startswith(f"1. “{task.candidates[0].title}” ")
+    revealed = app.protocol.choose(token, task.ticket, 1)
+    assert poem_markdown(revealed.poem, "en").startswith(f"### “{revealed.poem.title}”\n")
+    tang, _ = started(raw, tmp_path / "t.sqlite")  # the bundled rubrics: 《》, as before
+    first = tang.protocol.open(tang.protocol.store.invite("li", "crowd", "en", 0.0)).candidates[0]
+    assert candidate_label(1, first).startswith(f"1. 《{first.title}》 {first.author} — ")
+
+
 def test_concurrent_raters_each_answer_once(raw, tmp_path):
     app, clock = started(raw, tmp_path / "c.sqlite", Plan(overlap=3))
     store = app.protocol.store
@@ -335,7 +380,26 @@ def test_agreement_so_far_is_table_5s(raw, tmp_path):
     assert rows["Safety"][1:] == [2, 2, 100.0]
 
 
-def test_a_six_dimension_rubric_of_another_tradition_drives_the_app(raw, tmp_path):
+def test_a_rubric_file_of_another_tradition_than_the_poems_is_refused(raw, tmp_path, capsys):
+    """`--rubric` for Tang poems with a haiku rubric made ratings `tpb build` refused: the campaign now refuses it,
+    naming both traditions; a rubric that differs from the release's own for the same tradition likewise."""
+    with pytest.raises(DataError, match="the rubric 'haiku_test' is for tradition 'haiku', and the release's images "
+                                        "illustrate poems of 'song_ci', 'tang'"):
+        load_campaign(raw, rubric=HAIKU)
+    assert main(["annotate", "serve", str(raw), "--rubric", str(HAIKU), "--db", str(tmp_path / "c.sqlite")]) == 2
+    assert "is for tradition 'haiku'" in capsys.readouterr().err and not (tmp_path / "c.sqlite").exists()
+    mine = tmp_path / "tang.yaml"  # the bundled tradition, another rubric
+    mine.write_text(load_rubric("tang").yaml_text.replace("anchor_step: 0.25", "anchor_step: 0.26"), encoding="utf-8")
+    with pytest.raises(DataError, match="differs from the release's rubric of tradition 'tang' .bundled."):
+        load_campaign(raw, rubric=mine)
+    bundled = Path(__file__).parents[1] / "tangpoetrybench" / "rubrics" / "tang.yaml"
+    assert load_campaign(raw, rubric=bundled).keys == TANG_KEYS  # the release's own rubric, named: fine
+
+
+def test_a_six_dimension_rubric_of_another_tradition_drives_the_app(tmp_path):
+    """A release of haiku with no rubric of its own, served with `--rubric`: the app asks the file's questions, and the
+    export writes the rubric into the release beside the ratings, so `tpb build` takes them as they are."""
+    raw = haiku_release(tmp_path / "raw")
     app, clock = started(raw, tmp_path / "c.sqlite", rubric=HAIKU)
     protocol, store = app.protocol, app.protocol.store
     boss = store.invite("boss", "admin", "en", 0.0)
@@ -360,12 +424,37 @@ def test_a_six_dimension_rubric_of_another_tradition_drives_the_app(raw, tmp_pat
     ratings, annotations = write_campaign_files(store, out)
     header = ratings.read_text().splitlines()[0].split(",")
     assert header[8:] == list(load_rubric(HAIKU).keys) and len(ratings.read_text().splitlines()) == 3
+    assert not (raw / "rubrics").exists()
+    assert main(["annotate", "export", str(tmp_path / "c.sqlite"), str(raw)]) == 0
+    assert (raw / "rubrics" / "haiku.yaml").read_text(encoding="utf-8") == HAIKU.read_text(encoding="utf-8")
+    assert main(["build", str(raw), str(tmp_path / "ds"), "--quiet"]) == 0
+    assert load_rubric(tmp_path / "ds" / "rubrics" / "haiku.yaml").keys == load_rubric(HAIKU).keys
+    app, _ = started(raw, tmp_path / "c.sqlite")  # served again without --rubric: the release now carries it
+    assert app.campaign.keys == load_rubric(HAIKU).keys
+
+
+def test_the_export_runs_builds_check_of_every_rating_before_writing(tmp_path):
+    """An answer the rubric has no option for (stored by a campaign whatever its origin) is refused by the check
+    `tpb build` applies, naming the file, line and column, and nothing is written."""
+    raw = haiku_release(tmp_path / "raw")
+    app, clock = started(raw, tmp_path / "c.sqlite", rubric=HAIKU)
+    protocol, store = app.protocol, app.protocol.store
+    token = store.invite("yuki", "crowd", "en", 0.0)
+    task = protocol.open(token)
+    protocol.choose(token, task.ticket, 1)
+    held = store.open_assignment("yuki")
+    keys = load_rubric(HAIKU).keys
+    store.record_rating("yuki", held.id, {**dict(zip(keys, "aaaaaa")), "restraint": "z"}, {k: 1.0 for k in keys},
+                        clock())
+    with pytest.raises(DataError, match="ratings.csv:2: restraint: unknown option 'z'"):
+        export_release(store, raw)
+    assert sorted(p.name for p in raw.iterdir()) == ["candidates.jsonl", "images", "poems.jsonl", "release.json"]
 
 
 def test_a_campaign_restarted_with_other_settings_is_refused(raw, tmp_path):
     started(raw, tmp_path / "c.sqlite")
-    with pytest.raises(DataError, match="(?s)started with another keys.*another rubric"):
-        started(raw, tmp_path / "c.sqlite", rubric=HAIKU)
+    with pytest.raises(DataError, match="(?s)started with another keys.*another release.*another rubric"):
+        started(haiku_release(tmp_path / "haiku"), tmp_path / "c.sqlite", rubric=HAIKU)
     started(raw, tmp_path / "c.sqlite", Plan(overlap=3))  # scheduling may change
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from test_annotation import HAIKU, TANG_KEYS, unrated_release
+from test_annotation import HAIKU, TANG_KEYS, haiku_release, unrated_release
 from tangpoetrybench.annotation.app import launch
 from tangpoetrybench.annotation.assignment import Plan
 from tangpoetrybench.annotation.campaign import load_campaign
@@ -214,7 +214,7 @@ def test_killed_and_started_again_every_submitted_answer_is_there_once(tmp_path)
 def test_a_six_dimension_rubric_drives_the_api(tmp_path):
     from gradio_client import Client
 
-    raw = unrated_release(tmp_path / "raw")
+    raw = haiku_release(tmp_path / "raw")
     store = Store(tmp_path / "c.sqlite")
     demo = annotation_app(load_campaign(raw, rubric=HAIKU), store, Plan()).blocks()
     _, url, _ = launch(demo, server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from tangpoetrybench.errors import DataError
 from tangpoetrybench.judging.reading import parse_answer
 from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.judging.prompt import answer_schema, build_messages, format_answer, system_prompt, user_prompt
@@ -59,3 +60,27 @@ def test_answer_schema():
     assert {"type": "null"} in schema["properties"]["scene_consistency"]["anyOf"]
     nullable = {k for k, v in schema["properties"].items() if "anyOf" in v}
     assert nullable == {"scene_consistency", "cultural_coherence", "emotional_resonance"}
+
+
+def test_a_rubric_says_how_titles_are_written_in_every_prompt():
+    """Titles were always wrapped in 《》: a rubric's `title_format` now writes them, in the scores, pairwise and
+    recognizability prompts alike (one function, `rubric.format_title`); the bundled rubrics keep 《》 and their
+    fingerprints, and naming the default changes nothing."""
+    from tangpoetrybench.judging.prompt import build_pair_messages, build_recognize_messages
+    from tangpoetrybench.rubric import DEFAULT_TITLE, format_title, parse_rubric
+
+    tang = load_rubric("tang")
+    poem = next(p for p in sample_poems() if p.title == "枫桥夜泊")
+    assert tang.title_format == DEFAULT_TITLE and format_title("枫桥夜泊") == format_title("枫桥夜泊", tang) == "《枫桥夜泊》"
+    quoted = parse_rubric(tang.yaml_text + "title_format: '“{title}”'\n")
+    assert quoted.fingerprint != tang.fingerprint  # it shapes the prompt
+    assert parse_rubric(tang.yaml_text + "title_format: 《{title}》\n").fingerprint == tang.fingerprint
+    assert user_prompt(poem, quoted).startswith(f"Poem: “枫桥夜泊” {poem.author}\n")
+    assert user_prompt(poem) == user_prompt(poem, tang) and "《枫桥夜泊》" in user_prompt(poem)
+    texts = [build_messages(poem, quoted)[1]["content"][1]["text"],
+             build_pair_messages(poem, quoted)[1]["content"][-1]["text"],
+             build_recognize_messages([poem] * 4, rubric=quoted)[1]["content"][1]["text"]]
+    assert all("“枫桥夜泊”" in t and "《" not in t for t in texts)
+    for bad in ("no title here", "{title}{title}", "{0} {title}", "{title.__class__}", "x" * 50 + "{title}"):
+        with pytest.raises(DataError, match="title_format: expected one line"):
+            parse_rubric(tang.yaml_text + f"title_format: '{bad}'\n")

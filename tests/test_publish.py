@@ -165,6 +165,28 @@ def test_the_space_installs_its_own_package(hub):
     assert f"./{wheel.name}" in requirements and "tangpoetrybench>=0.1" not in requirements
 
 
+def test_the_rating_space_of_a_new_tradition_carries_its_rubric(tmp_path):
+    """A release of haiku carries rubrics/haiku.yaml; its published rating Space has it too (copied from the checked
+    rubric, not through a link), so the Space's campaign loads and asks the haiku questions. It once copied poems,
+    images and candidates but no rubric, and could not start."""
+    from test_annotation import HAIKU, haiku_release
+    from tangpoetrybench.annotation.campaign import load_campaign
+    from tangpoetrybench.hub.annotation_space import space_app
+    from tangpoetrybench.hub.publish import write_annotation_space
+
+    raw = haiku_release(tmp_path / "raw")
+    (raw / "rubrics").mkdir()
+    shutil.copy(HAIKU, raw / "rubrics" / "haiku.yaml")
+    folder = write_annotation_space(tmp_path / "annotation", ORG, raw)
+    release = folder / "release"
+    assert sorted(p.name for p in (release / "rubrics").iterdir()) == ["haiku.yaml"]
+    assert not (release / "rubrics" / "haiku.yaml").is_symlink()
+    assert load_campaign(release).keys == load_rubric(HAIKU).keys
+    demo, scheduler = space_app({"TPB_ANNOTATE_RELEASE": str(release), "TPB_ANNOTATE_DB": str(tmp_path / "s.sqlite")})
+    radios = [b.elem_id for b in demo.blocks.values() if type(b).__name__ == "Radio" and b.elem_id.startswith("q-")]
+    assert radios == [f"q-{k}" for k in load_rubric(HAIKU).keys] and scheduler is None
+
+
 def test_a_republish_leaves_exactly_the_new_files(demo_raw, tmp_path, monkeypatch):
     monkeypatch.setattr(builder, "MAX_SHARD_BYTES", 200_000)  # many small shards
     many = build_dataset(demo_raw, tmp_path / "many", progress=False).out

@@ -80,6 +80,25 @@ def test_item1_every_message_that_quotes_user_data_is_bounded():
     assert len(str(err.value)) < BOUND
 
 
+def test_item1_a_deeply_nested_rubric_or_a_huge_number_is_refused_naming_the_file(tmp_path, capsys):
+    """40 KB of `[[[...]]]` exhausted Python's recursion limit, and a 100,000-digit `version:` raised a ValueError:
+    neither was a DataError, so `tpb demo-release --rubric` showed a traceback or a message naming no file."""
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("name: x\ntradition: x\nl: " + "[" * 20_000 + "]" * 20_000 + "\n", encoding="utf-8")
+    number = tmp_path / "number.yaml"
+    number.write_text((RUBRIC_DIR / "tang.yaml").read_text(encoding="utf-8").replace("version: 1",
+                                                                                    "version: " + "9" * 100_000),
+                      encoding="utf-8")
+    for path, why in ((deep, "nested more than 16 levels deep"), (number, "a value that cannot be read")):
+        with pytest.raises(DataError, match=why) as err:
+            load_rubric(path)
+        assert err.value.problems[0].file == str(path) and len(str(err.value)) < BOUND
+        assert main(["demo-release", str(tmp_path / "out"), "--rubric", str(path), "--quiet"]) == 2
+        shown = capsys.readouterr().err
+        assert str(path) in shown and why in shown and "Traceback" not in shown and not (tmp_path / "out").exists()
+    assert load_rubric(RUBRIC_DIR / "tang.yaml").keys == load_rubric("tang").keys  # six levels deep: read
+
+
 def test_item1_the_space_refuses_an_aliased_or_oversized_rubric_upload(tmp_path):
     aliased = tmp_path / "laughs.yaml"
     aliased.write_text(laughs(6), encoding="utf-8")
@@ -147,6 +166,74 @@ def test_item2_generate_never_writes_through_a_link_in_its_output(tiny_models, t
     assert json.loads((out / "generation.json").read_text(encoding="utf-8"))["generators"]["tiny"]
 
 
+def campaign_with_one_rating(raw, db):
+    """A rating campaign over `raw` (candidates from `choose_distractors`) with one image rated by one rater."""
+    from test_annotation import Clock, rate_one
+    from tangpoetrybench.annotation.assignment import Plan
+    from tangpoetrybench.annotation.campaign import load_campaign
+    from tangpoetrybench.annotation.store import Store
+    from tangpoetrybench.dataset.distractors import choose_distractors, write_candidates
+    from tangpoetrybench.hub.annotation_space import annotation_app
+    from tangpoetrybench.poems import read_poems
+
+    poems = read_poems(raw / "poems.jsonl")
+    write_candidates(choose_distractors(poems), poems, raw / "candidates.jsonl", {"similarity": "test"})
+    app = annotation_app(load_campaign(raw), Store(db), Plan())
+    app.protocol.clock = clock = Clock()
+    rate_one(app.protocol, clock, app.protocol.store.invite("ann", "crowd", "en", 0.0), "aaaaaaaaaa")
+    return app.protocol.store
+
+
+def test_item2_the_annotation_export_never_writes_through_a_link(tmp_path, capsys):
+    """The export wrote a guessable temporary file (`.NAME.PID.partial`) with write_text, through a link planted
+    there; it now writes with the project's own writers, whole and never through a link."""
+    import os
+
+    from tangpoetrybench.annotation.export import export_release, write_campaign_files
+
+    raw = write_release(tmp_path / "raw", [])
+    store = campaign_with_one_rating(raw, tmp_path / "c.sqlite")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    annotations = f"annotations-{store.campaign_id()}.jsonl"
+    for name in ("ratings.csv", annotations):  # the temporary names the export used to write
+        (raw / f".{name}.{os.getpid()}.partial").symlink_to(outside / name)
+    export_release(store, raw)
+    assert sorted(outside.iterdir()) == [] and (raw / annotations).is_file() and not (raw / annotations).is_symlink()
+    assert len(read_release(raw).ratings) == 1
+    (raw / annotations).unlink()
+    (raw / annotations).symlink_to(outside / "planted")  # a link at the target itself is refused by name
+    with pytest.raises(ValueError, match=f"{annotations} is a symbolic link"):
+        export_release(store, raw)
+    assert main(["annotate", "export", str(tmp_path / "c.sqlite"), str(raw)]) == 2
+    assert "is a symbolic link" in capsys.readouterr().err and not (outside / "planted").exists()
+    space = tmp_path / "space-export"  # the Space's folder for its CommitScheduler: the same writers
+    space.mkdir()
+    (space / "ratings.csv").symlink_to(outside / "ratings.csv")
+    with pytest.raises(ValueError, match="ratings.csv is a symbolic link"):
+        write_campaign_files(store, space)
+    assert sorted(outside.iterdir()) == []
+    backup = tmp_path / "backup.sqlite"  # the campaign's backup: the same way
+    backup.symlink_to(outside / "db")
+    with pytest.raises(FileExistsError):
+        store.backup(backup, overwrite=True)
+    assert not (outside / "db").exists()
+
+
+def test_item13_the_annotation_export_quotes_cells_and_the_release_reads_them_back(tmp_path):
+    from tangpoetrybench.annotation.export import export_release, write_campaign_files
+
+    generators = {"=2+5": {"display": "formula"}}
+    raw = write_release(tmp_path / "raw", [], generators=generators, images=["=2+5/p1"])
+    store = campaign_with_one_rating(raw, tmp_path / "c.sqlite")
+    path, mine, _ = export_release(store, raw)
+    [header, line] = path.read_text(encoding="utf-8").splitlines()
+    assert line.split(",")[3] == "'=2+5" and not any(cell.startswith(("=", "+", "-", "@")) for cell in line.split(","))
+    assert [r.generator for r in read_release(raw).ratings] == ["=2+5"]
+    [space_ratings, _] = write_campaign_files(store, tmp_path / "space")
+    assert space_ratings.read_text(encoding="utf-8").splitlines()[1].split(",")[3] == "'=2+5"
+
+
 # 6. Symbolic links inside images/ pulled files from outside the release into the Parquet.
 
 def test_item6_links_that_leave_the_release_are_refused_by_name(tmp_path, capsys):
@@ -166,6 +253,42 @@ def test_item6_links_that_leave_the_release_are_refused_by_name(tmp_path, capsys
     assert refused == {"images/g1/p3.png", "images/gx"}
     assert main(["build", str(raw), str(tmp_path / "out"), "--quiet"]) == 2
     assert "images/gx: a symbolic link to" in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", ["poems.jsonl", "ratings.csv", "release.json", "text_labels.csv"])
+def test_item6_links_at_the_top_of_the_release_that_leave_it_are_refused(tmp_path, capsys, name):
+    """poems.jsonl, ratings.csv, release.json and text_labels.csv linked to a file outside the release were read and
+    published as the release's own."""
+    raw = write_release(tmp_path / "raw", GOOD, labels=["g1,p1,0,none"])
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    shutil.move(raw / name, outside / name)
+    (raw / name).symlink_to(outside / name)
+    with pytest.raises(DataError) as err:
+        read_release(raw)
+    assert [(p.file, "outside the release" in p.message) for p in err.value.problems] == [(name, True)]
+    assert main(["build", str(raw), str(tmp_path / "out"), "--quiet"]) == 2
+    assert f"{name}: a symbolic link to" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    inside = raw / "kept"
+    inside.mkdir()
+    (raw / name).unlink()
+    shutil.move(outside / name, inside / name)
+    (raw / name).symlink_to(inside / name)  # a link that stays inside the release is fine
+    assert read_release(raw).ratings
+
+
+def test_item6_the_campaigns_candidates_file_may_not_link_out_of_the_release(tmp_path):
+    from tangpoetrybench.annotation.campaign import load_campaign
+    from tangpoetrybench.dataset.distractors import choose_distractors, write_candidates
+    from tangpoetrybench.poems import read_poems
+
+    raw = write_release(tmp_path / "raw", [])
+    poems = read_poems(raw / "poems.jsonl")
+    write_candidates(choose_distractors(poems), poems, tmp_path / "candidates.jsonl", {"similarity": "test"})
+    (raw / "candidates.jsonl").symlink_to(tmp_path / "candidates.jsonl")
+    with pytest.raises(DataError, match="candidates.jsonl: a symbolic link to .*outside the release"):
+        load_campaign(raw)
+    assert load_campaign(raw, candidates=tmp_path / "candidates.jsonl").candidates  # named on purpose: read
 
 
 def test_item6_tpb_score_refuses_links_that_leave_the_images_folder(demo_raw, tmp_path):
@@ -224,6 +347,32 @@ def test_item7_compare_and_the_reward_check_the_same_limit(demo_built, tmp_path)
         as_images([Image.new("RGB", (8, 8)), str(path)])
     with pytest.raises(ValueError, match="image 0: 8x8 pixels is over the limit of 10 "):
         as_images([Image.new("RGB", (8, 8))], max_pixels=10)
+
+
+def test_item7_the_python_api_and_the_rating_app_check_the_same_limit(tmp_path):
+    """`Evaluator.__call__` (the one-call Python API) and the rating app's image decoded images with no pixel check:
+    both now go through `files.open_image`, the API recording an input failure as `tpb score` does."""
+    from dataclasses import replace
+
+    from tangpoetrybench.annotation.protocol import Protocol
+    from tangpoetrybench.errors import ImageTooLarge
+    from tangpoetrybench.judging.evaluators import load_evaluator
+
+    judge = load_evaluator("api", model="pae", base_url="http://127.0.0.1:9/v1", retries=0)  # never reached
+    poem = {"title": "静夜思", "author": "李白", "text": "床前明月光"}
+    [refused] = judge([Image.open(bomb(tmp_path / "bomb.png"))], [poem])
+    assert refused.error_kind == "input" and "8000x8000 pixels is over the limit of 50,000,000" in refused.error
+    [small] = judge([Image.new("RGB", (64, 64))], [poem], max_image_pixels=100)
+    assert small.error_kind == "input" and "over the limit of 100 pixels" in small.error
+
+    raw = write_release(tmp_path / "raw", [])
+    store = campaign_with_one_rating(raw, tmp_path / "c.sqlite")  # one image rated; the next one is opened below
+    from tangpoetrybench.annotation.campaign import load_campaign
+
+    campaign = replace(load_campaign(raw), max_image_pixels=64 * 64 - 1)
+    token = store.invite("bo", "crowd", "en", 0.0)
+    with pytest.raises(ImageTooLarge, match="64x64 pixels is over the limit of 4,095 pixels"):
+        Protocol(campaign, store).open(token)
 
 
 # 8. Eval Results could be written one level above --eval-results DIR.

@@ -385,8 +385,14 @@ def test_the_hf_token_goes_only_to_hugging_face_hosts(monkeypatch):
     assert ServedBackend("pae", base_url="https://huggingface.co.evil.example/v1").key() is None
     assert ServedBackend("Qwen/Qwen3-VL-8B-Instruct").key() == SECRET  # Inference Providers' router
     assert ServedBackend("pae", base_url="https://x.endpoints.huggingface.cloud/v1").key() == SECRET
+    assert ServedBackend("pae", base_url="https://api-inference.huggingface.co/v1").key() == SECRET
     assert ServedBackend("pae", base_url="http://127.0.0.1:8000/v1", api_key_env="HF_TOKEN").key() == SECRET
     assert is_hf_host("https://router.huggingface.co/v1") and not is_hf_host("http://router.huggingface.co/v1")
+    # A Space runs its owner's code, and the Hub's other hosts serve no inference: no token unless named.
+    for url in ("https://someone-judge.hf.space/v1", "https://hf.space/v1", "https://huggingface.co/v1",
+                "https://evil.huggingface.cloud/v1", "https://xendpoints.huggingface.cloud/v1"):
+        assert ServedBackend("pae", base_url=url).key() is None, url
+    assert ServedBackend("pae", base_url="https://someone-judge.hf.space/v1", api_key_env="HF_TOKEN").key() == SECRET
 
 
 def test_credentials_in_a_base_url_are_refused():
@@ -491,10 +497,131 @@ def test_a_model_the_server_does_not_serve_stops_the_run_naming_its_models(serve
                  "--base-url", server["url"] + "/v1", "--max-new-tokens", "4", "--out", str(out), "--quiet"])
     err = capsys.readouterr().err
     assert code == 2 and not read_lines(out)
-    assert f"does not know model 'no-such-model'; it serves: {server['model']}" in err, err
+    assert f"does not know model 'no-such-model'; it serves: {server['model']!r}" in err, err
     assert "response format" not in err and "memory" not in err
     pairs = tmp_path / "wrong-pairs.jsonl"  # tpb compare and tpb explain ask through the same client
     code = main(["compare", "--dataset", str(demo_built), "--evaluator", "api", "--model", "no-such-model",
                  "--base-url", server["url"] + "/v1", "--max-new-tokens", "4", "--limit", "1", "--out", str(pairs)])
     err = capsys.readouterr().err
     assert code == 2 and f"error: the server at {server['url']}/v1 does not know model 'no-such-model'" in err
+
+
+class HostileServer:
+    """A loopback OpenAI-compatible server of the test's own (stdlib `http.server`): `chat(body) -> (status, headers,
+    body)` answers each chat completion; GET /v1/models lists `models`. `requests` logs each path asked."""
+
+    def __init__(self, chat, models: list[str] = ()):
+        self.chat, self.models, self.requests = chat, list(models), []
+
+    def __enter__(self) -> "HostileServer":
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        import threading
+
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def reply(self, status: int, headers: dict, data: bytes) -> None:
+                self.send_response(status)
+                for name, value in {"Content-Type": "application/json", "Content-Length": str(len(data)),
+                                    **headers}.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client stopped reading at its bound
+                    self.close_connection = True
+
+            def do_GET(self):
+                server.requests.append(self.path)
+                listing = {"object": "list", "data": [{"id": m, "object": "model"} for m in server.models]}
+                self.reply(200, {}, json.dumps(listing).encode())
+
+            def do_POST(self):
+                server.requests.append(self.path)
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                self.reply(*server.chat(body))
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def completion(content: str = "{}", model: str = "pae") -> tuple[int, dict, bytes]:
+    return 200, {}, json.dumps({"model": model, "choices": [{"message": {"role": "assistant", "content": content}}],
+                                "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode()
+
+
+def a_question():
+    return [Image.new("RGB", (32, 32), "white")], [{"title": "静夜思", "author": "李白", "text": "床前明月光"}]
+
+
+def test_item9_an_unknown_model_names_a_few_of_the_servers_models_quoted_redacted_and_bounded(tmp_path, monkeypatch,
+                                                                                             capsys):
+    """A server that does not know --model is asked its model list, read within MAX_MODELS_BODY bytes; the message
+    names 20 of them, each quoted, redacted and cut, then a count. A listing over the bound says nothing (the run's
+    records say the server's refusal instead); a long one once printed 1.8 MB with the key in it."""
+    from tangpoetrybench.judging.backends.served import MAX_MODELS_BODY, ModelUnknown
+
+    monkeypatch.setenv("TPB_KEY", SECRET)
+    refuse = lambda body: (404, {}, json.dumps({"error": f"model {body['model']!r} not found"}).encode())  # noqa: E731
+    names = [f"m{i}" for i in range(5000)] + [f"leak-{SECRET}", "x" * 10_000]
+    names[3] = f"lora-{SECRET}"
+    with HostileServer(refuse, names) as server:
+        judge = load_evaluator("api", model="no-such-model", base_url=server.url, api_key_env="TPB_KEY", retries=0,
+                               max_new_tokens=4, repair=0)
+        with pytest.raises(ModelUnknown) as err:
+            judge(*a_question())
+    message = str(err.value)
+    assert SECRET not in message and len(message) < 2000
+    assert "it serves: 'm0', 'm1', 'm2', 'lora-***', 'm4'" in message and "'m19' and 4,982 more" in message
+    folder = tmp_path / "images"
+    folder.mkdir()
+    Image.new("RGB", (32, 32)).save(folder / "p1.png")
+    poems = tmp_path / "poems.jsonl"
+    poem = {"poem_id": "p1", "title": "t", "author": "a", "text": "x", "tradition": "tang"}
+    poems.write_text(json.dumps(poem) + "\n", encoding="utf-8")
+    with HostileServer(refuse, names) as server:  # the command line prints the same message
+        assert main(["score", "--images", str(folder), "--poems", str(poems), "--evaluator", "api", "--model",
+                     "no-such-model", "--base-url", server.url, "--api-key-env", "TPB_KEY", "--retries", "0",
+                     "--out", str(tmp_path / "s.jsonl"), "--quiet"]) == 2
+    err_text = capsys.readouterr().err
+    assert "does not know model 'no-such-model'" in err_text and SECRET not in err_text and len(err_text) < 3000
+    huge = [f"model-{i:07d}" for i in range(200_000)]  # several MB of listing: over the bound, not read whole
+    assert len(json.dumps(huge)) > MAX_MODELS_BODY
+    with HostileServer(refuse, huge) as server:
+        judge = load_evaluator("api", model="no-such-model", base_url=server.url, retries=0, max_new_tokens=4,
+                               repair=0)
+        [result] = judge(*a_question())
+    assert result.error_kind == "model" and "HTTP 404" in result.error and len(result.error) < 1000
+    assert judge.backend.served == []
+
+
+def test_item9_a_servers_model_name_and_redirect_target_are_redacted_and_bounded(monkeypatch):
+    """Item 9 and 4: the model name a server reports is kept in every record, and a redirect's target in the failure
+    message: both with the key redacted and cut to a bound, however long the server makes them."""
+    monkeypatch.setenv("TPB_KEY", SECRET)
+    long_name = "pae-" + SECRET + "x" * 50_000
+    with HostileServer(lambda body: completion(model=long_name)) as server:
+        judge = load_evaluator("api", model="pae", base_url=server.url, api_key_env="TPB_KEY", max_new_tokens=4,
+                               repair=0)
+        [result] = judge(*a_question())
+    served = result.settings["served_model"]
+    assert served.startswith("pae-***x") and len(served) <= 210 and SECRET not in json.dumps(result.to_json())
+    target = "http://elsewhere.example/" + SECRET + "y" * 50_000
+    with HostileServer(lambda body: (307, {"Location": target}, b"")) as server:
+        judge = load_evaluator("api", model="pae", base_url=server.url, api_key_env="TPB_KEY", max_new_tokens=4,
+                               retries=0)
+        [result] = judge(*a_question())
+    assert "HTTP 307" in result.error and "a redirect to 'http://elsewhere.example/***yyy" in result.error
+    assert SECRET not in result.error and len(result.error) < 1000

@@ -36,14 +36,14 @@ def launch(demo: gr.Blocks, **kwargs):
 
 def poem_markdown(poem: PoemView, lang: str) -> str:
     lines = "  \n".join(poem.text.split("\n"))
-    text = f"### 《{poem.title}》\n{poem.author}\n\n{lines}"
+    text = f"### {poem.shown_title}\n{poem.author}\n\n{lines}"
     if poem.paraphrase:
         text += f"\n\n**{ui_text('paraphrase', lang)}:** {poem.paraphrase}"
     return text
 
 
 def candidate_label(n: int, poem: PoemView) -> str:
-    return f"{n}. 《{poem.title}》 {poem.author} — {' / '.join(poem.text.split(chr(10)))}"
+    return f"{n}. {poem.shown_title} {poem.author} — {' / '.join(poem.text.split(chr(10)))}"
 
 
 @dataclass
@@ -130,7 +130,7 @@ class AnnotationApp:
                     heading: f"# {ui_text('title', lang)}\n{ui_text('welcome', lang, name=task.rater, done=task.done)}",
                     notice: task.notice or "", ticket: "" if task.ticket is None else str(task.ticket),
                     task_json: task.to_json(), rating_view: gr.update(visible=task.phase != "done"),
-                    instructions_box: gr.update(), instructions: ui_text("instructions", lang),
+                    instructions_box: gr.update(), instructions: task.instructions,
                     image: task.image, phase1: gr.update(visible=task.phase == "phase1"),
                     phase1_intro: ui_text("phase1", lang), choose: gr.update(value=ui_text("choose", lang)),
                     phase2: gr.update(visible=task.phase == "phase2"), phase2_intro: ui_text("phase2", lang),

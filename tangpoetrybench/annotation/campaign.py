@@ -2,13 +2,16 @@
 whose questions raters answer, with the texts shown in the rater's language.
 
     >>> campaign = load_campaign("sample/raw")                       # candidates from RAW/candidates.jsonl or ratings
-    >>> campaign = load_campaign("raw", rubric="my_rubric.yaml", candidates="candidates.jsonl")
+    >>> campaign = load_campaign("raw", rubric="haiku.yaml", candidates="candidates.jsonl")  # poems of tradition haiku
     >>> campaign.rubric("p1").keys                                   # the questions of an image of poem p1
 
 The candidates come from a `tpb distractors` file (`--candidates`, else `RAW/candidates.jsonl` where it exists), or
 else from the `phase1_candidates` the release's own ratings.csv gives each poem. Every candidate must be a poem of the
-release, so that the exported ratings name known poems. The rubric is the one of each poem's tradition, or one rubric
-file for every image (`rubric=`): the app asks whatever questions it holds.
+release, so that the exported ratings name known poems. The rubric is the one of each poem's tradition, the one
+`tpb build` will rate the poem on: the release's (bundled, or in its rubrics/ folder), or a rubric file given for a
+tradition the release brings no rubric for (`rubric=`; the export then writes it into the release's rubrics/). A
+rubric file of a tradition none of the rated poems has, or one that differs from the release's own, is refused: its
+ratings could not be built. The app asks whatever questions the rubric holds.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from pathlib import Path
 from typing import Mapping
 
 from ..dataset.distractors import CandidateSet, read_candidates, write_candidates
-from ..dataset.raw_release import DEFAULT_MAX_IMAGE_PIXELS, N_PHASE1_CANDIDATES, ImageFile, Release, read_release
+from ..dataset.raw_release import (DEFAULT_MAX_IMAGE_PIXELS, N_PHASE1_CANDIDATES, ImageFile, Release, outside_link,
+                                   read_release)
 from ..errors import DataError, Problem
+from ..files import link_outside
 from ..poems import Poem
 from ..rubric import Dimension, Rubric, load_rubric
 
@@ -52,15 +57,20 @@ def option_labels(dim: Dimension, lang: str) -> list[tuple[str, str]]:
 class Campaign:
     release: Release
     candidates: dict[str, tuple[str, ...]]  # poem_id -> its four candidates' poem ids (the file's order)
-    fixed_rubric: Rubric | None = None  # one rubric for every image; None: each poem's tradition's
+    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS  # an image over it is refused before it is decoded
 
     def rubric(self, poem_id: str) -> Rubric:
-        return self.fixed_rubric or self.release.rubric(poem_id)
+        return self.release.rubric(poem_id)
 
     @property
     def keys(self) -> tuple[str, ...]:
         """The questions (the rubric's dimension keys), the rating columns of the export."""
-        return self.fixed_rubric.keys if self.fixed_rubric else self.release.keys
+        return self.release.keys
+
+    @property
+    def supplied(self) -> dict[str, str]:
+        """The rubric files given beside the release (tradition → YAML text), which the export writes into it."""
+        return {t: self.release.rubrics[t].yaml_text for t in self.release.supplied}
 
     @property
     def images(self) -> dict[str, ImageFile]:
@@ -91,9 +101,19 @@ def load_campaign(raw: Path | str, rubric: Path | str | None = None, candidates:
                   max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Campaign:
     """Read a release to rate (its ratings.csv may be missing), its candidates and its rubric; every problem is
     reported at once, by file and line."""
-    release = read_release(raw, max_image_pixels=max_image_pixels, ratings_required=False)
-    fixed = load_rubric(rubric) if rubric is not None else None
+    given = load_rubric(rubric) if rubric is not None else None
+    release = read_release(raw, max_image_pixels=max_image_pixels, ratings_required=False,
+                           rubrics={given.tradition: given} if given else None)
+    rated = sorted({release.poems[img.poem_id].tradition for img in release.images.values()})
+    if given is not None and given.tradition not in rated:
+        raise DataError(Problem(str(rubric), f"the rubric {given.name!r} is for tradition {given.tradition!r}, and "
+                                f"the release's images illustrate poems of {', '.join(map(repr, rated))}: `tpb build` "
+                                "rates each poem on its own tradition's rubric, so these ratings could not be built; "
+                                "give the rubric of the poems' tradition, or no --rubric (the release's own is read)",
+                                field="tradition"))
     given = Path(candidates) if candidates is not None else release.root / CANDIDATES_FILE
+    if candidates is None and link_outside(release.root, given):  # it would be published with the release's Space
+        raise DataError(outside_link(release.root, given))
     if candidates is not None or given.is_file():
         sets = {pid: tuple(p.poem_id for p in poems) for pid, poems in read_candidates(given).items()}
         source = str(given)
@@ -119,4 +139,4 @@ def load_campaign(raw: Path | str, rubric: Path | str | None = None, candidates:
                                         "ratings could not name them", field=pid))
     if problems:
         raise DataError(problems)
-    return Campaign(release, sets, fixed)
+    return Campaign(release, sets, max_image_pixels)

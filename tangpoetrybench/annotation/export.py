@@ -3,23 +3,26 @@
     RAW/ratings.csv                      every rated image: the Phase-1 candidates (in the order the rater saw them)
                                          and choice, the rating's seconds (Phase 1 and Phase 2) and every answer
     RAW/annotations-<campaign>.jsonl     every assignment, rated or not: each phase's time and each answer's
+    RAW/rubrics/<tradition>.yaml         a rubric given with `tpb annotate serve --rubric` for a tradition the
+                                         release brought none for (so `tpb build` rates the poems on it)
 
 A rating's id is `<campaign>-<assignment>`. Exporting again replaces this campaign's rows and keeps every other row of
-ratings.csv as it was (an earlier campaign's, the authors' own), so an export can be repeated at any time; files are
-written beside their place and renamed into it, never through a symbolic link.
+ratings.csv as it was (an earlier campaign's, the authors' own), so an export can be repeated at any time, and checks
+the ratings.csv it is about to write as `tpb build` would. Files are written by the project's own writers
+(`files.csv_text`, `write_csv`, `write_file`): whole, never through a symbolic link, and in ratings.csv every cell a
+spreadsheet would run as a formula quoted (the release reads it back as it was).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import os
 from pathlib import Path
 from typing import Sequence
 
-from ..dataset.raw_release import RATING_COLUMNS, Rating, read_release
+from ..dataset.raw_release import RATING_COLUMNS, Rating, check_ratings, read_release
 from ..errors import DataError, Problem
+from ..files import csv_text, write_csv, write_file
+from ..rubric import parse_rubric
 from .store import Assignment, Person, Store
 
 
@@ -54,14 +57,6 @@ def rating_rows(ratings: Sequence[Rating], keys: Sequence[str]) -> list[dict[str
              "phase1_choice": r.phase1_choice or "", **{k: r.answers[k] for k in keys}} for r in ratings]
 
 
-def csv_text(rows: Sequence[dict[str, str]], columns: Sequence[str]) -> str:
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return out.getvalue()
-
-
 def annotation_lines(store: Store) -> str:
     """One JSON line per assignment: the record of each phase, with each answer's time."""
     campaign = store.campaign_id()
@@ -75,18 +70,6 @@ def annotation_lines(store: Store) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def write_file(path: Path, text: str) -> None:
-    """Write `text` beside `path` and rename it into place (readers see the old file or the new, never half)."""
-    if path.is_symlink():
-        raise DataError(Problem(str(path), "is a symbolic link: the export never writes through one"))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def write_campaign_files(store: Store, folder: Path | str) -> list[Path]:
     """This campaign's files alone into `folder` (what the Space's scheduler uploads): ratings.csv and the
     annotations."""
@@ -95,28 +78,38 @@ def write_campaign_files(store: Store, folder: Path | str) -> list[Path]:
     keys, campaign = store.keys(), store.campaign_id()
     ratings = folder / "ratings.csv"
     annotations = folder / f"annotations-{campaign}.jsonl"
-    write_file(ratings, csv_text(rating_rows(campaign_ratings(store), keys), RATING_COLUMNS + keys))
-    write_file(annotations, annotation_lines(store))
+    write_csv(ratings, RATING_COLUMNS + keys, rating_rows(campaign_ratings(store), keys), root=folder)
+    write_file(annotations, annotation_lines(store), root=folder)
     return [ratings, annotations]
 
 
 def export_release(store: Store, raw: Path | str) -> tuple[Path, int, int]:
     """Write the campaign's ratings into the release `raw` (merged with the rows of ratings.csv that are not this
-    campaign's) and its annotations beside them. Returns (ratings.csv, this campaign's ratings, other rows kept).
-    The release is read and checked first; every rated image must be in it."""
+    campaign's) and its annotations beside them, and a rubric file given when the campaign was served into the
+    release's rubrics/ (so `tpb build` rates on it). Returns (ratings.csv, this campaign's ratings, other rows kept).
+    The release is read and checked first, and the ratings.csv about to be written goes through `tpb build`'s own
+    check of every rating (`raw_release.check_ratings`): nothing is written unless it passes."""
     raw = Path(raw)
-    release = read_release(raw, ratings_required=False)
+    supplied = {t: parse_rubric(text, source=f"{store.path} (the rubric given for {t})")
+                for t, text in store.rubric_files().items()}
+    release = read_release(raw, ratings_required=False, rubrics=supplied)
     keys, campaign = store.keys(), store.campaign_id()
     mine = campaign_ratings(store)
     unknown = sorted({r.image_id for r in mine} - set(release.images))
     if unknown:
         raise DataError(Problem(str(raw), f"{len(unknown)} rated images are not in this release (e.g. {unknown[0]}): "
                                 "export into the release the campaign served"))
-    if tuple(release.keys) != tuple(keys) and release.ratings:
-        raise DataError(Problem(str(raw / "ratings.csv"), f"its rating columns ({', '.join(release.keys)}) are not "
-                                f"the campaign's questions ({', '.join(keys)}): export into another release"))
+    if tuple(release.keys) != tuple(keys):
+        raise DataError(Problem(str(raw / "ratings.csv"), f"the release's rubric rates {', '.join(release.keys)}, not "
+                                f"the campaign's questions ({', '.join(keys)}): export into the release the campaign "
+                                "served"))
     kept = [r for r in release.ratings if not r.rating_id.startswith(f"{campaign}-")]
-    path = raw / "ratings.csv"
-    write_file(path, csv_text(rating_rows(kept + mine, keys), RATING_COLUMNS + keys))
-    write_file(raw / f"annotations-{campaign}.jsonl", annotation_lines(store))
+    text = csv_text(RATING_COLUMNS + keys, rating_rows(kept + mine, keys))
+    problems = check_ratings(release, text)
+    if problems:
+        raise DataError(problems)
+    for tradition in release.supplied:
+        write_file(raw / "rubrics" / f"{tradition}.yaml", release.rubrics[tradition].yaml_text, root=raw)
+    path = write_file(raw / "ratings.csv", text.encode("utf-8"), root=raw)
+    write_file(raw / f"annotations-{campaign}.jsonl", annotation_lines(store), root=raw)
     return path, len(mine), len(kept)

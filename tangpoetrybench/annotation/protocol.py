@@ -8,7 +8,8 @@
   answer's time is the seconds from the reveal to the rater's last choice on it (to the submission where the client
   sent no times).
 
-Every step names the rater by their link's token and the image by its ticket (the assignment's number: it says
+The instructions come from the rubric of the rater's image (`instructions`). Every step names the rater by their
+link's token and the image by its ticket (the assignment's number: it says
 nothing of the poem), so a step sent twice is recorded once (see `store`). Texts are in the rater's language
 (`ui_text`, the rubric's texts through `campaign.text_in`).
 """
@@ -21,9 +22,11 @@ from typing import Callable, Mapping
 
 from PIL import Image
 
+from ..files import open_image
 from ..poems import Poem
 from .assignment import Plan, next_image
-from .campaign import Campaign, dimension_description, dimension_name, option_labels
+from ..rubric import Rubric, format_title
+from .campaign import Campaign, dimension_description, dimension_name, option_labels, text_in
 from .store import Assignment, Person, Refused, Store
 
 UI = {
@@ -48,10 +51,13 @@ UI = {
             "1. **Which poem?** Read the four poems and choose the one the picture illustrates. You are not told the "
             "answer; if you are unsure, choose the one it fits best.\n"
             "2. **Rate it.** The poem is then shown (with a modern paraphrase where there is one). Answer each "
-            "question about the picture. Some questions have an option saying that the question does not apply "
-            "(for instance, the poem names no season or expects no emotion): choose it only when that is so.\n\n"
-            "Look at the whole picture before answering; there are no trick questions and no right speed. Artist "
-            "seals do not count as text. You can stop at any time and come back to your link later."),
+            "question about the picture.{excluded}\n\n"
+            "Look at the whole picture before answering; there are no trick questions and no right speed.{seals} "
+            "You can stop at any time and come back to your link later."),
+        "excluded": (" Some questions have an option saying that the question does not apply ({options}): choose it "
+                     "only when that is so."),
+        "seals": " Artist seals do not count as text in “{name}”.",
+        "separator": ", ",
     },
     "zh": {
         "title": "为诗歌配图评分",
@@ -72,9 +78,11 @@ UI = {
         "instructions": (
             "您将看到图像生成模型为古典诗词创作的配图。对每一幅画：\n\n"
             "1. **是哪首诗？** 阅读四首诗，选出这幅画所描绘的那一首。我们不会告诉您答案；如不确定，请选最贴合的一首。\n"
-            "2. **评分。** 随后会显示这首诗（如有，附白话译文）。请回答关于这幅画的每个问题。有些问题设有“不适用”的选项"
-            "（例如诗中未提及季节，或并不表达情感），仅在确实如此时选择。\n\n"
-            "请看完整幅画再作答；没有陷阱题，也不计较快慢。画家印章不算文字。您可以随时停下，之后用同一链接继续。"),
+            "2. **评分。** 随后会显示这首诗（如有，附白话译文）。请回答关于这幅画的每个问题。{excluded}\n\n"
+            "请看完整幅画再作答；没有陷阱题，也不计较快慢。{seals}您可以随时停下，之后用同一链接继续。"),
+        "excluded": "有些问题设有“不适用”的选项（{options}），仅在确实如此时选择。",
+        "seals": "在“{name}”一题中，画家印章不算文字。",
+        "separator": "、",
     },
 }
 
@@ -82,6 +90,19 @@ UI = {
 def ui_text(key: str, lang: str, **values) -> str:
     """An interface text in the rater's language (English where there is none in theirs)."""
     return (UI.get(lang) or UI["en"]).get(key, UI["en"][key]).format(**values)
+
+
+def instructions(rubric: Rubric, lang: str) -> str:
+    """What raters are told (the paper's instructions), from the rubric: the options that say a question does not
+    apply, quoted from it, where it has any; the note on artist seals only where it has a dimension of text in the
+    picture (its adjudicated dimension, named)."""
+    labels = [text_in(o.label, lang) for d in rubric.dimensions for o in d.options if o.excluded]
+    excluded = ui_text("excluded", lang, options=ui_text("separator", lang).join(f"“{x}”" for x in labels)) \
+        if labels else ""
+    text_dimension = rubric.adjudicated_dimension
+    seals = ui_text("seals", lang, name=dimension_name(rubric.dimension(text_dimension), lang)) if text_dimension \
+        else ""
+    return ui_text("instructions", lang, excluded=excluded, seals=seals)
 
 
 class RaterError(Exception):
@@ -102,6 +123,7 @@ class PoemView:
     author: str
     text: str
     paraphrase: str | None = None
+    shown_title: str = ""  # the title as its tradition writes it (`rubric.format_title`): 《静夜思》
 
 
 @dataclass
@@ -118,6 +140,7 @@ class Task:
     poem: PoemView | None = None  # Phase 2
     questions: list[Question] = field(default_factory=list)  # Phase 2
     notice: str | None = None  # why the last step was not taken as sent, when it was not
+    instructions: str = ""  # what the rater is told, from the rubric of their image (`instructions`)
 
     def to_json(self) -> dict:
         return {"rater": self.rater, "phase": self.phase, "ticket": self.ticket, "done": self.done,
@@ -125,8 +148,8 @@ class Task:
                 "questions": [asdict(q) for q in self.questions], "notice": self.notice}
 
 
-def poem_view(poem: Poem) -> PoemView:
-    return PoemView(poem.title, poem.author, poem.text, poem.paraphrase)
+def poem_view(poem: Poem, rubric: Rubric) -> PoemView:
+    return PoemView(poem.title, poem.author, poem.text, poem.paraphrase, format_title(poem.title, rubric))
 
 
 class Protocol:
@@ -212,14 +235,18 @@ class Protocol:
             rater.name, self.campaign.images, self.campaign.candidates, rows, self.plan, self.clock()), self.clock())
         done = sum(a.done for a in self.store.assignments() if a.rater == rater.name)
         if held is None:
-            return Task(rater.name, rater.lang, done, "done")
-        with Image.open(self.campaign.images[held.image_id].path) as im:
-            image = im.convert("RGB")  # pixels only: the file's name (generator/poem_id) never reaches the page
-        task = Task(rater.name, rater.lang, done, held.phase, held.id, image)
+            return Task(rater.name, rater.lang, done, "done",
+                        instructions=instructions(self.campaign.release.main_rubric, rater.lang))
+        # checked against the pixel limit before it is decoded, as every image is read (the file may have changed
+        # since the campaign was loaded); pixels only: the file's name (generator/poem_id) never reaches the page
+        with open_image(self.campaign.images[held.image_id].path, self.campaign.max_image_pixels) as im:
+            image = im.convert("RGB")
+        task = Task(rater.name, rater.lang, done, held.phase, held.id, image,
+                    instructions=instructions(self.campaign.rubric(held.poem_id), rater.lang))
         if held.phase == "phase1":
-            task.candidates = [poem_view(self.campaign.poem(pid)) for pid in held.candidates]
+            task.candidates = [poem_view(self.campaign.poem(pid), self.campaign.rubric(pid)) for pid in held.candidates]
         else:
-            task.poem = poem_view(self.campaign.poem(held.poem_id))
+            task.poem = poem_view(self.campaign.poem(held.poem_id), self.campaign.rubric(held.poem_id))
             task.questions = [Question(d.key, dimension_name(d, rater.lang), dimension_description(d, rater.lang),
                                        option_labels(d, rater.lang))
                               for d in self.campaign.rubric(held.poem_id).dimensions]

@@ -3,7 +3,8 @@
     people        name, role (expert | crowd | admin), language, the SHA-256 of their link's token
     assignments   one row per (rater, image): the candidates in the order shown, when it was shown, the Phase-1
                   choice and its time, when the poem was revealed, the Phase-2 answers and each one's time
-    meta          the campaign's id and the settings fixed at its first start
+    meta          the campaign's id, the settings fixed at its first start, and the rubric files given beside the
+                  release (`tpb annotate serve --rubric`), which the export writes into it
 
 Every submission is one `BEGIN IMMEDIATE` transaction, committed with `synchronous=FULL` before the rater is answered,
 so a killed process keeps every answer it acknowledged. A submission is keyed by its assignment (the ticket the rater
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import secrets
 import sqlite3
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ..errors import DataError, Problem
+from ..files import atomic_path
 from ..rubric import LANGUAGE_CODE
 
 ROLES = ("expert", "crowd", "admin")
@@ -179,9 +180,10 @@ class Store:
 
     # --- the campaign ---------------------------------------------------------------------------------------------
 
-    def bind(self, settings: dict) -> str:
+    def bind(self, settings: dict, rubric_files: dict[str, str] | None = None) -> str:
         """Fix the campaign's settings at its first start and return its id; a later start with other settings is
-        refused, naming each that differs."""
+        refused, naming each that differs. `rubric_files` (tradition → YAML text): rubrics given beside the release,
+        kept for the export to write into it (their content is fixed by the settings' fingerprints)."""
         with self.transaction() as db:
             row = db.execute("SELECT value FROM meta WHERE key = 'settings'").fetchone()
             if row is None:
@@ -195,7 +197,14 @@ class Store:
                                              f"{stored.get(k)!r}, now {settings.get(k)!r}): serve it as it was "
                                              "started, or start a new campaign with another --db", field=k)
                                      for k in differ])
+            if rubric_files:
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('rubric_files', ?)",
+                           (json.dumps(rubric_files, ensure_ascii=False, sort_keys=True),))
             return db.execute("SELECT value FROM meta WHERE key = 'campaign'").fetchone()[0]
+
+    def rubric_files(self) -> dict[str, str]:
+        """The rubrics given beside the release when the campaign was served (`bind`), tradition → YAML text."""
+        return json.loads(self.meta("rubric_files") or "{}")
 
     def meta(self, key: str) -> str | None:
         with self.connect() as db:
@@ -334,23 +343,16 @@ class Store:
     # --- copies ---------------------------------------------------------------------------------------------------
 
     def backup(self, out: Path | str, overwrite: bool = False) -> Path:
-        """A consistent copy of the database while the app runs (sqlite3's online backup), written beside `out`
-        and renamed into place."""
+        """A consistent copy of the database while the app runs (sqlite3's online backup), written into a new
+        temporary file beside `out` and renamed into place (`files.atomic_path`: never through a link)."""
         out = Path(out)
         if out.is_symlink() or (out.exists() and not overwrite):
             raise FileExistsError(f"{out} exists; choose another file or pass --overwrite")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
-        tmp.unlink(missing_ok=True)
-        try:
-            with self.connect() as src:
-                dst = sqlite3.connect(tmp)
-                try:
-                    src.backup(dst)
-                    dst.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
-                finally:
-                    dst.close()
-            os.replace(tmp, out)
-        finally:
-            tmp.unlink(missing_ok=True)
+        with atomic_path(out) as tmp, self.connect() as src:
+            dst = sqlite3.connect(tmp)
+            try:
+                src.backup(dst)
+                dst.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
+            finally:
+                dst.close()
         return out

@@ -30,8 +30,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     serve = action("serve", "serve the rating app over a raw release")
     serve.add_argument("raw", type=Path, help="the raw release to rate: poems.jsonl, images/ (ratings.csv optional)")
     serve.add_argument("--db", type=Path, default=DEFAULT_DB, help="the campaign's SQLite file (made at first start)")
-    serve.add_argument("--rubric", type=Path, help="a rubric YAML file for every image (default: each poem's "
-                                                   "tradition's bundled rubric)")
+    serve.add_argument("--rubric", type=Path, help="the rubric YAML of the poems' tradition, for a release that "
+                                                   "brings none (the export writes it into RAW/rubrics/); default: "
+                                                   "the release's own rubric of each poem's tradition (RAW/rubrics/, "
+                                                   "else the bundled one)")
     serve.add_argument("--candidates", type=Path, help="a tpb distractors file (default: RAW/candidates.jsonl, else "
                                                        "the phase1_candidates of RAW/ratings.csv)")
     serve.add_argument("--overlap", type=int, default=1, help="raters per image")

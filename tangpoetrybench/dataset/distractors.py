@@ -40,6 +40,7 @@ import numpy as np
 from scipy import sparse, stats
 
 from ..errors import DataError, Problem
+from ..files import write_file
 from ..poems import Poem, han_count, is_han
 
 N_DISTRACTORS = 3
@@ -268,10 +269,7 @@ def write_candidates(sets: Sequence[CandidateSet], poems: Sequence[Poem], path: 
                        "tradition": by_id[c].tradition, "similarity": sims.get(c)} for c in s.candidates]
         lines.append(json.dumps({"poem_id": s.poem_id, "phase1_candidates": s.phase1_candidates,
                                  "candidates": candidates, "pool": s.pool, "method": method}, ensure_ascii=False))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return path
+    return write_file(path, "".join(line + "\n" for line in lines))
 
 
 def read_candidates(path: Path | str) -> dict[str, list[Poem]]:

@@ -29,12 +29,13 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Mapping
 
 from ..errors import DataError, ImageError, Problem
 from ..files import DEFAULT_MAX_IMAGE_PIXELS, link_outside, open_image, unquote_cell
 from ..poems import Poem, parse_poems
-from ..rubric import BUILTIN, DEFAULT_TRADITION, Rubric, is_bundled, read_rubric_folder, rubric_for_tradition
+from ..rubric import (BUILTIN, DEFAULT_TRADITION, Rubric, is_bundled, load_rubric, read_rubric_folder,
+                      rubric_for_tradition)
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp")
 RATER_GROUPS = ("expert", "crowd")
@@ -50,6 +51,7 @@ CARD_KEYS = RELEASE_KEYS[4:]  # what release.json says for the dataset card
 # The configs every built dataset may have; each tradition but the main one adds a test-only config of its name.
 FIXED_CONFIGS = ("images", "ratings", "poems", "unseen_generator")
 N_PHASE1_CANDIDATES = 4
+RELEASE_FILES = ("release.json", "poems.jsonl", "ratings.csv", "text_labels.csv")  # read from the release's top
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,7 @@ class Release:
     keys: tuple[str, ...]  # the rubric's dimension keys, the rating columns
     rubrics: dict[str, Rubric]  # the rubric of each tradition of the release, by tradition, the main one first
     metadata: dict = field(default_factory=dict)  # the card's fields from release.json
+    supplied: tuple[str, ...] = ()  # traditions whose rubric was given beside the release (`rubrics=`), not in it
 
     @property
     def synthetic(self) -> bool:
@@ -136,17 +139,24 @@ class Release:
 
 
 def read_release(raw: Path | str, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
-                 ratings_required: bool = True) -> Release:
+                 ratings_required: bool = True, rubrics: Mapping[str, Rubric] | None = None) -> Release:
     """Read and check a raw release; raises `DataError` with every problem found, by file and line.
     `ratings_required=False` reads a release still to be rated (`tpb annotate`): a ratings.csv that is missing or
-    holds only its header is then no problem (one that has rows is checked all the same)."""
-    root = Path(raw)
+    holds only its header is then no problem (one that has rows is checked all the same). `rubrics` are rubrics
+    given beside the release (`tpb annotate serve --rubric`): one of a tradition the release has no rubric for is
+    used as if it were in its rubrics/ folder (`Release.supplied` names them); one of a tradition it has must say
+    what the release's says."""
+    root, given_rubrics = Path(raw), dict(rubrics or {})
     if not root.is_dir():
         raise DataError(Problem(str(root), "not a folder (expected a raw release: poems.jsonl, images/, ratings.csv)"))
-    problems: list[Problem] = []
+    problems: list[Problem] = [outside_link(root, link) for name in RELEASE_FILES
+                               if (link := link_outside(root, root / name))]
+    if problems:  # read no further: what the links point at would be read, and published, as the release's own
+        raise DataError(problems)
     meta, declared = _read_release_json(root, problems)
     found, bad_rubrics = read_rubric_folder(root / "rubrics")
     problems += bad_rubrics
+    supplied = _given_rubrics(given_rubrics, found, problems)
     for tradition in sorted(set(found) & set(FIXED_CONFIGS)):
         problems.append(Problem(f"rubrics/{tradition}.yaml", f"{tradition!r} names a config of every dataset: give "
                                 "the tradition another name", field="tradition"))
@@ -174,7 +184,23 @@ def read_release(raw: Path | str, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXE
         root=root, name=str(meta.get("name") or root.name), version=str(meta.get("version") or "0"),
         generators=generators, poems=poems, images=images, ratings=ratings, text_labels=labels, keys=keys,
         rubrics=rubrics, metadata={k: meta[k] for k in CARD_KEYS if k in meta},
+        supplied=tuple(t for t in supplied if t in rubrics),
     )
+
+
+def _given_rubrics(given: Mapping[str, Rubric], found: dict[str, Rubric], problems: list[Problem]) -> list[str]:
+    """Add the rubrics given beside the release to those `found` in it, and return the traditions they supplied."""
+    supplied = []
+    for tradition, rubric in given.items():
+        own = found.get(tradition) or (load_rubric(tradition) if tradition in BUILTIN else None)
+        if own is None:
+            found[tradition] = rubric
+            supplied.append(tradition)
+        elif own.fingerprint != rubric.fingerprint:
+            problems.append(Problem(rubric.source or "rubric", f"differs from the release's rubric of tradition "
+                                    f"{tradition!r} ({_where(own)}), the one `tpb build` rates its poems on: give "
+                                    "that one, or none", field="tradition"))
+    return supplied
 
 
 def _read_release_json(root: Path, problems: list[Problem]) -> tuple[dict, dict[str, Generator] | None]:
@@ -328,14 +354,16 @@ def _where(rubric: Rubric) -> str:
 
 
 def _csv_rows(path: Path, name: str, columns: tuple[str, ...], problems: list[Problem],
-             unknown_column: Callable[[str], str] | None = None) -> Iterator[tuple[int, dict]]:
+             unknown_column: Callable[[str], str] | None = None, text: str | None = None) -> Iterator[tuple[int, dict]]:
     """Rows of a CSV with exactly `columns` (any order), each with its line number. BOM and CRLF are fine.
-    `unknown_column(column)` says what is wrong with a header column that is not one of `columns`."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        problems.append(Problem(name, f"cannot read as UTF-8: {exc}"))
-        return
+    `unknown_column(column)` says what is wrong with a header column that is not one of `columns`. `text`: the
+    file's text as it is about to be written (the file is not read)."""
+    if text is None:
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.append(Problem(name, f"cannot read as UTF-8: {exc}"))
+            return
     reader = csv.reader(io.StringIO(text, newline=""))
     header = next(reader, None)
     if header is None:
@@ -377,12 +405,22 @@ def _image_problem(
     return None
 
 
+def check_ratings(release: Release, text: str) -> list[Problem]:
+    """The problems `read_release` would find in `text` as the release's ratings.csv: the same check, run on a file
+    before it is written (`tpb annotate export`). A header alone is no problem here (a campaign not yet rated)."""
+    problems: list[Problem] = []
+    _read_ratings(release.root, release.rubrics, release.keys, release.generators, release.poems, release.images,
+                  problems, required=False, text=text)
+    return problems
+
+
 def _read_ratings(
     root: Path, rubrics: dict[str, Rubric], keys: tuple[str, ...], generators: dict[str, Generator],
     poems: dict[str, Poem], images: dict[str, ImageFile], problems: list[Problem], required: bool = True,
+    text: str | None = None,
 ) -> list[Rating]:
     path, name = root / "ratings.csv", "ratings.csv"
-    if not path.is_file():
+    if text is None and not path.is_file():
         if required:
             problems.append(Problem(name, "missing"))
         return []
@@ -396,7 +434,7 @@ def _read_ratings(
         return (f"{column!r} is neither a rating column nor a dimension of the rubric {main.name} ({_where(main)}), "
                 f"whose dimensions are {', '.join(keys)}") if main else f"unknown column {column!r}"
 
-    for line, row in _csv_rows(path, name, RATING_COLUMNS + keys, problems, unknown_column):
+    for line, row in _csv_rows(path, name, RATING_COLUMNS + keys, problems, unknown_column, text):
         n_rows += 1
         bad = len(problems)
 

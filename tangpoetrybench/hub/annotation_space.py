@@ -43,7 +43,7 @@ def table5(rows: list[dict], rubric: Rubric) -> dict:
 
 def annotation_app(campaign: Campaign, store: Store, plan: Plan, qc: QCConfig = QCConfig()) -> AnnotationApp:
     """The app over a campaign whose settings the store has taken (`Store.bind`)."""
-    store.bind(campaign.settings())
+    store.bind(campaign.settings(), campaign.supplied)
     return AnnotationApp(Protocol(campaign, store, plan), qc=qc, agreement=table5)
 
 
@@ -89,7 +89,7 @@ def commit_scheduler(store: Store, folder: Path, repo: str, every_minutes: float
             return super().push_to_hub()
 
     return ExportingScheduler(repo_id=repo, repo_type="dataset", folder_path=folder, every=every_minutes,
-                              path_in_repo=f"campaigns/{store.campaign_id()}", ignore_patterns=["*.partial"])
+                              path_in_repo=f"campaigns/{store.campaign_id()}", ignore_patterns=["*.tmp"])
 
 
 def space_app(env: Mapping[str, str] = os.environ, here: Path = Path(".")):

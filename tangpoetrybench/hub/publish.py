@@ -6,7 +6,8 @@
                    (agreement.py and numeric.py copied from this package, their one source; rubrics.py made
                    from the rubric files), so it loads with only evaluate, numpy and scipy installed
     OUT/space/     the demo Space, with this package as a wheel beside its requirements
-    OUT/annotation/  the rating Space (`tpb annotate`'s app) over a raw release copied beside it (given --annotation)
+    OUT/annotation/  the rating Space (`tpb annotate`'s app) over a raw release copied beside it, with the rubric of
+                   each tradition that is not bundled (given --annotation)
 
 With `--push`, each goes to its repo (`dataset`, `model`, and the `space` repos with the gradio SDK). An upload
 deletes the repo's files that are no longer in the folder (a rebuild with fewer shards leaves exactly the new
@@ -27,6 +28,7 @@ from pathlib import Path
 from ..stats.scales import SCALES
 from ..dataset.dataset_card import DATASET_PLACEHOLDER
 from ..files import atomic_folder
+from ..rubric import is_bundled
 from .eval_results import dataset_eval_yaml, write_judge_eval_results
 
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -134,7 +136,9 @@ def write_space(out: Path, org: str, adapter: bool) -> Path:
 
 def write_annotation_space(out: Path, org: str, raw: Path) -> Path:
     """The rating Space (`annotation_space/`): its app with the wheel, and the release it serves under `release/`
-    (poems.jsonl, release.json, the images, and the candidates as a `tpb distractors` file), checked first."""
+    (poems.jsonl, release.json, the images, the rubric of each tradition that is not bundled as `rubrics/<tradition>
+    .yaml`, and the candidates as a `tpb distractors` file), checked first. The rubrics are written from what was read
+    and checked (`read_release` refuses a link in rubrics/), never copied through a link."""
     from ..annotation.campaign import CANDIDATES_FILE, load_campaign
 
     campaign = load_campaign(raw)
@@ -150,6 +154,10 @@ def write_annotation_space(out: Path, org: str, raw: Path) -> Path:
             target = release / "images" / image.generator / image.path.name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(image.path, target)
+        for tradition, rubric in campaign.release.rubrics.items():
+            if not is_bundled(rubric):  # a bundled rubric travels in the wheel
+                (release / "rubrics").mkdir(exist_ok=True)
+                (release / "rubrics" / f"{tradition}.yaml").write_text(rubric.yaml_text, encoding="utf-8")
         campaign.write_candidates(release / CANDIDATES_FILE)
     return out
 

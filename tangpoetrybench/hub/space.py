@@ -40,7 +40,7 @@ from ..judging.semjudge import SemJudge, graph_tree
 from ..fonts import cjk_font
 from ..reporting.plots import label, radar
 from ..poems import Poem, read_poems, sample_poems
-from ..rubric import BUILTIN, DEFAULT_TRADITION, Dimension, Rubric, load_rubric
+from ..rubric import BUILTIN, DEFAULT_TRADITION, Dimension, Rubric, format_title, load_rubric
 
 
 def rubric_label(rubric: Rubric) -> str:
@@ -392,7 +392,8 @@ class Scorer:
         name = self.pae_label
         failed = result.parse_status == "failed"  # no scores, no radar: a failed answer is never drawn as zeros
         figure = None if failed else radar({name: result.scores}, rubric,
-                                           title=label(f"{name} · 《{poem.title}》 {poem.author}", f"{name} profile"))
+                                           title=label(f"{name} · {format_title(poem.title, rubric)} {poem.author}",
+                                                       f"{name} profile"))
         shown = [self.baseline(name, image, poem) for name in baselines()] if with_baselines else []
         intervals = (result.calibrated or {}).get("scores")
         return SpaceResult(table=dimension_table({} if failed else result.scores, rubric, failed, intervals),
@@ -443,7 +444,7 @@ class Scorer:
             found.drawn = tuple(None if graphs.get(side) is None else
                                 draw_sign_boxes(image, graphs[side], asked.sent_size(image))
                                 for side, image in (("A", a), ("B", b)))
-            found.poem_graph = graph_tree(graphs["poem"], f"《{poem.title}》") if graphs.get("poem") else ""
+            found.poem_graph = graph_tree(graphs["poem"], format_title(poem.title)) if graphs.get("poem") else ""
         return found
 
     def text_regions(self, image_path, poem_text: str, title: str = "", author: str = "") -> tuple[Image.Image, str]:

@@ -30,6 +30,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import DataError, Problem
+from ..files import write_file
 from .evaluators.base import EvalResult, Evaluator, Prepared, ScoringItem
 from .results import PER_RESULT_SETTINGS, two_settings
 
@@ -97,11 +98,8 @@ class Calibration:
         return record
 
     def write(self, path: Path | str) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         record = {**self.to_json(), "fingerprint": self.fingerprint}
-        path.write_text(json.dumps(record, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-        return path
+        return write_file(path, json.dumps(record, ensure_ascii=False, indent=1) + "\n")
 
     # --- what it applies to ---
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from ..rubric import FORMAT_1_FRAMING, Dimension, Rubric
+from ..rubric import FORMAT_1_FRAMING, Dimension, Rubric, format_title
 
 
 REASON_LANGUAGES = ("poem", "en")  # the poem's own language (the rubric's), or English
@@ -93,9 +93,10 @@ def _framing(rubric: Rubric) -> str:
     return f"{rubric.framing} ({rubric.in_languages(rubric.display, '{en}, {own}')})"
 
 
-def user_prompt(poem: PoemLike) -> str:
+def user_prompt(poem: PoemLike, rubric: Rubric | None = None) -> str:
+    """The poem, its title written as the rubric says (`rubric.format_title`)."""
     return (
-        f"Poem: 《{poem.title}》 {poem.author}\n{poem.text}\n\n"
+        f"Poem: {format_title(poem.title, rubric)} {poem.author}\n{poem.text}\n\n"
         "Score this illustration of the poem. Answer with the JSON object only."
     )
 
@@ -107,7 +108,7 @@ def build_messages(poem: PoemLike, rubric: Rubric, image: Any = None, explain: s
     image_part: dict = {"type": "image"} if image is None else {"type": "image", "image": image}
     return [
         {"role": "system", "content": [{"type": "text", "text": system_prompt(rubric, explain)}]},
-        {"role": "user", "content": [image_part, {"type": "text", "text": user_prompt(poem)}]},
+        {"role": "user", "content": [image_part, {"type": "text", "text": user_prompt(poem, rubric)}]},
     ]
 
 
@@ -162,9 +163,10 @@ RECOGNIZE_SYSTEM = (
 )
 
 
-def recognize_user_prompt(candidates: Sequence[PoemLike]) -> str:
+def recognize_user_prompt(candidates: Sequence[PoemLike], rubric: Rubric | None = None) -> str:
     letters = ", ".join(LETTERS[: len(candidates) - 1]) + f" or {LETTERS[len(candidates) - 1]}"
-    listed = "\n\n".join(f"{LETTERS[i]}. 《{p.title}》 {p.author}\n{p.text}" for i, p in enumerate(candidates))
+    listed = "\n\n".join(f"{LETTERS[i]}. {format_title(p.title, rubric)} {p.author}\n{p.text}"
+                         for i, p in enumerate(candidates))
     return f"{listed}\n\nWhich poem does this image illustrate? Answer with one letter: {letters}."
 
 
@@ -176,7 +178,8 @@ def build_recognize_messages(candidates: Sequence[PoemLike], image: Any = None,
     framing = rubric.framing if rubric is not None else FORMAT_1_FRAMING
     return [
         {"role": "system", "content": [{"type": "text", "text": RECOGNIZE_SYSTEM.format(framing=framing)}]},
-        {"role": "user", "content": [image_part, {"type": "text", "text": recognize_user_prompt(candidates)}]},
+        {"role": "user", "content": [image_part,
+                                     {"type": "text", "text": recognize_user_prompt(candidates, rubric)}]},
     ]
 
 
@@ -200,9 +203,9 @@ def pair_system_prompt(rubric: Rubric) -> str:
     )
 
 
-def pair_user_prompt(poem: PoemLike) -> str:
+def pair_user_prompt(poem: PoemLike, rubric: Rubric | None = None) -> str:
     return (
-        f"Poem: 《{poem.title}》 {poem.author}\n{poem.text}\n\n"
+        f"Poem: {format_title(poem.title, rubric)} {poem.author}\n{poem.text}\n\n"
         "Image A is the first image, image B the second. Which is the better illustration of the poem? "
         "Answer with the JSON object only."
     )
@@ -214,7 +217,7 @@ def build_pair_messages(poem: PoemLike, rubric: Rubric, image_a: Any = None, ima
     return [
         {"role": "system", "content": [{"type": "text", "text": pair_system_prompt(rubric)}]},
         {"role": "user", "content": [{"type": "text", "text": "Image A:"}, parts[0], {"type": "text", "text": "Image B:"},
-                                     parts[1], {"type": "text", "text": pair_user_prompt(poem)}]},
+                                     parts[1], {"type": "text", "text": pair_user_prompt(poem, rubric)}]},
     ]
 
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -43,6 +42,7 @@ from typing import Any, Callable, Sequence
 import yaml
 from PIL import Image
 
+from ..files import write_file
 from ..models import DEFAULT_MAX_PIXELS, fit_pixels, fitted_size, image_refusal
 from ..poems import Poem
 from .backends import Backend, Question
@@ -207,11 +207,8 @@ class GraphCache:
     def put(self, kind: str, key: str, record: dict) -> None:
         self.memory[f"{kind}/{key}"] = record
         if self.root is not None:
-            path = self.root / kind / f"{key}.json"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(record, ensure_ascii=False, indent=1), encoding="utf-8")
-            os.replace(tmp, path)
+            write_file(self.root / kind / f"{key}.json", json.dumps(record, ensure_ascii=False, indent=1),
+                       root=self.root)
 
 
 # ---- the judge ----

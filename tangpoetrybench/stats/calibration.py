@@ -36,6 +36,7 @@ from ..dataset.reading import dataset_fingerprint
 from ..judging.calibrated import PROB_FLOOR, SCORE_RANGE, SPREAD_FLOOR, Calibration, Target, spread_of
 from ..judging.prompt import format_value
 from ..judging.readout import anchors
+from ..files import write_file
 from ..numeric import counted, fmt, fmt_ci
 from ..rubric import Rubric
 
@@ -461,10 +462,8 @@ def write_selection(rows: list[dict], path: Path | str) -> Path:
     """The images to send to people, in the forms a rating workflow takes as its priority list: JSON Lines (a
     `.jsonl` file: image_id, poem_id, quality, interval, width) or a plain file of image ids, one per line."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     lines = [json.dumps(r, ensure_ascii=False) if path.suffix == ".jsonl" else r["image_id"] for r in rows]
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return path
+    return write_file(path, "".join(line + "\n" for line in lines))
 
 
 # --- laying out ---

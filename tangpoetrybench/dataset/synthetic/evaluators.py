@@ -27,6 +27,7 @@ from typing import Mapping
 import numpy as np
 
 from ..reading import dataset_rows
+from ...files import write_file
 from ...rubric import Rubric, rubric_for_tradition
 
 KINDS = {"literal": 0.3, "follower": 0.0}  # kind → literal_weight
@@ -58,10 +59,7 @@ def write_simulated_scores(dataset: str | Path, kind: str, out: str | Path, **kw
 
 
 def write_records(records: list[dict], out: str | Path) -> Path:
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-    return out
+    return write_file(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
 
 SPREAD = (0.02, 0.2)  # the range of the per-image spread σ (drawn log-uniformly)

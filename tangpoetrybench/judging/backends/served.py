@@ -10,12 +10,14 @@ response format (HTTP 400 or 422) is asked again without it, once, and the recor
 What this client promises (docs/security.md):
 - **The key** is read from an environment variable when a batch starts, sent only as the bearer token, and redacted
   from every message and record. Which variable: `api_key_env` when given; else `HF_TOKEN` (or the saved Hugging
-  Face token) for Hugging Face's own inference hosts only; any other server gets no key (`EMPTY`, what keyless
+  Face token) for Hugging Face's own inference hosts only (`HF_INFERENCE_HOSTS`, `*.endpoints.huggingface.cloud`;
+  never a `*.hf.space` Space, which runs its owner's code); any other server gets no key (`EMPTY`, what keyless
   OpenAI-compatible servers expect). Credentials written into a URL (`https://user:key@host`) are refused.
 - **Where requests go**: to the URLs given, never elsewhere: a redirect is not followed (a redirected request is a
   failure that names the target). With `HF_HUB_OFFLINE=1` only loopback and private hosts may be named.
 - **Bounds**: each attempt has a total deadline (`timeout`, however slowly the server sends), each response body a
-  size bound (a real answer is a few kB; `max_new_tokens` says how many tokens), retries are bounded (`retries`,
+  size bound (a real answer is a few kB; `max_new_tokens` says how many tokens; a model list MAX_MODELS_BODY), every
+  text of the server's kept in a record or a message a length bound, retries are bounded (`retries`,
   exponential backoff with jitter, never sooner than a `Retry-After`, never waiting longer than MAX_RETRY_AFTER).
   A response over its bound is a failed record that says why.
 - **Failures**: 429, 408, 5xx, a 200 whose body is an error object, timeouts and lost connections are transient
@@ -59,7 +61,11 @@ from . import Answer, Question
 logger = logging.getLogger(__name__)
 
 HF_ROUTER = "https://router.huggingface.co/v1"  # Inference Providers, OpenAI-compatible
-HF_HOSTS = ("huggingface.co", "hf.space", "huggingface.cloud")  # hosts (and their subdomains) a HF token belongs to
+# Hugging Face's own inference hosts, where a Hugging Face token goes unasked (HTTPS only): Inference Providers' router,
+# the serverless API, and dedicated Inference Endpoints (`*.endpoints.huggingface.cloud`). Not the Hub's other hosts,
+# and never a Space (`*.hf.space` runs its owner's code): a token goes there only when named (`--api-key-env`).
+HF_INFERENCE_HOSTS = ("router.huggingface.co", "api-inference.huggingface.co")
+HF_ENDPOINTS_DOMAIN = "endpoints.huggingface.cloud"
 HF_TOKEN_ENV = "HF_TOKEN"
 DEFAULT_CONCURRENCY = 8  # requests in flight per replica
 DEFAULT_TIMEOUT = 120.0  # seconds an attempt may take, whole
@@ -74,7 +80,10 @@ NO_KEY = "EMPTY"  # what keyless OpenAI-compatible servers expect; never the sav
 BODY_BASE = 64 * 1024  # bytes of a response besides its tokens
 BODY_PER_TOKEN = 64  # bytes per answer token
 BODY_PER_TOKEN_LOGPROBS = 48 * (TOP_LOGPROBS + 1)  # with the top alternatives of every token
-MAX_ERROR_TEXT = 300  # characters of a server's error message kept
+MAX_ERROR_TEXT = 300  # characters of a server's error message (or a redirect's target) kept
+MAX_MODELS_BODY = 1024 * 1024  # bytes of a server's model list read (a few kB; hundreds of LoRA modules fit)
+MAX_LISTED = 20  # models of that list named in a message
+MAX_NAME_TEXT = 200  # characters of a model name the server gives (in a record, or listed in a message) kept
 
 
 class KeyRefused(RunStopped):
@@ -166,9 +175,42 @@ def is_internal_url(url: str) -> bool:
 
 
 def is_hf_host(url: str) -> bool:
-    """Whether the URL's host is one of Hugging Face's own (a Hugging Face token belongs there and nowhere else)."""
+    """Whether the URL is one of Hugging Face's own inference hosts, over HTTPS (a Hugging Face token goes there
+    unasked, and nowhere else)."""
     host = (urlparse(url).hostname or "").lower()
-    return urlparse(url).scheme == "https" and any(host == h or host.endswith("." + h) for h in HF_HOSTS)
+    return urlparse(url).scheme == "https" and (host in HF_INFERENCE_HOSTS
+                                                or host.endswith("." + HF_ENDPOINTS_DOMAIN))
+
+
+def server_text(text: Any, secret: str | None, limit: int = MAX_ERROR_TEXT) -> str:
+    """A text a server chose (a model name, a redirect's target), as a record or a message may keep it: the key
+    redacted first (a cut could leave part of it), then on one line and cut to `limit` characters."""
+    text = " ".join(redact(str(text), secret).split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def listed_models(names: Sequence[str], secret: str | None) -> str:
+    """A server's models as a message names them: the first MAX_LISTED, each quoted, redacted and cut, then a
+    count."""
+    shown = ", ".join(repr(server_text(n, secret, MAX_NAME_TEXT)) for n in names[:MAX_LISTED])
+    return shown + (f" and {len(names) - MAX_LISTED:,} more" if len(names) > MAX_LISTED else "")
+
+
+async def read_bounded(client, method: str, url: str, bound: int, seconds: float, why: str = "",
+                       **kwargs) -> tuple[Any, bytes]:
+    """A response and its body, read within `seconds` in all (however slowly the server sends) and up to `bound`
+    bytes: a body over it is a ServerFailure, not read further. `why` says where the bound comes from."""
+    async def read() -> tuple[Any, bytes]:
+        async with client.stream(method, url, **kwargs) as response:
+            data = bytearray()
+            async for chunk in response.aiter_bytes():
+                data += chunk
+                if len(data) > bound:
+                    raise ServerFailure(f"a response from {url} over {bound:,} bytes{why}, "
+                                        "not read further")
+            return response, bytes(data)
+
+    return await asyncio.wait_for(read(), seconds)
 
 
 def checked_url(url: str) -> str:
@@ -403,7 +445,7 @@ class ServedBackend:
         usage = body.get("usage")
         if isinstance(usage, dict):
             usage = {k: int(usage.get(k) or 0) for k in ("prompt_tokens", "completion_tokens")}
-        meta = {"served_model": redact(str(body.get("model", "")), key), "server": server,
+        meta = {"served_model": server_text(body.get("model", ""), key, MAX_NAME_TEXT), "server": server,
                 **self._format(asked, refused_now)}
         return Answer(redact(text, key), usage if isinstance(usage, dict) else None, logprobs=choice.get("logprobs"),
                       meta=meta)
@@ -424,7 +466,7 @@ class ServedBackend:
             if exc.status in (400, 404, 422) and await self._model_unknown(client, replica, key):
                 stopped.set()
                 raise ModelUnknown(f"the server at {replica.url} does not know model {self.model_name!r}; it serves: "
-                                   f"{', '.join(self.served)} (give one of them as --model)") from None
+                                   f"{listed_models(self.served, key)} (give one of them as --model)") from None
             if exc.transient and (exc.status is None or exc.status >= 500):
                 replica.fail(len(self.replicas))
             raise
@@ -469,15 +511,19 @@ class ServedBackend:
 
     async def _healthy(self, replica: Replica) -> bool:
         """Whether a replica that failed answers its health check (`GET /health` at the server's root, or its
-        `/models` where it has no /health) within HEALTH_TIMEOUT."""
+        `/models` where it has no /health) within HEALTH_TIMEOUT; only the status is read, never the body."""
         import httpx2
 
         root = replica.url[:-3] if replica.url.endswith("/v1") else replica.url
+
+        async def check(client, url: str) -> bool:
+            async with client.stream("GET", url) as response:
+                return response.status_code == 200
+
         try:
             async with httpx2.AsyncClient(follow_redirects=False, timeout=HEALTH_TIMEOUT, trust_env=False) as client:
                 for url in (root + "/health", replica.url + "/models"):
-                    response = await client.get(url)
-                    if response.status_code == 200:
+                    if await asyncio.wait_for(check(client, url), HEALTH_TIMEOUT):
                         return True
         except Exception:
             return False
@@ -488,22 +534,13 @@ class ServedBackend:
         """One attempt: the chat completion's JSON body, read within the deadline and the size bound."""
         bound = BODY_BASE + max_new_tokens * (BODY_PER_TOKEN_LOGPROBS if logprobs else BODY_PER_TOKEN)
         headers = {"Authorization": f"Bearer {key or NO_KEY}", "Content-Type": "application/json"}
-        async def read() -> tuple[Any, bytearray]:
-            async with client.stream("POST", replica.url + "/chat/completions", json=payload,
-                                     headers=headers) as response:
-                data = bytearray()
-                async for chunk in response.aiter_bytes():
-                    data += chunk
-                    if len(data) > bound:
-                        raise ServerFailure(f"a response from {replica.url} over {bound:,} bytes (the bound for "
-                                            f"{max_new_tokens} tokens), not read further")
-                return response, data
-
-        response, data = await asyncio.wait_for(read(), self.timeout)  # the whole attempt, however slow the server
+        response, data = await read_bounded(client, "POST", replica.url + "/chat/completions", bound, self.timeout,
+                                            f" (the bound for {max_new_tokens} tokens)", json=payload,
+                                            headers=headers)
         status = response.status_code
-        text = " ".join(data.decode("utf-8", "replace").split())[:MAX_ERROR_TEXT]
+        text = server_text(data.decode("utf-8", "replace"), key)
         if 300 <= status < 400:
-            target = response.headers.get("location", "?")
+            target = server_text(response.headers.get("location", "?"), key)
             raise ServerFailure(f"HTTP {status} from {replica.url}, a redirect to {target!r}, not followed "
                                 "(a request goes only to the server it names)", status)
         if status != 200:
@@ -518,16 +555,18 @@ class ServedBackend:
             error = body.get("error") if isinstance(body, dict) else body
             message = error.get("message", error) if isinstance(error, dict) else error
             raise ServerFailure(f"HTTP 200 from {replica.url} with an error instead of an answer", status, True,
-                                body=" ".join(str(message).split())[:MAX_ERROR_TEXT])
+                                body=server_text(message, key))
         return body
 
     async def _model_unknown(self, client, replica: Replica, key: str | None) -> bool:
-        """Whether the server lists its models and ours is not among them (asked once)."""
+        """Whether the server lists its models and ours is not among them (asked once; a list over MAX_MODELS_BODY
+        bytes, or not one, says nothing)."""
         if self.served is None:
             try:
-                response = await asyncio.wait_for(client.get(replica.url + "/models", headers={
-                    "Authorization": f"Bearer {key or NO_KEY}"}), HEALTH_TIMEOUT)
-                listed = response.json().get("data") if response.status_code == 200 else None
+                headers = {"Authorization": f"Bearer {key or NO_KEY}"}
+                response, data = await read_bounded(client, "GET", replica.url + "/models", MAX_MODELS_BODY,
+                                                    HEALTH_TIMEOUT, headers=headers)
+                listed = json.loads(data).get("data") if response.status_code == 200 else None
                 self.served = [str(m.get("id")) for m in listed if isinstance(m, dict)] if isinstance(listed, list) \
                     else []
             except Exception:

@@ -26,7 +26,8 @@ from typing import Any, Sequence
 import torch
 from PIL import Image
 
-from ...errors import RunStopped
+from ...errors import ImageError, RunStopped
+from ...files import DEFAULT_MAX_IMAGE_PIXELS, open_image
 from ...poems import Poem
 from ...rubric import BUILTIN, Rubric, rubric_for_tradition
 
@@ -237,12 +238,25 @@ class Evaluator(ABC):
         return self.result(item, {}, None, None, "failed", describe(exc), kind=error_kind(exc))
 
     def __call__(self, images: Sequence[Image.Image], poems: Sequence[Poem | Mapping[str, str]],
-                 batch_size: int = 8) -> list[EvalResult]:
-        """Score images against poems (dicts with title, author, text, optional tradition), batch by batch."""
+                 batch_size: int = 8, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> list[EvalResult]:
+        """Score images against poems (dicts with title, author, text, optional tradition), batch by batch. An image
+        over `max_image_pixels` is refused from its header before it is decoded (`files.open_image`): a failed
+        result of kind `input`, as `tpb score` records it."""
         if len(images) != len(poems):
             raise ValueError(f"{len(images)} images but {len(poems)} poems")
-        items = [rgb_item(str(i), img, as_poem(p, i)) for i, (img, p) in enumerate(zip(images, poems))]
+        items = [checked_item(str(i), img, as_poem(p, i), max_image_pixels)
+                 for i, (img, p) in enumerate(zip(images, poems))]
         return [r for start in range(0, len(items), batch_size) for r in self.score(items[start:start + batch_size])]
+
+
+def checked_item(image_id: str, image: Image.Image, poem: Poem, max_pixels: int) -> ScoringItem:
+    """An item of an image a caller hands over (perhaps not yet decoded): its size checked against the pixel limit
+    before it is decoded, the one way every image is read (`files.open_image`), then as `rgb_item`."""
+    try:
+        image = open_image(image, max_pixels)
+    except ImageError as exc:
+        return ScoringItem(image_id, None, poem, str(exc))
+    return rgb_item(image_id, image, poem)
 
 
 def rgb_item(image_id: str, image: Image.Image, poem: Poem) -> ScoringItem:

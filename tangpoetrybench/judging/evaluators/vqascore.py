@@ -14,6 +14,7 @@ from typing import Sequence
 import torch
 
 from ...poems import Poem
+from ...rubric import format_title
 from .base import EvalResult, Evaluator, ScoringItem
 from ...models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels, has_random_weights, load_qwen_vl, model_label
 from ..backends.transformers import DEFAULT_MODEL
@@ -28,7 +29,8 @@ def question(poem: Poem, kind: str = DEFAULT_QUESTION) -> str:
     if kind == "t2v_metrics":
         return f'Does this figure show "{" ".join(poem.lines)}"? Please answer yes or no.'
     if kind == "poem":
-        return (f"Does this image illustrate the following poem?\n《{poem.title}》 {poem.author}\n{poem.text}\n"
+        return (f"Does this image illustrate the following poem?\n{format_title(poem.title)} {poem.author}\n"
+                f"{poem.text}\n"
                 "Answer Yes or No.")
     raise ValueError(f"unknown VQAScore question {kind!r} (known: {', '.join(QUESTIONS)})")
 
