@@ -42,6 +42,7 @@ def installed(plugin_site, monkeypatch):
     plugins.cache_clear()
 
 
+@pytest.mark.filterwarnings("error::DeprecationWarning:tpb_plugin_example")  # the example uses no deprecated API
 def test_load_evaluator_and_the_registry_find_the_plugin(installed):
     assert "brightness" in evaluator_names("pointwise") and "brightness" not in evaluator_names("pairwise")
     spec = evaluator_spec("brightness")
