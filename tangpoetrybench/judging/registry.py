@@ -14,7 +14,8 @@ the evaluators that do.
 evaluator's. The factory is called with the options a user gave that its signature names (`model=`, `device=`,
 `max_pixels=`, …; a `task=` parameter gets the task asked for) and returns an evaluator
 (`evaluators.base.Evaluator`; for `task="pairwise"`, an object with `judge(items)`). A factory may say which tasks
-it answers in a `tasks` attribute (default: `("scores",)`). See docs/plugins.md.
+it answers in a `tasks` attribute (default: `("scores",)`). A plugin whose factory does not load is left out of
+every list of evaluators, with a warning that names it and why; choosing it says why. See docs/plugins.md.
 
 A new built-in evaluator is one module and one row in `BUILTIN`.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import import_module, metadata
@@ -103,7 +105,8 @@ OPTION_NAMES = tuple(f.name for f in dataclasses.fields(JudgeOptions))
 class EvaluatorSpec:
     """An evaluator: its factory ("module:attribute", imported on first use), the tasks it answers (the first is
     the default), the backends it runs on (empty: a model of its own), the options it takes, the tiny model that
-    stands in for its checkpoint in tests (`tpb tiny-models`), and where it comes from."""
+    stands in for its checkpoint in tests (`tpb tiny-models`), where it comes from, and for a plugin that does not
+    load, why."""
 
     name: str
     summary: str
@@ -113,6 +116,7 @@ class EvaluatorSpec:
     backends: tuple[str, ...] = ()
     tiny_model: str | None = None
     source: str = "built in"
+    error: str | None = None
 
     def load(self) -> Callable[..., Any]:
         module, _, attribute = self.factory.partition(":")
@@ -153,46 +157,55 @@ BUILTIN = (
 
 @lru_cache(maxsize=1)
 def plugins() -> tuple[EvaluatorSpec, ...]:
-    """The evaluators installed distributions add (entry point group `tangpoetrybench.evaluators`)."""
+    """The evaluators installed distributions add (entry point group `tangpoetrybench.evaluators`), with what each
+    factory answers and takes. A factory that does not load (its module fails to import, say) is kept with its
+    `error`, and a warning names it: left out of every list, it breaks no command, and choosing it says why."""
     found = []
     for entry in metadata.entry_points(group=PLUGIN_GROUP):
         source = entry.dist.name if entry.dist else entry.value
         try:
-            tasks, summary = tuple(getattr(entry.load(), "tasks", ("scores",))), f"a plugin's evaluator ({entry.value})"
-        except Exception as exc:  # listed all the same: choosing it says why it cannot load
-            tasks, summary = (), f"a plugin that does not load ({entry.value}: {type(exc).__name__}: {exc})"
-        found.append(EvaluatorSpec(entry.name, summary, entry.value, tasks, (), source=source))
+            factory = entry.load()
+            parameters = inspect.signature(factory).parameters
+            tasks = tuple(getattr(factory, "tasks", ("scores",)))
+        except Exception as exc:  # a plugin's own bug, whatever its kind
+            error = f"{type(exc).__name__}: {exc}"
+            warnings.warn(f"the evaluator plugin {entry.name!r} of {source} ({entry.value}) does not load and is left "
+                          f"out: {error}", stacklevel=2)
+            found.append(EvaluatorSpec(entry.name, f"a plugin that does not load ({entry.value})", entry.value, (), (),
+                                       source=source, error=error))
+            continue
+        takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+        options = OPTION_NAMES if takes_all else tuple(n for n in OPTION_NAMES if n in parameters)
+        found.append(EvaluatorSpec(entry.name, f"a plugin's evaluator ({entry.value})", entry.value, tasks, options,
+                                   source=source))
     return tuple(found)
 
 
 def specs() -> dict[str, EvaluatorSpec]:
-    """Every evaluator by name: the built-in ones, then the plugins' (a plugin never replaces a built-in name)."""
+    """Every evaluator by name: the built-in ones, then the plugins' (a plugin never replaces a built-in name), but
+    a plugin that does not load."""
     table = {s.name: s for s in BUILTIN}
     for spec in plugins():
-        table.setdefault(spec.name, spec)
+        if spec.error is None:
+            table.setdefault(spec.name, spec)
     return table
 
 
 def evaluator_names(task: str | None = None) -> list[str]:
-    """The evaluators that answer `task` ("pointwise" for any task `tpb score` runs); all of them with None.
-    A plugin that does not load is listed under every task (choosing it says why)."""
+    """The evaluators that answer `task` ("pointwise" for any task `tpb score` runs); all of them with None."""
     wanted = POINTWISE if task == "pointwise" else (task,) if task else None
-    return [name for name, spec in specs().items()
-            if wanted is None or not spec.tasks and spec.source != "built in" or set(spec.tasks) & set(wanted)]
+    return [name for name, spec in specs().items() if wanted is None or set(spec.tasks) & set(wanted)]
 
 
 def evaluator_spec(name: str) -> EvaluatorSpec:
     table = specs()
     if name not in table:
+        broken = next((s for s in plugins() if s.name == name and s.error), None)
+        if broken is not None:
+            raise ValueError(f"the evaluator {name!r} of the plugin {broken.source} ({broken.factory}) does not load: "
+                             f"{broken.error}")
         raise ValueError(f"unknown evaluator {name!r} (known: {', '.join(table)})")
-    spec = table[name]
-    if spec.source == "built in":
-        return spec
-    factory = spec.load()  # a plugin: what it answers and takes, from the factory itself
-    parameters = inspect.signature(factory).parameters
-    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-    options = OPTION_NAMES if takes_all else tuple(n for n in OPTION_NAMES if n in parameters)
-    return dataclasses.replace(spec, options=options)
+    return table[name]
 
 
 def who_takes(option: str) -> list[str]:
