@@ -147,8 +147,9 @@ def judge_rubric(rubric_file, dataset=None, config: str = "images", poems=None):
 def what_to_try(args: argparse.Namespace) -> list[str]:
     """What may make a judge answer in the form asked, from the options a command was given (`tpb score` and
     `tpb compare`, when no answer of a run could be read)."""
-    served = getattr(args, "backend", None) == "api" or bool(getattr(args, "base_url", None)) or args.evaluator == "api"
-    if served:
+    from ..judging.registry import asks_server
+
+    if asks_server(args.evaluator, judge_options(args)):
         return ["a model that follows the prompt's instructions (for PAE's question, PAE itself served with its "
                 "adapter: docs/scoring.md)"]
     tries = []

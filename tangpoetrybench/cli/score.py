@@ -64,11 +64,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from ..judging.calibrated import Calibrated, load_calibration
     from ..judging.evaluators import load_evaluator
-    from ..judging.registry import evaluator_spec
+    from ..judging.registry import asks_server, evaluator_spec
     from ..judging.scoring import score_to_jsonl, source_of
     from ..models import process_state
 
-    served = args.backend == "api" or bool(args.base_url) or evaluator_spec(args.evaluator).backends == ("api",)
+    served = asks_server(args.evaluator, judge_options(args))
     if not served and (args.price_in is not None or args.price_out is not None):
         raise ValueError("--price-in and --price-out apply to a served judge only")
     source = source_of(args.dataset, args.images, args.poems, args.config, args.split, args.generator,

@@ -17,7 +17,9 @@ evaluator's. The factory is called with the options a user gave that its signatu
 it answers in a `tasks` attribute (default: `("scores",)`). A plugin whose factory does not load is left out of
 every list of evaluators, with a warning that names it and why; choosing it says why. See docs/plugins.md.
 
-A new built-in evaluator is one module and one row in `BUILTIN`.
+A new built-in evaluator is one module and one row in `BUILTIN`; a new backend is one module and one row in
+`backends.BACKENDS` (its class carries the options it takes and how a judge treats it), and every evaluator that runs
+on any backend, or on any local or served one, runs on it.
 """
 
 from __future__ import annotations
@@ -31,14 +33,22 @@ from importlib import import_module, metadata
 from pathlib import Path
 from typing import Any, Callable
 
+from .backends import BACKENDS, backend_class, constructor_options
+
 PLUGIN_GROUP = "tangpoetrybench.evaluators"
 POINTWISE = ("scores", "letter", "scalar", "text")  # tasks `tpb score` runs; `tpb compare` runs "pairwise"
-SERVED = ("base_url", "api_key_env", "concurrency", "timeout", "retries", "backoff", "repair")
-LOCAL = ("adapter", "device", "quantize", "constrained")
+SERVED_GROUP = "served judge"  # the options of a served judge (refused on a local backend)
 
 
 def _option(help: str, group: str = "judge", **cli) -> Any:
     return field(default=None, metadata={"help": help, "group": group, **cli})
+
+
+def _backend_help() -> str:
+    """--backend's help, from the rows of `backends.BACKENDS`."""
+    rows = [f"{name} ({row.summary})" for name, row in BACKENDS.items()]
+    return (f"who answers: {', '.join(rows[:-1])} or {rows[-1]}" if len(rows) > 1 else f"who answers: {rows[0]}") + \
+        " (default: the evaluator's first)"
 
 
 @dataclass
@@ -49,9 +59,7 @@ class JudgeOptions:
                                 "judge the model name the server knows")
     adapter: str | None = _option("a LoRA adapter for the base model (PAE's; Hub id or local folder; without it: "
                                   "zero-shot)")
-    backend: str | None = _option("who answers: transformers (local), vllm (its own environment and a GPU) or api (an "
-                                  "OpenAI-compatible server; implied by --base-url)",
-                                  choices=("transformers", "vllm", "api"))
+    backend: str | None = _option(_backend_help(), choices=tuple(BACKENDS))
     device: str | None = _option("cpu, cuda, cuda:1 ... (default: the GPU when there is one)")
     max_pixels: int | None = _option("shrink larger images to this many pixels before asking (default: 1024×1024)",
                                      type=int)
@@ -82,29 +90,39 @@ class JudgeOptions:
                                 "in pixels either way (default: relative)", choices=("relative", "pixels"))
     base_url: list[str] | None = _option("an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1; several (repeat "
                                          "the option, or a comma list) make a fleet (default: Hugging Face Inference "
-                                         "Providers)", "served judge", action="extend", nargs=1, metavar="URL")
+                                         "Providers)", SERVED_GROUP, action="extend", nargs=1, metavar="URL")
     api_key_env: str | None = _option("the environment variable that holds the API key; the key itself is never an "
                                       "argument (default: HF_TOKEN for Hugging Face's own hosts, no key elsewhere)",
-                                      "served judge", metavar="NAME")
-    concurrency: int | None = _option("requests in flight at once, per server (default: 8)", "served judge", type=int)
+                                      SERVED_GROUP, metavar="NAME")
+    concurrency: int | None = _option("requests in flight at once, per server (default: 8)", SERVED_GROUP, type=int)
     timeout: float | None = _option("seconds a request may take, whole, before it is retried (default: 120)",
-                                    "served judge", type=float)
+                                    SERVED_GROUP, type=float)
     retries: int | None = _option("retries of a request on 429, 5xx, timeouts and lost connections (default: 5)",
-                                  "served judge", type=int)
-    backoff: float | None = _option("seconds before the first retry, doubled at each (default: 1)", "served judge",
+                                  SERVED_GROUP, type=int)
+    backoff: float | None = _option("seconds before the first retry, doubled at each (default: 1)", SERVED_GROUP,
                                     type=float)
     repair: int | None = _option("repair rounds for an answer that does not read: asked again in the same "
-                                 "conversation (default: 1 for a served judge, 0 for a local one)", "served judge",
+                                 "conversation (default: 1 for a served judge, 0 for a local one)", SERVED_GROUP,
                                  type=int, choices=(0, 1))
 
 
 OPTION_NAMES = tuple(f.name for f in dataclasses.fields(JudgeOptions))
+SERVED = tuple(f.name for f in dataclasses.fields(JudgeOptions) if f.metadata["group"] == SERVED_GROUP)
+KINDS = ("any", "local", "served")  # what an evaluator may run on, besides a model of its own
+
+
+def backends_of_kind(kind: str) -> tuple[str, ...]:
+    """The backends of `backends.BACKENDS` of a kind (`KINDS`), in its order: local and served by their `served`."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind of backend {kind!r} (known: {', '.join(KINDS)})")
+    return tuple(n for n in BACKENDS if kind == "any" or backend_class(n).served == (kind == "served"))
 
 
 @dataclass(frozen=True)
 class EvaluatorSpec:
     """An evaluator: its factory ("module:attribute", imported on first use), the tasks it answers (the first is
-    the default), the backends it runs on (empty: a model of its own), the options it takes, the tiny model that
+    the default), the options it takes, the backends it runs on (`runs_on`: any backend, any local or any served one
+    (`KINDS`); empty: a model of its own), the tiny model that
     stands in for its checkpoint in tests (`tpb tiny-models`), where it comes from, and for a plugin that does not
     load, why."""
 
@@ -113,7 +131,7 @@ class EvaluatorSpec:
     factory: str
     tasks: tuple[str, ...]
     options: tuple[str, ...]
-    backends: tuple[str, ...] = ()
+    runs_on: str = ""
     tiny_model: str | None = None
     source: str = "built in"
     error: str | None = None
@@ -122,24 +140,28 @@ class EvaluatorSpec:
         module, _, attribute = self.factory.partition(":")
         return getattr(import_module(module), attribute)
 
+    def backends(self) -> tuple[str, ...]:
+        """The backends it runs on, its default first (none: a model of its own)."""
+        return backends_of_kind(self.runs_on) if self.runs_on else ()
+
 
 _MODEL = ("model", "device", "max_pixels")
 _QWEN = ("model", "adapter", "backend", "device", "max_pixels", "max_new_tokens", "rubric", "constrained", "quantize")
 BUILTIN = (
     EvaluatorSpec("pae", "PAE: the rubric's scores (or the pairwise choice) from Qwen3-VL with its adapter",
                   "tangpoetrybench.judging.registry:pae", ("scores", "pairwise"), _QWEN + ("explain", "readout"),
-                  ("transformers", "vllm"), "qwen3-vl"),
+                  "local", "qwen3-vl"),
     EvaluatorSpec("api", "PAE's question asked of a served or hosted model (any OpenAI-compatible server)",
                   "tangpoetrybench.judging.registry:api", ("scores", "pairwise"),
-                  ("model", "max_pixels", "max_new_tokens", "rubric", "explain", "readout") + SERVED, ("api",)),
+                  ("model", "max_pixels", "max_new_tokens", "rubric", "explain", "readout") + SERVED, "served"),
     EvaluatorSpec("recognize", "which of four candidate poems the image shows (the paper's Phase 1), in several "
                   "orders", "tangpoetrybench.judging.registry:recognize", ("letter",),
                   ("model", "adapter", "backend", "device", "max_pixels", "max_new_tokens", "rubric", "candidates",
-                   "orders") + SERVED, ("transformers", "vllm", "api"), "qwen3-vl"),
+                   "orders") + SERVED, "any", "qwen3-vl"),
     EvaluatorSpec("semjudge", "SemJudge: semiosis graphs of the poem and both images, then the choice",
                   "tangpoetrybench.judging.registry:semjudge", ("pairwise",),
                   ("model", "backend", "device", "max_pixels", "max_new_tokens", "cache_dir", "boxes") + SERVED,
-                  ("transformers", "vllm", "api"), "qwen3-vl"),
+                  "any", "qwen3-vl"),
     EvaluatorSpec("clipscore", "CLIPScore: image-text embedding similarity (CLIP or Chinese-CLIP)",
                   "tangpoetrybench.judging.evaluators.clipscore:CLIPScore", ("scalar",), ("model", "device"),
                   tiny_model="chinese-clip"),
@@ -235,48 +257,60 @@ def load_evaluator(name: str, task: str | None = None, **options) -> Any:
 
 
 def backend_of(spec_name: str, options: dict) -> str:
-    """The backend an evaluator runs on: the one named, else api where a base URL is given, else its first."""
-    spec = evaluator_spec(spec_name)
-    backend = options.pop("backend", None) or ("api" if options.get("base_url") and "api" in spec.backends
-                                               else spec.backends[0])
-    if backend not in spec.backends:
-        raise ValueError(f"{spec_name} runs on {', '.join(spec.backends)}, not {backend}")
-    if backend == "api":
-        local = [k for k in LOCAL if options.get(k)]
-        if local == ["adapter"]:
-            raise ValueError("--adapter does not apply to a served model: serve the adapter and name it in --model")
-        if local:
-            raise ValueError(f"--{local[0]} applies to a local backend (transformers), not to a served model")
-    else:
-        served = [k for k in SERVED if options.get(k) is not None]
-        if served:
-            raise ValueError(f"--{served[0].replace('_', '-')} applies to a served judge: give --base-url (or "
-                             "--backend api)")
-        if backend == "vllm":
-            for key in ("quantize", "constrained", "device"):
-                if options.get(key):
-                    raise ValueError(f"--{key} applies to the transformers backend (vLLM places, quantises and "
-                                     "constrains on its own)")
+    """The backend an evaluator runs on: the one named (taken out of `options`), else its first served one where a
+    base URL is given, else its first; refused where an option given is not that backend's (see `check_backend`)."""
+    names = evaluator_spec(spec_name).backends()
+    backend = _chosen(names, options)
+    options.pop("backend", None)
+    if backend not in names:
+        raise ValueError(f"{spec_name} runs on {', '.join(names)}, not {backend}")
+    check_backend(backend, options)
     return backend
 
 
-def build_backend(backend: str, options: dict, images_per_prompt: int = 1, keep_adapter_apart: bool = False):
-    """The backend an evaluator's options describe (the options it takes are removed from `options`)."""
-    from .backends import load_backend
-    from .backends.transformers import DEFAULT_MODEL
+def _chosen(names: tuple[str, ...], options: dict) -> str:
+    return options.get("backend") or next((n for n in names if options.get("base_url") and backend_class(n).served),
+                                          names[0])
 
-    model = options.pop("model", None)
-    if backend == "api":
-        served = {k: options.pop(k) for k in ("base_url", "api_key_env", "concurrency", "timeout", "retries", "backoff")
-                  if k in options}
-        return load_backend("api", model=model, **served)
-    local = {k: options.pop(k) for k in ("adapter",) if k in options}
-    if backend == "vllm":
-        return load_backend("vllm", model=model or DEFAULT_MODEL, images_per_prompt=images_per_prompt, **local)
-    local.update({k: options.pop(k) for k in ("device", "quantize") if k in options})
-    if keep_adapter_apart:
-        local["merge_adapter"] = False
-    return load_backend("transformers", model=model or DEFAULT_MODEL, **local)
+
+def asks_server(name: str, options: dict) -> bool:
+    """Whether the evaluator `name` with these options (`JudgeOptions`' names) asks a server (a served backend)."""
+    names = evaluator_spec(name).backends()
+    backend = _chosen(names, options) if names else None
+    return backend in BACKENDS and backend_class(backend).served
+
+
+def check_backend(backend: str, options: dict) -> None:
+    """Refuse an option given that `backend` cannot take: a served judge's (`SERVED`) on a local backend,
+    `--constrained` where decoding cannot be held to the answer's form, and an option only other backends'
+    constructors take (a local model's `--adapter`, `--device`, ... on a server; `--quantize` on vLLM)."""
+    cls = backend_class(backend)
+    takes = constructor_options(cls)
+    for key in [k for k, v in options.items() if v is not None and v is not False and k not in takes]:
+        flag = f"--{key.replace('_', '-')}"
+        if key in SERVED and not cls.served:
+            raise ValueError(f"{flag} applies to a served judge: give --base-url (or --backend "
+                             f"{backends_of_kind('served')[0]})")
+        if key == "constrained" and not cls.constrains:
+            constraining = [n for n in BACKENDS if backend_class(n).constrains]
+            raise ValueError(f"--constrained applies to the {' and '.join(constraining)} backend, not {backend} (it "
+                             "is asked for the task's JSON schema without it)")
+        takers = [n for n in BACKENDS if key in constructor_options(backend_class(n))]
+        if takers and cls.served:
+            raise ValueError("--adapter does not apply to a served model: serve the adapter and name it in --model"
+                             if key == "adapter" else f"{flag} applies to a local backend ({', '.join(takers)}), "
+                             "not to a served model")
+        if takers:
+            raise ValueError(f"{flag} applies to the {' and '.join(takers)} backend, not {backend}")
+
+
+def build_backend(backend: str, options: dict, images_per_prompt: int = 1):
+    """The backend an evaluator's options describe: its class called with the options its constructor names (taken
+    out of `options`; without a model, the backend's default) and `images_per_prompt` where it names that."""
+    cls = backend_class(backend)
+    takes = constructor_options(cls)
+    given = {k: options.pop(k) for k in [k for k in options if k in takes and k in OPTION_NAMES]}
+    return cls(**given, **({"images_per_prompt": images_per_prompt} if "images_per_prompt" in takes else {}))
 
 
 def _judge(name: str, make_task: Callable[[], Any], task_name: str, options: dict, images_per_prompt: int = 1):
@@ -286,9 +320,8 @@ def _judge(name: str, make_task: Callable[[], Any], task_name: str, options: dic
 
     which = backend_of(name, options)
     task = make_task()
-    if getattr(task, "constrained", False) and which != "transformers":
-        raise ValueError(f"--constrained applies to the transformers backend: {which} holds every answer to the "
-                         "task's JSON schema itself")
+    if getattr(task, "constrained", False):
+        check_backend(which, {"constrained": True})
     backend = build_backend(which, options, images_per_prompt)
     cls = PairwiseJudge if task_name == "pairwise" else Judge
     judge = cls(name, task, backend, **{k: options.pop(k) for k in ("max_pixels", "max_new_tokens", "rubric", "repair")
@@ -324,7 +357,7 @@ def pae(task: str = "scores", explain: str | None = None, readout: str | None = 
 
 def api(task: str = "scores", explain: str | None = None, readout: str | None = None, **options):
     """PAE's question to a served model."""
-    return _rubric_judge("api", task, explain, readout, False, {**options, "backend": "api"})
+    return _rubric_judge("api", task, explain, readout, False, options)
 
 
 def _rubric_judge(name: str, task: str, explain: str | None, readout: str | None, constrained: bool, options: dict):
