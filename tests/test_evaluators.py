@@ -13,7 +13,8 @@ from tangpoetrybench.judging.evaluators.base import ScoringItem
 from tangpoetrybench.models import fit_pixels
 from tangpoetrybench.judging.backends import BACKENDS, Answer, BackendRow
 from tangpoetrybench.judging.backends.vllm import engine_kwargs, sampling_kwargs
-from tangpoetrybench.judging.registry import JudgeOptions, evaluator_spec
+from tangpoetrybench.judging.registry import BUILTIN, JudgeOptions, evaluator_spec
+from tangpoetrybench.judging.tiny_models import BUILDERS, PIPELINE, models
 from tangpoetrybench.judging.tasks.pairwise import Pairwise, PairScoringItem
 from tangpoetrybench.judging.tasks.scores import RubricScores
 from tangpoetrybench.judging.reading import VERSIONS
@@ -219,6 +220,14 @@ def test_a_backend_is_one_class_and_one_row(monkeypatch):
         load_evaluator("pae", backend="schema", constrained=True)
     [backend] = [f for f in dataclasses.fields(JudgeOptions) if f.name == "backend"]
     assert backend.metadata["choices"] == ("transformers", "vllm", "api")  # the rows this package ships
+
+
+def test_the_tiny_models_are_the_ones_the_registry_names():
+    """`tpb tiny-models` builds each evaluator's tiny models as the registry names them, then the pipeline's own;
+    each case above is an evaluator on a tiny model the registry gives it."""
+    named = [m for spec in BUILTIN for m in spec.tiny_models]
+    assert models() == tuple(dict.fromkeys(named)) + PIPELINE and set(models()) <= set(BUILDERS)
+    assert all(model in evaluator_spec(name).tiny_models for name, model, _ in CASES)
 
 
 def test_vllm_requests_are_the_prompt_builders():

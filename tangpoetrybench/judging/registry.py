@@ -122,9 +122,9 @@ def backends_of_kind(kind: str) -> tuple[str, ...]:
 class EvaluatorSpec:
     """An evaluator: its factory ("module:attribute", imported on first use), the tasks it answers (the first is
     the default), the options it takes, the backends it runs on (`runs_on`: any backend, any local or any served one
-    (`KINDS`); empty: a model of its own), the tiny model that
-    stands in for its checkpoint in tests (`tpb tiny-models`), where it comes from, and for a plugin that does not
-    load, why."""
+    (`KINDS`); empty: a model of its own), the tiny models that stand in for its checkpoints in tests (`tpb
+    tiny-models` builds them: `tiny_models.models()`), where it comes from, and for a plugin that does not load,
+    why."""
 
     name: str
     summary: str
@@ -132,7 +132,7 @@ class EvaluatorSpec:
     tasks: tuple[str, ...]
     options: tuple[str, ...]
     runs_on: str = ""
-    tiny_model: str | None = None
+    tiny_models: tuple[str, ...] = ()
     source: str = "built in"
     error: str | None = None
 
@@ -150,27 +150,27 @@ _QWEN = ("model", "adapter", "backend", "device", "max_pixels", "max_new_tokens"
 BUILTIN = (
     EvaluatorSpec("pae", "PAE: the rubric's scores (or the pairwise choice) from Qwen3-VL with its adapter",
                   "tangpoetrybench.judging.registry:pae", ("scores", "pairwise"), _QWEN + ("explain", "readout"),
-                  "local", "qwen3-vl"),
+                  "local", ("qwen3-vl",)),
     EvaluatorSpec("api", "PAE's question asked of a served or hosted model (any OpenAI-compatible server)",
                   "tangpoetrybench.judging.registry:api", ("scores", "pairwise"),
                   ("model", "max_pixels", "max_new_tokens", "rubric", "explain", "readout") + SERVED, "served"),
     EvaluatorSpec("recognize", "which of four candidate poems the image shows (the paper's Phase 1), in several "
                   "orders", "tangpoetrybench.judging.registry:recognize", ("letter",),
                   ("model", "adapter", "backend", "device", "max_pixels", "max_new_tokens", "rubric", "candidates",
-                   "orders") + SERVED, "any", "qwen3-vl"),
+                   "orders") + SERVED, "any", ("qwen3-vl",)),
     EvaluatorSpec("semjudge", "SemJudge: semiosis graphs of the poem and both images, then the choice",
                   "tangpoetrybench.judging.registry:semjudge", ("pairwise",),
                   ("model", "backend", "device", "max_pixels", "max_new_tokens", "cache_dir", "boxes") + SERVED,
-                  "any", "qwen3-vl"),
+                  "any", ("qwen3-vl",)),
     EvaluatorSpec("clipscore", "CLIPScore: image-text embedding similarity (CLIP or Chinese-CLIP)",
                   "tangpoetrybench.judging.evaluators.clipscore:CLIPScore", ("scalar",), ("model", "device"),
-                  tiny_model="chinese-clip"),
+                  tiny_models=("clip", "chinese-clip")),
     EvaluatorSpec("blipscore", "BLIPScore: BLIP's image-text matching probability",
                   "tangpoetrybench.judging.evaluators.blipscore:BLIPScore", ("scalar",), ("model", "device"),
-                  tiny_model="blip"),
+                  tiny_models=("blip",)),
     EvaluatorSpec("vqascore", "VQAScore: the probability that Qwen3-VL answers yes to a question about the poem",
                   "tangpoetrybench.judging.evaluators.vqascore:VQAScore", ("scalar",), _MODEL + ("question",),
-                  tiny_model="qwen3-vl"),
+                  tiny_models=("qwen3-vl",)),
     EvaluatorSpec("text-ocr", "text integrity from a real OCR model, with the text it found as evidence (CPU, "
                   "offline)", "tangpoetrybench.judging.ocr.evaluator:TextOCR", ("text",),
                   ("device", "max_pixels", "rubric")),
