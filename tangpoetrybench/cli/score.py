@@ -7,7 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from .base import POEMS_FILE, add_judge_options, add_max_image_pixels, judge_options, judge_rubric, what_to_try
+from .base import (POEMS_FILE, add_dataset_arguments, add_judge_options, add_max_image_pixels, judge_options,
+                   judge_rubric, what_to_try)
 
 SUMMARY = 'score images with PAE, a served or hosted judge, a baseline or the OCR, to JSON Lines that a rerun resumes'
 EXAMPLE = ('tpb score --dataset sample/dataset --evaluator pae --adapter ORG/PAE --out scores.jsonl\n'
@@ -22,10 +23,7 @@ EXAMPLE = ('tpb score --dataset sample/dataset --evaluator pae --adapter ORG/PAE
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from ..judging.registry import evaluator_names, specs
 
-    p.add_argument("--dataset", help="a built dataset folder or Hub id")
-    p.add_argument("--config", default="images",
-                   help="with --dataset: images, unseen_generator or a tradition's test-only config (song_ci)")
-    p.add_argument("--split", default="test", help="with --dataset: train, validation or test")
+    add_dataset_arguments(p, config="with --dataset", split="with --dataset")
     p.add_argument("--images", type=Path,
                    help="instead of --dataset: a folder of <poem_id>.png or <generator>/<poem_id>.png")
     p.add_argument("--poems", type=Path, help="with --images: " + POEMS_FILE)
