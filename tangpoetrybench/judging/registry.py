@@ -123,8 +123,9 @@ class EvaluatorSpec:
     """An evaluator: its factory ("module:attribute", imported on first use), the tasks it answers (the first is
     the default), the options it takes, the backends it runs on (`runs_on`: any backend, any local or any served one
     (`KINDS`); empty: a model of its own), the tiny models that stand in for its checkpoints in tests (`tpb
-    tiny-models` builds them: `tiny_models.models()`), where it comes from, and for a plugin that does not load,
-    why."""
+    tiny-models` builds them: `tiny_models.models()`), how it is shown (`scale`: the range of its quality, where it
+    is a number of its own; `model_variable`: the environment variable that names its checkpoint in the Space),
+    where it comes from, and for a plugin that does not load, why."""
 
     name: str
     summary: str
@@ -133,6 +134,8 @@ class EvaluatorSpec:
     options: tuple[str, ...]
     runs_on: str = ""
     tiny_models: tuple[str, ...] = ()
+    scale: str | None = None
+    model_variable: str | None = None
     source: str = "built in"
     error: str | None = None
 
@@ -164,13 +167,13 @@ BUILTIN = (
                   "any", ("qwen3-vl",)),
     EvaluatorSpec("clipscore", "CLIPScore: image-text embedding similarity (CLIP or Chinese-CLIP)",
                   "tangpoetrybench.judging.evaluators.clipscore:CLIPScore", ("scalar",), ("model", "device"),
-                  tiny_models=("clip", "chinese-clip")),
+                  tiny_models=("clip", "chinese-clip"), scale="0 – 2.5", model_variable="CLIP_MODEL"),
     EvaluatorSpec("blipscore", "BLIPScore: BLIP's image-text matching probability",
                   "tangpoetrybench.judging.evaluators.blipscore:BLIPScore", ("scalar",), ("model", "device"),
-                  tiny_models=("blip",)),
+                  tiny_models=("blip",), scale="0 – 1", model_variable="BLIP_MODEL"),
     EvaluatorSpec("vqascore", "VQAScore: the probability that Qwen3-VL answers yes to a question about the poem",
                   "tangpoetrybench.judging.evaluators.vqascore:VQAScore", ("scalar",), _MODEL + ("question",),
-                  tiny_models=("qwen3-vl",)),
+                  tiny_models=("qwen3-vl",), scale="0 – 1", model_variable="VQA_MODEL"),
     EvaluatorSpec("text-ocr", "text integrity from a real OCR model, with the text it found as evidence (CPU, "
                   "offline)", "tangpoetrybench.judging.ocr.evaluator:TextOCR", ("text",),
                   ("device", "max_pixels", "rubric")),
