@@ -49,13 +49,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     ray = p.add_argument_group("engine options (docs/scale.md)")
     ray.add_argument("--engine", choices=("local", "ray"), default="local", help="local: this machine (or each "
-                     "process of accelerate launch); ray: a Ray cluster, one worker per model copy (default: local)")
+                     "process of accelerate launch); ray: a Ray cluster, one worker per model copy")
     ray.add_argument("--address", help="ray: a running cluster to join (auto, HOST:PORT, ray://HOST:10001; default: "
                      "start Ray on this machine)")
     ray.add_argument("--workers", type=int, default=1, help="ray: workers, each with its own copy of the evaluator; "
-                     "PAE on --backend vllm: vLLM replicas (default: 1)")
-    ray.add_argument("--worker-gpus", type=float, default=0.0, help="ray: GPUs per worker (default: 0, the CPU)")
-    ray.add_argument("--worker-cpus", type=float, default=1.0, help="ray: CPUs per worker (default: 1)")
+                     "PAE on --backend vllm: vLLM replicas")
+    ray.add_argument("--worker-gpus", type=float, default=0.0, help="ray: GPUs per worker (0: the CPU)")
+    ray.add_argument("--worker-cpus", type=float, default=1.0, help="ray: CPUs per worker")
     add_judge_options(p)
 
 
