@@ -1,4 +1,6 @@
-"""What every command's parser shares: options stored once, help that shows defaults, and small value types."""
+"""What every command's parser shares: options stored once, help that shows defaults, the option groups several
+commands take, each declared once (the dataset's, the judge's, the QC thresholds, the bootstrap), and small value
+types."""
 
 from __future__ import annotations
 
