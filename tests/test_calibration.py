@@ -205,6 +205,16 @@ def test_too_few_images_for_alpha_are_refused_with_the_number_needed(demo_built,
     assert calibration.n_images == 4 and calibration.dimensions["emotional_resonance"].q_plain is None
 
 
+def test_a_config_is_the_datasets_own_checked_when_it_is_read(demo_built, tmp_path, capsys):
+    """--config takes any name (a haiku release's config is `haiku`); the dataset says which it has."""
+    scores = write_records(simulated_readout_scores(demo_built, "validation"), tmp_path / "val.jsonl")
+    assert main(["calibrate", "--dataset", str(demo_built), "--scores", str(scores), "--config", "haiku", "--out",
+                 str(tmp_path / "c.json")]) == 2
+    err = capsys.readouterr().err
+    assert "has no config 'haiku'" in err and all(f"'{c}'" in err for c in ("images", "song_ci", "unseen_generator"))
+    assert not (tmp_path / "c.json").exists()
+
+
 def test_a_calibration_refuses_other_settings_evaluators_builds_and_its_own_poems(demo_built, tmp_path):
     train, test = rows(demo_built, "train"), rows(demo_built, "test")
     calibration, train_records = fitted(demo_built, train, 0.2)

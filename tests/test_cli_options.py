@@ -83,3 +83,21 @@ def test_tpb_alone_and_tpb_help_list_the_commands_in_pipeline_order(argv, code, 
         words = " ".join(printed.out.split())  # each purpose, wrapped under itself
         assert f"{name} {' '.join(command_module(name).SUMMARY.split())}" in words, name
     assert f"try first: {FIRST}" in printed.out and max(map(len, printed.out.splitlines())) <= 120
+
+
+def test_the_dataset_options_are_declared_once():
+    """--dataset, --config and --split of every command that reads a built dataset come from one declaration
+    (`cli.base.add_dataset_arguments`): the common help, whatever a command adds, and --config takes any name (the
+    dataset's configs are checked when it is read)."""
+    from tangpoetrybench.cli.base import CONFIGS, DATASET, SPLITS
+
+    found = {}
+    for name, parser in commands().items():
+        options = {a.dest: a for a in parser._actions if a.dest in ("dataset", "config", "split")}
+        if {"dataset", "split"} <= set(options):  # a command that reads a built dataset's split
+            found[name] = options
+            assert options["dataset"].help.startswith(DATASET) and options["split"].help.endswith(SPLITS)
+            assert "config" not in options or (options["config"].help.endswith(CONFIGS)
+                                               and options["config"].choices is None)
+    assert {"score", "compare", "agree", "report", "leaderboard", "calibrate"} <= set(found)
+    assert found["calibrate"]["split"].default == "validation" and found["score"]["config"].default == "images"

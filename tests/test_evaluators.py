@@ -1,5 +1,6 @@
 """Every evaluator end to end on tiny random-weight models over the demo dataset (plumbing, not quality)."""
 
+import dataclasses
 import json
 
 import pytest
@@ -10,7 +11,10 @@ from conftest import Flaky, without_engine
 from tangpoetrybench.judging.evaluators import load_evaluator
 from tangpoetrybench.judging.evaluators.base import ScoringItem
 from tangpoetrybench.models import fit_pixels
+from tangpoetrybench.judging.backends import BACKENDS, Answer, BackendRow
 from tangpoetrybench.judging.backends.vllm import engine_kwargs, sampling_kwargs
+from tangpoetrybench.judging.registry import BUILTIN, JudgeOptions, evaluator_spec
+from tangpoetrybench.judging.tiny_models import BUILDERS, PIPELINE, models
 from tangpoetrybench.judging.tasks.pairwise import Pairwise, PairScoringItem
 from tangpoetrybench.judging.tasks.scores import RubricScores
 from tangpoetrybench.judging.reading import VERSIONS
@@ -172,6 +176,58 @@ def test_load_evaluator_errors():
         load_evaluator("pae", backend="api")
     with pytest.raises(ValueError, match="--constrained applies to the transformers backend"):
         load_evaluator("pae", backend="vllm", constrained=True)
+
+
+class SchemaBackend:
+    """A backend of this test module, a whole `backends.Backend` in a few lines: it answers from the question alone,
+    prose at first and, asked again, the best score for every key of the answer's JSON schema. A local backend that
+    repairs by default: the judge must do what its class says, whatever its name."""
+
+    name, served, default_repair, constrains = "schema", False, 1, False
+    random_weights, min_batch_size, device, worker_start_method = False, 1, None, None
+
+    def __init__(self, model: str = "answers-from-the-schema"):
+        self.model_name = model
+
+    def settings(self) -> dict:
+        return {"answers": "from the schema"}
+
+    def prepare(self, questions):
+        return None
+
+    def answer(self, prepared, questions):
+        return [Answer(json.dumps({k: 1 for k in q.schema["properties"]}, ensure_ascii=False)
+                       if any(m["role"] == "assistant" for m in q.messages) else "Let me look at the image first.")
+                for q in questions]
+
+
+def test_a_backend_is_one_class_and_one_row(monkeypatch):
+    """Registered by its row alone, a backend is offered to every evaluator that runs on any (local) backend, takes
+    the options its constructor names, refuses a served judge's, and sets the judge's repair round."""
+    monkeypatch.setitem(BACKENDS, "schema", BackendRow(f"{__name__}:SchemaBackend", "answers from the JSON schema"))
+    assert "schema" in evaluator_spec("pae").backends() and "schema" in evaluator_spec("recognize").backends()
+    assert "schema" not in evaluator_spec("api").backends()
+    judge = load_evaluator("pae", backend="schema", model="m")
+    [result] = judge([Image.new("RGB", (32, 32))], [sample_poems()[0]])
+    assert result.parse_status == "repaired" and set(result.scores.values()) == {1.0}
+    assert result.model == "m" and result.settings["backend"] == "schema" and result.settings["repair"] == 1
+    assert result.settings["answers"] == "from the schema"
+    with pytest.raises(ValueError, match="--concurrency applies to a served judge"):
+        load_evaluator("recognize", backend="schema", concurrency=2, candidates="c.jsonl")
+    with pytest.raises(ValueError, match="--device applies to the transformers backend, not schema"):
+        load_evaluator("pae", backend="schema", device="cpu")
+    with pytest.raises(ValueError, match="--constrained applies to the transformers backend, not schema"):
+        load_evaluator("pae", backend="schema", constrained=True)
+    [backend] = [f for f in dataclasses.fields(JudgeOptions) if f.name == "backend"]
+    assert backend.metadata["choices"] == ("transformers", "vllm", "api")  # the rows this package ships
+
+
+def test_the_tiny_models_are_the_ones_the_registry_names():
+    """`tpb tiny-models` builds each evaluator's tiny models as the registry names them, then the pipeline's own;
+    each case above is an evaluator on a tiny model the registry gives it."""
+    named = [m for spec in BUILTIN for m in spec.tiny_models]
+    assert models() == tuple(dict.fromkeys(named)) + PIPELINE and set(models()) <= set(BUILDERS)
+    assert all(model in evaluator_spec(name).tiny_models for name, model, _ in CASES)
 
 
 def test_vllm_requests_are_the_prompt_builders():

@@ -48,6 +48,7 @@ class SimulatedBackend:
 
     name, model_name, random_weights, min_batch_size, device, worker_start_method = (
         "simulated", "simulated", False, 1, None, None)
+    served, default_repair, constrains = False, 0, False
 
     def __init__(self, answer):
         self.answer_with = answer

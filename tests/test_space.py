@@ -39,6 +39,12 @@ def test_config_from_env(env):
     assert (config.model, config.adapter, config.backend, config.concurrency) == (env["PAE_MODEL"], "a", "vllm", 3)
     assert SpaceConfig.from_env({}).model == "Qwen/Qwen3-VL-8B-Instruct"
     assert SpaceConfig.from_env({}).constrained and not SpaceConfig.from_env({"PAE_CONSTRAINED": "0"}).constrained
+    own = Scorer(SpaceConfig.from_env({**env, "VQA_MODEL": "vqa"}))  # each variable is the registry spec's
+    assert own.config.models == {"clipscore": env["CLIP_MODEL"], "blipscore": env["BLIP_MODEL"], "vqascore": "vqa"}
+    assert [own.model_of(n) for n in ("pae", "clipscore", "vqascore", "text-ocr")] == [env["PAE_MODEL"],
+                                                                                       env["CLIP_MODEL"], "vqa", None]
+    assert not own.shares_qwen and Scorer(SpaceConfig.from_env(env)).model_of("vqascore") == env["PAE_MODEL"]
+    assert [Scorer.scale(n) for n in ("clipscore", "blipscore", "vqascore")] == ["0 – 2.5", "0 – 1", "0 – 1"]
 
 
 def test_score_function(scorer, png):

@@ -5,19 +5,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .base import add_bootstrap
+from .base import add_bootstrap, add_dataset_arguments
 
 SUMMARY = "how well an evaluator's scores agree with the human ones, with intervals and the human noise floor"
 EXAMPLE = 'tpb agree --dataset sample/dataset --scores scores.jsonl --out agree.json'
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", required=True, help="a built dataset folder or Hub id")
+    add_dataset_arguments(p, required=True, config="the config the scores cover (its rubric: the one the dataset "
+                          "carries for its tradition)", split="the split the scores cover")
     p.add_argument("--scores", type=Path, required=True, help="one evaluator's results (tpb score --out)")
-    p.add_argument("--config", default="images",
-                   help="the held-out poems, or a generalization test (unseen_generator, a tradition's config: "
-                        "song_ci); the rubric is the one the dataset carries for the poems' tradition")
-    p.add_argument("--split", default="test", help="the split the scores cover")
     add_bootstrap(p)
     p.add_argument("--out", type=Path, help="also write every figure as JSON here")
     p.add_argument("--margin", type=float, default=0.05,

@@ -1,4 +1,6 @@
-"""What every command's parser shares: options stored once, help that shows defaults, and small value types."""
+"""What every command's parser shares: options stored once, help that shows defaults, the option groups several
+commands take, each declared once (the dataset's, the judge's, the QC thresholds, the bootstrap), and small value
+types."""
 
 from __future__ import annotations
 
@@ -7,8 +9,15 @@ import dataclasses
 from typing import Callable, Sequence
 
 from ..dataset.qc import QCConfig
+from ..dataset.raw_release import IMAGES_CONFIG, MAIN_IMAGE_CONFIGS
+from ..rubric import BUILTIN, DEFAULT_TRADITION
 
 POEMS_FILE = "a poems file (JSON Lines: poem_id, title, author, text, tradition; see the README)"
+DATASET = "a built dataset folder or Hub id"
+# A config is the dataset's: its name is checked when the dataset is read, and the error lists the configs it has.
+CONFIGS = (f"{', '.join(MAIN_IMAGE_CONFIGS)} or a tradition's test-only config "
+           f"({', '.join(t for t in BUILTIN if t != DEFAULT_TRADITION)}, or another the dataset has)")
+SPLITS = "train, validation or test"
 
 
 def add_max_image_pixels(p: argparse.ArgumentParser) -> None:
@@ -17,6 +26,20 @@ def add_max_image_pixels(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--max-image-pixels", type=int, default=DEFAULT_MAX_IMAGE_PIXELS,
                    help="refuse larger images (width × height) before decoding them")
+
+
+def add_dataset_arguments(p: argparse.ArgumentParser, dataset: str = "", required: bool = False,
+                          config: str | None = "", split: str = "", default_split: str = "test") -> None:
+    """--dataset, --config and --split, the options of every command that reads a built dataset: the common help,
+    after the command's own words for each (`dataset` follows "a built dataset folder or Hub id"; `config` and `split`
+    lead). `config=None`: no --config (the command reads the configs it needs itself)."""
+    def lead(words: str, common: str) -> str:
+        return f"{words}: {common}" if words else common
+
+    p.add_argument("--dataset", required=required, help=DATASET + dataset)
+    if config is not None:
+        p.add_argument("--config", default=IMAGES_CONFIG, help=lead(config, CONFIGS))
+    p.add_argument("--split", default=default_split, help=lead(split, SPLITS))
 
 
 def add_bootstrap(p: argparse.ArgumentParser) -> None:
@@ -147,8 +170,9 @@ def judge_rubric(rubric_file, dataset=None, config: str = "images", poems=None):
 def what_to_try(args: argparse.Namespace) -> list[str]:
     """What may make a judge answer in the form asked, from the options a command was given (`tpb score` and
     `tpb compare`, when no answer of a run could be read)."""
-    served = getattr(args, "backend", None) == "api" or bool(getattr(args, "base_url", None)) or args.evaluator == "api"
-    if served:
+    from ..judging.registry import asks_server
+
+    if asks_server(args.evaluator, judge_options(args)):
         return ["a model that follows the prompt's instructions (for PAE's question, PAE itself served with its "
                 "adapter: docs/scoring.md)"]
     tries = []

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .base import add_dataset_arguments
+
 SUMMARY = ("conformal intervals for a judge's scores, fitted on a split poem-disjoint from test; the images to send "
            "to people first")
 EXAMPLE = ('tpb calibrate --dataset sample/dataset --scores val.jsonl --alpha 0.1 --out calibration.json\n'
@@ -13,12 +15,10 @@ EXAMPLE = ('tpb calibrate --dataset sample/dataset --scores val.jsonl --alpha 0.
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", help="a built dataset folder or Hub id: its human scores of the calibration split")
+    add_dataset_arguments(p, ": its human scores of the calibration split", config="the config whose split is "
+                          "calibrated on", split="the calibration split, poem-disjoint from the split the intervals "
+                          "are tested on", default_split="validation")
     p.add_argument("--scores", type=Path, help="the judge's results on that split (tpb score --split validation)")
-    p.add_argument("--config", default="images", choices=["images", "unseen_generator", "song_ci"],
-                   help="the config whose split is calibrated on")
-    p.add_argument("--split", default="validation",
-                   help="the calibration split: poem-disjoint from the split the intervals are tested on")
     p.add_argument("--alpha", type=float, default=0.1, help="miscoverage: the intervals aim at 1 − α coverage")
     p.add_argument("--out", type=Path, help="the calibration file to write (JSON)")
     p.add_argument("--calibration", type=Path, help="instead of fitting one: a calibration file (tpb calibrate --out)")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .base import POEMS_FILE, add_judge_options, add_max_image_pixels, judge_options, judge_rubric, what_to_try
+from .base import (POEMS_FILE, add_dataset_arguments, add_judge_options, add_max_image_pixels, judge_options,
+                   judge_rubric, what_to_try)
 
 SUMMARY = ('which of two illustrations of a poem is better: a pairwise judge asked every pair in both orders, records '
            'resumable')
@@ -18,15 +19,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from ..judging.registry import evaluator_names, evaluator_spec, specs
 
     names = evaluator_names("pairwise")
-    p.add_argument("--dataset", help="a built dataset folder or Hub id (its human pairs, or with --all-pairs every pair)")
+    add_dataset_arguments(p, " (its human pairs, or with --all-pairs every pair)")
     p.add_argument("--images", type=Path, help="instead of --dataset: a folder of <generator>/<poem_id>.png (every "
                                                "pair of two generators' images of one poem)")
     p.add_argument("--poems", type=Path, help="with --images: " + POEMS_FILE)
     p.add_argument("--evaluator", required=True, choices=names, metavar="NAME",
                    help="a pairwise judge: " + "; ".join(f"{n}: {specs()[n].summary}" for n in names))
     p.add_argument("--out", type=Path, required=True, help="the pair records (JSON Lines), resumed if they exist")
-    p.add_argument("--config", default="images", help="images, unseen_generator or a tradition's config (song_ci)")
-    p.add_argument("--split", default="test")
     p.add_argument("--margin", type=float, default=0.05, help="the human pairs: human quality apart by at least this")
     p.add_argument("--all-pairs", action="store_true", help="every pair of images of one poem, not only human pairs")
     add_max_image_pixels(p)

@@ -5,20 +5,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .base import add_bootstrap
+from .base import add_bootstrap, add_dataset_arguments
 
 SUMMARY = 'rank generators by PAE-estimated quality beside the human scores, as Markdown, HTML and JSON'
 EXAMPLE = 'tpb leaderboard --dataset sample/dataset --scores rated.jsonl new.jsonl --out board/'
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", required=True, help="a built dataset folder or Hub id (its human scores)")
+    add_dataset_arguments(p, " (its human scores)", required=True, config=None,
+                          split="the split whose poems the generators are compared on")
     p.add_argument("--scores", type=Path, nargs="+", required=True, action="extend",
                    help="PAE results (tpb score --out) covering every generator, all made with the same settings "
                         "(repeat the option, or list the files)")
     p.add_argument("--out", type=Path, required=True,
                    help="the folder to write (leaderboard.md, leaderboard.html, leaderboard.json, figures/)")
-    p.add_argument("--split", default="test", help="the dataset split whose poems the generators are compared on")
     add_bootstrap(p)
     p.add_argument("--eval-results", type=Path, metavar="DIR",
                    help="also write DIR/<generator>/.eval_results/tangpoetrybench.yaml, the Hub's Eval Results file "

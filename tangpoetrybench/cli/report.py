@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .base import add_bootstrap
+from .base import add_bootstrap, add_dataset_arguments
 
 SUMMARY = "the paper's human-data analysis of a built dataset, as Markdown, HTML and JSON"
 EXAMPLE = 'tpb report --dataset sample/dataset --out report/ --scores scores.jsonl --ocr ocr.jsonl'
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", required=True, help="a built dataset folder or Hub id")
+    add_dataset_arguments(p, required=True, config=None, split="the split the scores cover")
     p.add_argument("--out", type=Path, required=True, help="the report folder (report.md, report.html, numbers.json)")
     p.add_argument("--scores", type=Path, nargs="*", action="extend",
                    help="evaluators' results (tpb score), one file each: Table 4 (repeat the option, or list the files)")
@@ -21,7 +21,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ocr", type=Path, metavar="OCR.jsonl",
                    help="text-ocr results (tpb score --evaluator text-ocr): Table 3 from the OCR beside the "
                         "adjudicated one, with precision and recall per issue type")
-    p.add_argument("--split", default="test", help="the split the scores cover")
     add_bootstrap(p)
     p.add_argument("--calibration", type=Path, metavar="FILE",
                    help="a judge's calibration (tpb calibrate --out): Table 4C, its intervals' coverage and width, ECE "

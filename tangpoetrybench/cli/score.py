@@ -7,7 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from .base import POEMS_FILE, add_judge_options, add_max_image_pixels, judge_options, judge_rubric, what_to_try
+from .base import (POEMS_FILE, add_dataset_arguments, add_judge_options, add_max_image_pixels, judge_options,
+                   judge_rubric, what_to_try)
 
 SUMMARY = 'score images with PAE, a served or hosted judge, a baseline or the OCR, to JSON Lines that a rerun resumes'
 EXAMPLE = ('tpb score --dataset sample/dataset --evaluator pae --adapter ORG/PAE --out scores.jsonl\n'
@@ -22,10 +23,7 @@ EXAMPLE = ('tpb score --dataset sample/dataset --evaluator pae --adapter ORG/PAE
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from ..judging.registry import evaluator_names, specs
 
-    p.add_argument("--dataset", help="a built dataset folder or Hub id")
-    p.add_argument("--config", default="images",
-                   help="with --dataset: images, unseen_generator or a tradition's test-only config (song_ci)")
-    p.add_argument("--split", default="test", help="with --dataset: train, validation or test")
+    add_dataset_arguments(p, config="with --dataset", split="with --dataset")
     p.add_argument("--images", type=Path,
                    help="instead of --dataset: a folder of <poem_id>.png or <generator>/<poem_id>.png")
     p.add_argument("--poems", type=Path, help="with --images: " + POEMS_FILE)
@@ -51,24 +49,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     ray = p.add_argument_group("engine options (docs/scale.md)")
     ray.add_argument("--engine", choices=("local", "ray"), default="local", help="local: this machine (or each "
-                     "process of accelerate launch); ray: a Ray cluster, one worker per model copy (default: local)")
+                     "process of accelerate launch); ray: a Ray cluster, one worker per model copy")
     ray.add_argument("--address", help="ray: a running cluster to join (auto, HOST:PORT, ray://HOST:10001; default: "
                      "start Ray on this machine)")
     ray.add_argument("--workers", type=int, default=1, help="ray: workers, each with its own copy of the evaluator; "
-                     "PAE on --backend vllm: vLLM replicas (default: 1)")
-    ray.add_argument("--worker-gpus", type=float, default=0.0, help="ray: GPUs per worker (default: 0, the CPU)")
-    ray.add_argument("--worker-cpus", type=float, default=1.0, help="ray: CPUs per worker (default: 1)")
+                     "PAE on --backend vllm: vLLM replicas")
+    ray.add_argument("--worker-gpus", type=float, default=0.0, help="ray: GPUs per worker (0: the CPU)")
+    ray.add_argument("--worker-cpus", type=float, default=1.0, help="ray: CPUs per worker")
     add_judge_options(p)
 
 
 def run(args: argparse.Namespace) -> None:
     from ..judging.calibrated import Calibrated, load_calibration
     from ..judging.evaluators import load_evaluator
-    from ..judging.registry import evaluator_spec
+    from ..judging.registry import asks_server, evaluator_spec
     from ..judging.scoring import score_to_jsonl, source_of
     from ..models import process_state
 
-    served = args.backend == "api" or bool(args.base_url) or evaluator_spec(args.evaluator).backends == ("api",)
+    served = asks_server(args.evaluator, judge_options(args))
     if not served and (args.price_in is not None or args.price_out is not None):
         raise ValueError("--price-in and --price-out apply to a served judge only")
     source = source_of(args.dataset, args.images, args.poems, args.config, args.split, args.generator,

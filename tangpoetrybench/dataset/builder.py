@@ -29,7 +29,8 @@ from ..files import atomic_folder, ensure_free
 from ..poems import Poem
 from .features import POEM_FEATURES, image_features, rating_features
 from .qc import QCConfig, QCResult, run_qc
-from .raw_release import DEFAULT_MAX_IMAGE_PIXELS, FIXED_CONFIGS, Release, main_tradition, read_release
+from .raw_release import (DEFAULT_MAX_IMAGE_PIXELS, FIXED_CONFIGS, IMAGES_CONFIG, UNSEEN_CONFIG, Release,
+                          main_tradition, read_release)
 from .splits import default_splits
 
 SPLIT_ORDER = ("train", "validation", "test")
@@ -93,8 +94,8 @@ def image_config(release: Release, generator: str, poem_id: str) -> str:
     if tradition != release.main_tradition:
         return tradition
     if release.generators[generator].unseen:
-        return "unseen_generator"
-    return "images"
+        return UNSEEN_CONFIG
+    return IMAGES_CONFIG
 
 
 def poem_splits(poems: Mapping[str, Poem], main: str | None = None,

@@ -12,6 +12,7 @@ from .. import __version__
 from ..rubric import is_bundled
 from .aggregate import ImageScores
 from .features import POEM_FEATURES, image_features, rating_features
+from .raw_release import IMAGES_CONFIG, POEMS_CONFIG, RATINGS_CONFIG, UNSEEN_CONFIG
 
 if TYPE_CHECKING:
     from .raw_release import Release
@@ -30,9 +31,9 @@ DATASET_PLACEHOLDER = "path/to/this/folder"
 def config_descriptions(release: "Release") -> dict[str, str]:
     """What each config holds, in a few words (the card's table and each config's description)."""
     main = release.main_rubric.short_name
-    return {"images": f"{main} poems, seen generators", "ratings": "kept ratings", "poems": "poems",
+    return {IMAGES_CONFIG: f"{main} poems, seen generators", RATINGS_CONFIG: "kept ratings", POEMS_CONFIG: "poems",
             **{t: f"{r.short_name} (test only)" for t, r in release.rubrics.items() if t != release.main_tradition},
-            "unseen_generator": "held-out generators (test only)"}
+            UNSEEN_CONFIG: "held-out generators (test only)"}
 
 
 def size_category(n: int) -> str:

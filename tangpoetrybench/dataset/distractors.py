@@ -42,6 +42,7 @@ from scipy import sparse, stats
 from ..errors import DataError, Problem
 from ..files import write_file
 from ..poems import Poem, han_count, is_han
+from ..rubric import DEFAULT_TRADITION
 
 N_DISTRACTORS = 3
 DEFAULT_NGRAMS = (1, 2)
@@ -285,7 +286,7 @@ def read_candidates(path: Path | str) -> dict[str, list[Poem]]:
         try:
             row = json.loads(line)
             poems = [Poem(poem_id=c["poem_id"], title=c["title"], author=c["author"], text=c["text"],
-                          tradition=c.get("tradition", "tang")) for c in row["candidates"]]
+                          tradition=c.get("tradition", DEFAULT_TRADITION)) for c in row["candidates"]]
             pid = row["poem_id"]
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             problems.append(Problem(str(path), f"not a candidates record ({type(exc).__name__}: {exc})", line=lineno))

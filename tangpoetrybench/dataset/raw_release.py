@@ -49,7 +49,9 @@ RELEASE_KEYS = ("name", "version", "generators", "main_tradition", "synthetic", 
                 "license_link", "description", "citation", "homepage")
 CARD_KEYS = RELEASE_KEYS[4:]  # what release.json says for the dataset card
 # The configs every built dataset may have; each tradition but the main one adds a test-only config of its name.
-FIXED_CONFIGS = ("images", "ratings", "poems", "unseen_generator")
+FIXED_CONFIGS = IMAGES_CONFIG, RATINGS_CONFIG, POEMS_CONFIG, UNSEEN_CONFIG = ("images", "ratings", "poems",
+                                                                             "unseen_generator")
+MAIN_IMAGE_CONFIGS = (IMAGES_CONFIG, UNSEEN_CONFIG)  # the main tradition's rated images: seen, then unseen generators
 N_PHASE1_CANDIDATES = 4
 RELEASE_FILES = ("release.json", "poems.jsonl", "ratings.csv", "text_labels.csv")  # read from the release's top
 

@@ -32,7 +32,8 @@ import yaml
 from ..errors import DataError, Problem
 from ..files import write_file
 from ..poems import check_generator
-from ..reporting.leaderboard import HUMAN_CONFIGS, read_score_files
+from ..dataset.raw_release import MAIN_IMAGE_CONFIGS
+from ..reporting.leaderboard import read_score_files
 from ..rubric import BUILTIN, DEFAULT_TRADITION, TRADITION_NAME
 
 RESULTS_FILE = Path(".eval_results") / "tangpoetrybench.yaml"
@@ -79,8 +80,8 @@ OWN_TEST_CONFIGS = tuple(t for t in BUILTIN if t != DEFAULT_TRADITION)
 
 def benchmark_tasks(test_configs: tuple[str, ...] = OWN_TEST_CONFIGS) -> tuple[BenchmarkTask, ...]:
     """The tasks of a dataset whose other traditions are the test-only `test_configs`."""
-    return tuple(BenchmarkTask(c, m) for c in HUMAN_CONFIGS for m in GENERATOR_METRICS) + tuple(
-        BenchmarkTask(c, m) for c in (*HUMAN_CONFIGS, *test_configs) for m in JUDGE_METRICS)
+    return tuple(BenchmarkTask(c, m) for c in MAIN_IMAGE_CONFIGS for m in GENERATOR_METRICS) + tuple(
+        BenchmarkTask(c, m) for c in (*MAIN_IMAGE_CONFIGS, *test_configs) for m in JUDGE_METRICS)
 
 
 TASK_IDS = frozenset(t.id for t in benchmark_tasks())
@@ -92,7 +93,7 @@ def is_task_id(task_id: str) -> bool:
     for metric in (*GENERATOR_METRICS, *JUDGE_METRICS):
         config = task_id.removesuffix(f"_{metric}")
         if config != task_id:
-            return config in HUMAN_CONFIGS or (metric in JUDGE_METRICS and bool(TRADITION_NAME.fullmatch(config)))
+            return config in MAIN_IMAGE_CONFIGS or (metric in JUDGE_METRICS and bool(TRADITION_NAME.fullmatch(config)))
     return False
 
 
@@ -233,7 +234,7 @@ def write_eval_results(numbers: dict, out: Path | str, dataset_id: str, revision
 
     poems = _compared_poems(numbers) if poems is None else poems
     rows = []
-    for config in HUMAN_CONFIGS:
+    for config in MAIN_IMAGE_CONFIGS:
         try:
             rows += [{**r, "config": config} for r in dataset_rows(numbers["dataset"], config, numbers["split"],
                                                                    ["poem_id", "generator", "recognizability"])]

@@ -2,7 +2,7 @@
 
 Configuration comes from the environment: `PAE_MODEL` (default Qwen/Qwen3-VL-8B-Instruct), `PAE_ADAPTER`,
 `PAE_BACKEND` (transformers | vllm), `PAE_DEVICE`, `CLIP_MODEL`, `BLIP_MODEL`, `VQA_MODEL` (default
-PAE_MODEL), `PAE_POEMS` (a SPEC poems file; default the bundled poems), `PAE_MAX_IMAGE_BYTES`,
+PAE_MODEL; each evaluator's variable is its registry spec's `model_variable`), `PAE_POEMS` (a SPEC poems file; default the bundled poems), `PAE_MAX_IMAGE_BYTES`,
 `PAE_MAX_IMAGE_PIXELS`, `PAE_CONCURRENCY`, `PAE_LEADERBOARD` (a `leaderboard.json` from `tpb leaderboard`, for
 the Leaderboard tab), `PAE_DATASET` (a built dataset, folder or Hub id, whose rubrics the Space offers first, so a
 tradition that is not bundled is scored with the rubric its dataset carries), `PAE_CONSTRAINED` (default 1: PAE's
@@ -35,7 +35,7 @@ from ..judging.calibrated import Calibrated, load_calibration
 from ..judging.evaluators import Evaluator, ScoringItem, load_evaluator
 from ..judging.evaluators.vqascore import VQAScore
 from ..judging.pairwise import PairAnswer, PairItem, verdict
-from ..judging.registry import evaluator_names, evaluator_spec, pae_on
+from ..judging.registry import evaluator_names, evaluator_spec, pae_on, specs
 from ..judging.semjudge import SemJudge, graph_tree
 from ..fonts import cjk_font
 from ..reporting.plots import label, radar
@@ -50,7 +50,6 @@ def rubric_label(rubric: Rubric) -> str:
 
 RUBRICS = {rubric_label(load_rubric(t)): t for t in BUILTIN}  # the bundled rubrics, by label
 UPLOADED = "Uploaded rubric file"
-BASELINE_SCALES = {"clipscore": "0 – 2.5", "blipscore": "0 – 1", "vqascore": "0 – 1"}
 
 
 def baselines() -> list[str]:
@@ -152,9 +151,7 @@ class SpaceConfig:
     adapter: str | None = None
     backend: str = "transformers"
     device: str | None = None
-    clip_model: str | None = None
-    blip_model: str | None = None
-    vqa_model: str | None = None
+    models: dict[str, str] = field(default_factory=dict)  # evaluator → checkpoint, from its spec's model_variable
     poems_file: str | None = None
     dataset: str | None = None  # PAE_DATASET: its rubrics come first among the choices
     max_image_bytes: int = 20 * 2**20
@@ -174,8 +171,8 @@ class SpaceConfig:
 
         return cls(
             model=get("PAE_MODEL", DEFAULT_MODEL), adapter=get("PAE_ADAPTER"), backend=get("PAE_BACKEND", "transformers"),
-            device=get("PAE_DEVICE"), clip_model=get("CLIP_MODEL"), blip_model=get("BLIP_MODEL"),
-            vqa_model=get("VQA_MODEL"), poems_file=get("PAE_POEMS"), dataset=get("PAE_DATASET"),
+            device=get("PAE_DEVICE"), poems_file=get("PAE_POEMS"), dataset=get("PAE_DATASET"),
+            models={n: get(s.model_variable) for n, s in specs().items() if s.model_variable and get(s.model_variable)},
             max_image_bytes=int(get("PAE_MAX_IMAGE_BYTES", 20 * 2**20)),
             max_image_pixels=int(get("PAE_MAX_IMAGE_PIXELS", DEFAULT_MAX_IMAGE_PIXELS)),
             concurrency=int(get("PAE_CONCURRENCY", 1)), leaderboard=get("PAE_LEADERBOARD"), explain=get("PAE_EXPLAIN"),
@@ -326,7 +323,13 @@ class Scorer:
     @property
     def shares_qwen(self) -> bool:
         c = self.config
-        return c.backend == "transformers" and (c.vqa_model or c.model) == c.model
+        return c.backend == "transformers" and self.model_of("vqascore") == c.model
+
+    def model_of(self, name: str) -> str | None:
+        """The checkpoint an evaluator loads here: PAE's is PAE_MODEL, and so is VQAScore's unless its own variable
+        names another (they then share one model); any other's its variable's, else its own default."""
+        c = self.config
+        return c.model if name == "pae" else c.models.get(name) or (c.model if name == "vqascore" else None)
 
     @property
     def pae_label(self) -> str:
@@ -354,8 +357,7 @@ class Scorer:
             raise UserError(self._failed[name])
         if name not in self._loaded:
             c = self.config
-            model = {"pae": c.model, "clipscore": c.clip_model, "blipscore": c.blip_model,
-                     "vqascore": c.vqa_model or c.model}.get(name)
+            model = self.model_of(name)
             takes = evaluator_spec(name).options
             kwargs = {k: v for k, v in (("model", model), ("device", c.device)) if v and k in takes and name != OCR}
             try:
@@ -470,9 +472,13 @@ class Scorer:
         try:
             [b] = self.evaluator(name).score([ScoringItem("uploaded", image, poem)])
         except UserError as exc:
-            return [name, None, BASELINE_SCALES.get(name, "—"), f"unavailable: {exc}"]
+            return [name, None, self.scale(name), f"unavailable: {exc}"]
         note = "" if b.quality is not None else f"failed: {b.error}"
-        return [name, None if b.quality is None else round(b.quality, 3), BASELINE_SCALES.get(name, "—"), note]
+        return [name, None if b.quality is None else round(b.quality, 3), self.scale(name), note]
+
+    @staticmethod
+    def scale(name: str) -> str:
+        return evaluator_spec(name).scale or "—"
 
     @property
     def random_weights(self) -> bool:

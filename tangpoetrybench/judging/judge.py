@@ -108,7 +108,8 @@ def ask(backend: Backend, questions: Sequence[Question], read: Callable[[Questio
 
 class Judge(Evaluator):
     """A task asked of a backend, as an evaluator (see the module's docstring). `repair` (0 or 1) is the repair
-    rounds for an answer that does not read: by default 1 on a served backend, else 0."""
+    rounds for an answer that does not read: by default the backend's `default_repair` (1 on a served backend, else
+    0)."""
 
     _model_attributes = ()  # the backend leaves its model behind itself when pickled
 
@@ -124,14 +125,14 @@ class Judge(Evaluator):
         self.min_batch_size = max(1, backend.min_batch_size // task.questions_per_item)
         self.max_pixels = max_pixels
         self.max_new_tokens = max_new_tokens or task.default_max_new_tokens
-        self.repair = (1 if backend.name == "api" else 0) if repair is None else repair
+        self.repair = backend.default_repair if repair is None else repair
         task.check(backend, self.max_new_tokens)
 
     def settings(self) -> dict[str, Any]:
         task = self.task.settings(self.backend)
         return {"backend": self.backend.name, "max_pixels": self.max_pixels, "max_new_tokens": self.max_new_tokens,
                 "parser": task.pop("parser"), **task, **self.backend.settings(),
-                **({"repair": self.repair} if self.backend.name == "api" or self.repair else {})}
+                **({"repair": self.repair} if self.backend.default_repair or self.repair else {})}
 
     def _prepare(self, items: Sequence[ScoringItem]) -> tuple[list[int], Any, list[Question]]:
         asked = [self.task.questions(it, self) for it in items]

@@ -45,6 +45,7 @@ class StageBackend:
     """The backend PAE's records name on this path: vLLM, run by Ray Data's stage (nothing runs in this process)."""
 
     name = "vllm"
+    served, default_repair, constrains = False, 0, False
     device = None
     worker_start_method = None
     random_weights = False

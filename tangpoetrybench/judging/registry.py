@@ -14,29 +14,41 @@ the evaluators that do.
 evaluator's. The factory is called with the options a user gave that its signature names (`model=`, `device=`,
 `max_pixels=`, …; a `task=` parameter gets the task asked for) and returns an evaluator
 (`evaluators.base.Evaluator`; for `task="pairwise"`, an object with `judge(items)`). A factory may say which tasks
-it answers in a `tasks` attribute (default: `("scores",)`). See docs/plugins.md.
+it answers in a `tasks` attribute (default: `("scores",)`). A plugin whose factory does not load is left out of
+every list of evaluators, with a warning that names it and why; choosing it says why. See docs/plugins.md.
 
-A new built-in evaluator is one module and one row in `BUILTIN`.
+A new built-in evaluator is one module and one row in `BUILTIN`; a new backend is one module and one row in
+`backends.BACKENDS` (its class carries the options it takes and how a judge treats it), and every evaluator that runs
+on any backend, or on any local or served one, runs on it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import import_module, metadata
 from pathlib import Path
 from typing import Any, Callable
 
+from .backends import BACKENDS, backend_class, constructor_options
+
 PLUGIN_GROUP = "tangpoetrybench.evaluators"
 POINTWISE = ("scores", "letter", "scalar", "text")  # tasks `tpb score` runs; `tpb compare` runs "pairwise"
-SERVED = ("base_url", "api_key_env", "concurrency", "timeout", "retries", "backoff", "repair")
-LOCAL = ("adapter", "device", "quantize", "constrained")
+SERVED_GROUP = "served judge"  # the options of a served judge (refused on a local backend)
 
 
 def _option(help: str, group: str = "judge", **cli) -> Any:
     return field(default=None, metadata={"help": help, "group": group, **cli})
+
+
+def _backend_help() -> str:
+    """--backend's help, from the rows of `backends.BACKENDS`."""
+    rows = [f"{name} ({row.summary})" for name, row in BACKENDS.items()]
+    return (f"who answers: {', '.join(rows[:-1])} or {rows[-1]}" if len(rows) > 1 else f"who answers: {rows[0]}") + \
+        " (default: the evaluator's first)"
 
 
 @dataclass
@@ -47,9 +59,7 @@ class JudgeOptions:
                                 "judge the model name the server knows")
     adapter: str | None = _option("a LoRA adapter for the base model (PAE's; Hub id or local folder; without it: "
                                   "zero-shot)")
-    backend: str | None = _option("who answers: transformers (local), vllm (its own environment and a GPU) or api (an "
-                                  "OpenAI-compatible server; implied by --base-url)",
-                                  choices=("transformers", "vllm", "api"))
+    backend: str | None = _option(_backend_help(), choices=tuple(BACKENDS))
     device: str | None = _option("cpu, cuda, cuda:1 ... (default: the GPU when there is one)")
     max_pixels: int | None = _option("shrink larger images to this many pixels before asking (default: 1024×1024)",
                                      type=int)
@@ -80,43 +90,62 @@ class JudgeOptions:
                                 "in pixels either way (default: relative)", choices=("relative", "pixels"))
     base_url: list[str] | None = _option("an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1; several (repeat "
                                          "the option, or a comma list) make a fleet (default: Hugging Face Inference "
-                                         "Providers)", "served judge", action="extend", nargs=1, metavar="URL")
+                                         "Providers)", SERVED_GROUP, action="extend", nargs=1, metavar="URL")
     api_key_env: str | None = _option("the environment variable that holds the API key; the key itself is never an "
                                       "argument (default: HF_TOKEN for Hugging Face's own hosts, no key elsewhere)",
-                                      "served judge", metavar="NAME")
-    concurrency: int | None = _option("requests in flight at once, per server (default: 8)", "served judge", type=int)
+                                      SERVED_GROUP, metavar="NAME")
+    concurrency: int | None = _option("requests in flight at once, per server (default: 8)", SERVED_GROUP, type=int)
     timeout: float | None = _option("seconds a request may take, whole, before it is retried (default: 120)",
-                                    "served judge", type=float)
+                                    SERVED_GROUP, type=float)
     retries: int | None = _option("retries of a request on 429, 5xx, timeouts and lost connections (default: 5)",
-                                  "served judge", type=int)
-    backoff: float | None = _option("seconds before the first retry, doubled at each (default: 1)", "served judge",
+                                  SERVED_GROUP, type=int)
+    backoff: float | None = _option("seconds before the first retry, doubled at each (default: 1)", SERVED_GROUP,
                                     type=float)
     repair: int | None = _option("repair rounds for an answer that does not read: asked again in the same "
-                                 "conversation (default: 1 for a served judge, 0 for a local one)", "served judge",
+                                 "conversation (default: 1 for a served judge, 0 for a local one)", SERVED_GROUP,
                                  type=int, choices=(0, 1))
 
 
 OPTION_NAMES = tuple(f.name for f in dataclasses.fields(JudgeOptions))
+SERVED = tuple(f.name for f in dataclasses.fields(JudgeOptions) if f.metadata["group"] == SERVED_GROUP)
+KINDS = ("any", "local", "served")  # what an evaluator may run on, besides a model of its own
+
+
+def backends_of_kind(kind: str) -> tuple[str, ...]:
+    """The backends of `backends.BACKENDS` of a kind (`KINDS`), in its order: local and served by their `served`."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind of backend {kind!r} (known: {', '.join(KINDS)})")
+    return tuple(n for n in BACKENDS if kind == "any" or backend_class(n).served == (kind == "served"))
 
 
 @dataclass(frozen=True)
 class EvaluatorSpec:
     """An evaluator: its factory ("module:attribute", imported on first use), the tasks it answers (the first is
-    the default), the backends it runs on (empty: a model of its own), the options it takes, the tiny model that
-    stands in for its checkpoint in tests (`tpb tiny-models`), and where it comes from."""
+    the default), the options it takes, the backends it runs on (`runs_on`: any backend, any local or any served one
+    (`KINDS`); empty: a model of its own), the tiny models that stand in for its checkpoints in tests (`tpb
+    tiny-models` builds them: `tiny_models.models()`), how it is shown (`scale`: the range of its quality, where it
+    is a number of its own; `model_variable`: the environment variable that names its checkpoint in the Space),
+    where it comes from, and for a plugin that does not load, why."""
 
     name: str
     summary: str
     factory: str
     tasks: tuple[str, ...]
     options: tuple[str, ...]
-    backends: tuple[str, ...] = ()
-    tiny_model: str | None = None
+    runs_on: str = ""
+    tiny_models: tuple[str, ...] = ()
+    scale: str | None = None
+    model_variable: str | None = None
     source: str = "built in"
+    error: str | None = None
 
     def load(self) -> Callable[..., Any]:
         module, _, attribute = self.factory.partition(":")
         return getattr(import_module(module), attribute)
+
+    def backends(self) -> tuple[str, ...]:
+        """The backends it runs on, its default first (none: a model of its own)."""
+        return backends_of_kind(self.runs_on) if self.runs_on else ()
 
 
 _MODEL = ("model", "device", "max_pixels")
@@ -124,27 +153,27 @@ _QWEN = ("model", "adapter", "backend", "device", "max_pixels", "max_new_tokens"
 BUILTIN = (
     EvaluatorSpec("pae", "PAE: the rubric's scores (or the pairwise choice) from Qwen3-VL with its adapter",
                   "tangpoetrybench.judging.registry:pae", ("scores", "pairwise"), _QWEN + ("explain", "readout"),
-                  ("transformers", "vllm"), "qwen3-vl"),
+                  "local", ("qwen3-vl",)),
     EvaluatorSpec("api", "PAE's question asked of a served or hosted model (any OpenAI-compatible server)",
                   "tangpoetrybench.judging.registry:api", ("scores", "pairwise"),
-                  ("model", "max_pixels", "max_new_tokens", "rubric", "explain", "readout") + SERVED, ("api",)),
+                  ("model", "max_pixels", "max_new_tokens", "rubric", "explain", "readout") + SERVED, "served"),
     EvaluatorSpec("recognize", "which of four candidate poems the image shows (the paper's Phase 1), in several "
                   "orders", "tangpoetrybench.judging.registry:recognize", ("letter",),
                   ("model", "adapter", "backend", "device", "max_pixels", "max_new_tokens", "rubric", "candidates",
-                   "orders") + SERVED, ("transformers", "vllm", "api"), "qwen3-vl"),
+                   "orders") + SERVED, "any", ("qwen3-vl",)),
     EvaluatorSpec("semjudge", "SemJudge: semiosis graphs of the poem and both images, then the choice",
                   "tangpoetrybench.judging.registry:semjudge", ("pairwise",),
                   ("model", "backend", "device", "max_pixels", "max_new_tokens", "cache_dir", "boxes") + SERVED,
-                  ("transformers", "vllm", "api"), "qwen3-vl"),
+                  "any", ("qwen3-vl",)),
     EvaluatorSpec("clipscore", "CLIPScore: image-text embedding similarity (CLIP or Chinese-CLIP)",
                   "tangpoetrybench.judging.evaluators.clipscore:CLIPScore", ("scalar",), ("model", "device"),
-                  tiny_model="chinese-clip"),
+                  tiny_models=("clip", "chinese-clip"), scale="0 – 2.5", model_variable="CLIP_MODEL"),
     EvaluatorSpec("blipscore", "BLIPScore: BLIP's image-text matching probability",
                   "tangpoetrybench.judging.evaluators.blipscore:BLIPScore", ("scalar",), ("model", "device"),
-                  tiny_model="blip"),
+                  tiny_models=("blip",), scale="0 – 1", model_variable="BLIP_MODEL"),
     EvaluatorSpec("vqascore", "VQAScore: the probability that Qwen3-VL answers yes to a question about the poem",
                   "tangpoetrybench.judging.evaluators.vqascore:VQAScore", ("scalar",), _MODEL + ("question",),
-                  tiny_model="qwen3-vl"),
+                  tiny_models=("qwen3-vl",), scale="0 – 1", model_variable="VQA_MODEL"),
     EvaluatorSpec("text-ocr", "text integrity from a real OCR model, with the text it found as evidence (CPU, "
                   "offline)", "tangpoetrybench.judging.ocr.evaluator:TextOCR", ("text",),
                   ("device", "max_pixels", "rubric")),
@@ -153,46 +182,55 @@ BUILTIN = (
 
 @lru_cache(maxsize=1)
 def plugins() -> tuple[EvaluatorSpec, ...]:
-    """The evaluators installed distributions add (entry point group `tangpoetrybench.evaluators`)."""
+    """The evaluators installed distributions add (entry point group `tangpoetrybench.evaluators`), with what each
+    factory answers and takes. A factory that does not load (its module fails to import, say) is kept with its
+    `error`, and a warning names it: left out of every list, it breaks no command, and choosing it says why."""
     found = []
     for entry in metadata.entry_points(group=PLUGIN_GROUP):
         source = entry.dist.name if entry.dist else entry.value
         try:
-            tasks, summary = tuple(getattr(entry.load(), "tasks", ("scores",))), f"a plugin's evaluator ({entry.value})"
-        except Exception as exc:  # listed all the same: choosing it says why it cannot load
-            tasks, summary = (), f"a plugin that does not load ({entry.value}: {type(exc).__name__}: {exc})"
-        found.append(EvaluatorSpec(entry.name, summary, entry.value, tasks, (), source=source))
+            factory = entry.load()
+            parameters = inspect.signature(factory).parameters
+            tasks = tuple(getattr(factory, "tasks", ("scores",)))
+        except Exception as exc:  # a plugin's own bug, whatever its kind
+            error = f"{type(exc).__name__}: {exc}"
+            warnings.warn(f"the evaluator plugin {entry.name!r} of {source} ({entry.value}) does not load and is left "
+                          f"out: {error}", stacklevel=2)
+            found.append(EvaluatorSpec(entry.name, f"a plugin that does not load ({entry.value})", entry.value, (), (),
+                                       source=source, error=error))
+            continue
+        takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+        options = OPTION_NAMES if takes_all else tuple(n for n in OPTION_NAMES if n in parameters)
+        found.append(EvaluatorSpec(entry.name, f"a plugin's evaluator ({entry.value})", entry.value, tasks, options,
+                                   source=source))
     return tuple(found)
 
 
 def specs() -> dict[str, EvaluatorSpec]:
-    """Every evaluator by name: the built-in ones, then the plugins' (a plugin never replaces a built-in name)."""
+    """Every evaluator by name: the built-in ones, then the plugins' (a plugin never replaces a built-in name), but
+    a plugin that does not load."""
     table = {s.name: s for s in BUILTIN}
     for spec in plugins():
-        table.setdefault(spec.name, spec)
+        if spec.error is None:
+            table.setdefault(spec.name, spec)
     return table
 
 
 def evaluator_names(task: str | None = None) -> list[str]:
-    """The evaluators that answer `task` ("pointwise" for any task `tpb score` runs); all of them with None.
-    A plugin that does not load is listed under every task (choosing it says why)."""
+    """The evaluators that answer `task` ("pointwise" for any task `tpb score` runs); all of them with None."""
     wanted = POINTWISE if task == "pointwise" else (task,) if task else None
-    return [name for name, spec in specs().items()
-            if wanted is None or not spec.tasks and spec.source != "built in" or set(spec.tasks) & set(wanted)]
+    return [name for name, spec in specs().items() if wanted is None or set(spec.tasks) & set(wanted)]
 
 
 def evaluator_spec(name: str) -> EvaluatorSpec:
     table = specs()
     if name not in table:
+        broken = next((s for s in plugins() if s.name == name and s.error), None)
+        if broken is not None:
+            raise ValueError(f"the evaluator {name!r} of the plugin {broken.source} ({broken.factory}) does not load: "
+                             f"{broken.error}")
         raise ValueError(f"unknown evaluator {name!r} (known: {', '.join(table)})")
-    spec = table[name]
-    if spec.source == "built in":
-        return spec
-    factory = spec.load()  # a plugin: what it answers and takes, from the factory itself
-    parameters = inspect.signature(factory).parameters
-    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-    options = OPTION_NAMES if takes_all else tuple(n for n in OPTION_NAMES if n in parameters)
-    return dataclasses.replace(spec, options=options)
+    return table[name]
 
 
 def who_takes(option: str) -> list[str]:
@@ -222,48 +260,60 @@ def load_evaluator(name: str, task: str | None = None, **options) -> Any:
 
 
 def backend_of(spec_name: str, options: dict) -> str:
-    """The backend an evaluator runs on: the one named, else api where a base URL is given, else its first."""
-    spec = evaluator_spec(spec_name)
-    backend = options.pop("backend", None) or ("api" if options.get("base_url") and "api" in spec.backends
-                                               else spec.backends[0])
-    if backend not in spec.backends:
-        raise ValueError(f"{spec_name} runs on {', '.join(spec.backends)}, not {backend}")
-    if backend == "api":
-        local = [k for k in LOCAL if options.get(k)]
-        if local == ["adapter"]:
-            raise ValueError("--adapter does not apply to a served model: serve the adapter and name it in --model")
-        if local:
-            raise ValueError(f"--{local[0]} applies to a local backend (transformers), not to a served model")
-    else:
-        served = [k for k in SERVED if options.get(k) is not None]
-        if served:
-            raise ValueError(f"--{served[0].replace('_', '-')} applies to a served judge: give --base-url (or "
-                             "--backend api)")
-        if backend == "vllm":
-            for key in ("quantize", "constrained", "device"):
-                if options.get(key):
-                    raise ValueError(f"--{key} applies to the transformers backend (vLLM places, quantises and "
-                                     "constrains on its own)")
+    """The backend an evaluator runs on: the one named (taken out of `options`), else its first served one where a
+    base URL is given, else its first; refused where an option given is not that backend's (see `check_backend`)."""
+    names = evaluator_spec(spec_name).backends()
+    backend = _chosen(names, options)
+    options.pop("backend", None)
+    if backend not in names:
+        raise ValueError(f"{spec_name} runs on {', '.join(names)}, not {backend}")
+    check_backend(backend, options)
     return backend
 
 
-def build_backend(backend: str, options: dict, images_per_prompt: int = 1, keep_adapter_apart: bool = False):
-    """The backend an evaluator's options describe (the options it takes are removed from `options`)."""
-    from .backends import load_backend
-    from .backends.transformers import DEFAULT_MODEL
+def _chosen(names: tuple[str, ...], options: dict) -> str:
+    return options.get("backend") or next((n for n in names if options.get("base_url") and backend_class(n).served),
+                                          names[0])
 
-    model = options.pop("model", None)
-    if backend == "api":
-        served = {k: options.pop(k) for k in ("base_url", "api_key_env", "concurrency", "timeout", "retries", "backoff")
-                  if k in options}
-        return load_backend("api", model=model, **served)
-    local = {k: options.pop(k) for k in ("adapter",) if k in options}
-    if backend == "vllm":
-        return load_backend("vllm", model=model or DEFAULT_MODEL, images_per_prompt=images_per_prompt, **local)
-    local.update({k: options.pop(k) for k in ("device", "quantize") if k in options})
-    if keep_adapter_apart:
-        local["merge_adapter"] = False
-    return load_backend("transformers", model=model or DEFAULT_MODEL, **local)
+
+def asks_server(name: str, options: dict) -> bool:
+    """Whether the evaluator `name` with these options (`JudgeOptions`' names) asks a server (a served backend)."""
+    names = evaluator_spec(name).backends()
+    backend = _chosen(names, options) if names else None
+    return backend in BACKENDS and backend_class(backend).served
+
+
+def check_backend(backend: str, options: dict) -> None:
+    """Refuse an option given that `backend` cannot take: a served judge's (`SERVED`) on a local backend,
+    `--constrained` where decoding cannot be held to the answer's form, and an option only other backends'
+    constructors take (a local model's `--adapter`, `--device`, ... on a server; `--quantize` on vLLM)."""
+    cls = backend_class(backend)
+    takes = constructor_options(cls)
+    for key in [k for k, v in options.items() if v is not None and v is not False and k not in takes]:
+        flag = f"--{key.replace('_', '-')}"
+        if key in SERVED and not cls.served:
+            raise ValueError(f"{flag} applies to a served judge: give --base-url (or --backend "
+                             f"{backends_of_kind('served')[0]})")
+        if key == "constrained" and not cls.constrains:
+            constraining = [n for n in BACKENDS if backend_class(n).constrains]
+            raise ValueError(f"--constrained applies to the {' and '.join(constraining)} backend, not {backend} (it "
+                             "is asked for the task's JSON schema without it)")
+        takers = [n for n in BACKENDS if key in constructor_options(backend_class(n))]
+        if takers and cls.served:
+            raise ValueError("--adapter does not apply to a served model: serve the adapter and name it in --model"
+                             if key == "adapter" else f"{flag} applies to a local backend ({', '.join(takers)}), "
+                             "not to a served model")
+        if takers:
+            raise ValueError(f"{flag} applies to the {' and '.join(takers)} backend, not {backend}")
+
+
+def build_backend(backend: str, options: dict, images_per_prompt: int = 1):
+    """The backend an evaluator's options describe: its class called with the options its constructor names (taken
+    out of `options`; without a model, the backend's default) and `images_per_prompt` where it names that."""
+    cls = backend_class(backend)
+    takes = constructor_options(cls)
+    given = {k: options.pop(k) for k in [k for k in options if k in takes and k in OPTION_NAMES]}
+    return cls(**given, **({"images_per_prompt": images_per_prompt} if "images_per_prompt" in takes else {}))
 
 
 def _judge(name: str, make_task: Callable[[], Any], task_name: str, options: dict, images_per_prompt: int = 1):
@@ -273,9 +323,8 @@ def _judge(name: str, make_task: Callable[[], Any], task_name: str, options: dic
 
     which = backend_of(name, options)
     task = make_task()
-    if getattr(task, "constrained", False) and which != "transformers":
-        raise ValueError(f"--constrained applies to the transformers backend: {which} holds every answer to the "
-                         "task's JSON schema itself")
+    if getattr(task, "constrained", False):
+        check_backend(which, {"constrained": True})
     backend = build_backend(which, options, images_per_prompt)
     cls = PairwiseJudge if task_name == "pairwise" else Judge
     judge = cls(name, task, backend, **{k: options.pop(k) for k in ("max_pixels", "max_new_tokens", "rubric", "repair")
@@ -311,7 +360,7 @@ def pae(task: str = "scores", explain: str | None = None, readout: str | None = 
 
 def api(task: str = "scores", explain: str | None = None, readout: str | None = None, **options):
     """PAE's question to a served model."""
-    return _rubric_judge("api", task, explain, readout, False, {**options, "backend": "api"})
+    return _rubric_judge("api", task, explain, readout, False, options)
 
 
 def _rubric_judge(name: str, task: str, explain: str | None, readout: str | None, constrained: bool, options: dict):

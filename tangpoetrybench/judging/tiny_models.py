@@ -1,6 +1,10 @@
 """Tiny random-weight models, built offline from configs, for tests and smoke runs (`tpb tiny-models OUT`).
 
-    OUT/qwen3-vl       Qwen3-VL (PAE, VQAScore): 2 text layers of width 64, a 2-block vision tower
+What is built is read from the registry (each evaluator's `tiny_models`), then the models of the pipeline's other
+parts (`PIPELINE`); each name has its builder in `BUILDERS`:
+
+    OUT/qwen3-vl       Qwen3-VL (PAE, recognize, SemJudge, VQAScore): 2 text layers of width 64, a 2-block vision
+                       tower
     OUT/clip           CLIP (CLIPScore)
     OUT/chinese-clip   Chinese-CLIP (CLIPScore)
     OUT/blip           BLIP image-text matching (BLIPScore)
@@ -31,7 +35,7 @@ from ..poems import sample_poems
 from .prompt import system_prompt, user_prompt
 from ..rubric import BUILTIN, DEFAULT_TRADITION, load_rubric
 
-MODELS = ("qwen3-vl", "clip", "chinese-clip", "blip", "internvl", "text-to-image")
+PIPELINE = ("internvl", "text-to-image")  # the training's backbone ablation (Table 6) and `tpb generate`'s pipeline
 QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                 "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]
 SEED = 0
@@ -246,11 +250,23 @@ BUILDERS = {"qwen3-vl": build_qwen3_vl, "clip": build_clip, "chinese-clip": buil
             "internvl": build_internvl, "text-to-image": build_text_to_image}
 
 
+def models() -> tuple[str, ...]:
+    """The tiny models `tpb tiny-models` builds: those the registry's evaluators name, in its order, then
+    `PIPELINE`'s. A name without a builder is refused here, before anything is built."""
+    from .registry import BUILTIN
+
+    names = tuple(dict.fromkeys([m for spec in BUILTIN for m in spec.tiny_models] + list(PIPELINE)))
+    unknown = [n for n in names if n not in BUILDERS]
+    if unknown:
+        raise ValueError(f"no builder for the tiny model {unknown[0]!r} (known: {', '.join(BUILDERS)})")
+    return names
+
+
 def buildable() -> tuple[str, ...]:
     """Every model, but the diffusers pipeline where diffusers is not installed (the vLLM environment, a bare GPU
     benchmark machine): those need only the transformers models."""
     has_diffusers = importlib.util.find_spec("diffusers") is not None
-    return tuple(name for name in MODELS if name != "text-to-image" or has_diffusers)
+    return tuple(name for name in models() if name != "text-to-image" or has_diffusers)
 
 
 def build_tiny_models(out: Path | str, overwrite: bool = False) -> dict[str, Path]:

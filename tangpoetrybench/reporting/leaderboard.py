@@ -26,6 +26,7 @@ from scipy import stats
 
 from ..stats.agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement, resample_weights
 from ..stats.calibration import carried_coverage, percent
+from ..dataset.raw_release import MAIN_IMAGE_CONFIGS
 from ..dataset.reading import config_rubric, dataset_rows
 from ..judging.results import Results, ResultsFile, two_settings
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, counted, fmt, fmt_ci, fmt_interval
@@ -36,7 +37,6 @@ from .variants import lay_out_variants, variant_comparison
 from .report import Report, is_synthetic, write_report
 from ..rubric import Rubric
 
-HUMAN_CONFIGS = ("images", "unseen_generator")  # where a built dataset keeps the main tradition's human-rated images
 
 
 @dataclass
@@ -117,7 +117,7 @@ def unproven_files(files: Sequence[ResultsFile], dataset: str | Path, split: str
     warnings = []
     for results in files:
         if results.datasets or rated_ids.intersection(results.records):
-            warning = results.scored_on(dataset, split, HUMAN_CONFIGS)
+            warning = results.scored_on(dataset, split, MAIN_IMAGE_CONFIGS)
             warnings += [warning] if warning else []
     return warnings
 
@@ -126,7 +126,7 @@ def human_rows(dataset: str | Path, split: str, keys: list[str]) -> list[dict]:
     """The split's human-rated images of the main tradition (`images` config, and `unseen_generator` where the
     dataset has one)."""
     rows = []
-    for config in HUMAN_CONFIGS:
+    for config in MAIN_IMAGE_CONFIGS:
         try:
             rows += list(dataset_rows(dataset, config, split, ["image_id", "poem_id", "generator", *keys, "quality",
                                                                "recognizability"]))

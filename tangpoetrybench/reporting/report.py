@@ -27,6 +27,7 @@ from typing import Sequence
 import numpy as np
 
 from . import findings
+from ..dataset.raw_release import UNSEEN_CONFIG
 from ..dataset.reading import config_rows, dataset_rows, dataset_rubrics, dimension_keys, traditions_rubric
 from ..judging.calibrated import Calibration
 from ..files import write_file
@@ -230,10 +231,10 @@ def compute_report(inputs: ReportInputs, scores: Sequence[Results] = (), split: 
         if calibration is None:
             raise ValueError("--unseen-scores is Table 4C's second row: give --calibration too")
         rubric_keys = list(inputs.rubric.keys)
-        unseen_rows = list(dataset_rows(inputs.dataset, "unseen_generator", split,
+        unseen_rows = list(dataset_rows(inputs.dataset, UNSEEN_CONFIG, split,
                                         ["image_id", "poem_id", "tradition", "quality", *rubric_keys]))
         calibrated.append(table4_of(inputs, unseen_rows, ResultsFile.of(unseen), split, n_bootstrap, seed, [],
-                                    calibration, "unseen_generator"))
+                                    calibration, UNSEEN_CONFIG))
     if calibration is not None and not calibrated:
         raise ValueError(f"none of the --scores files holds results of the calibrated judge "
                          f"({calibration.evaluator}, {calibration.model}): Table 4C needs its test results")

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from PIL import ImageStat
+
 from tangpoetrybench.judging.evaluators.base import EvalResult, Evaluator, ScoringItem
 from tangpoetrybench.models import DEFAULT_MAX_PIXELS, fit_pixels
 
@@ -28,11 +30,7 @@ class Brightness(Evaluator):
         return {"max_pixels": self.max_pixels}
 
     def _prepare(self, items: Sequence[ScoringItem]) -> list[float]:
-        values = []
-        for item in items:
-            grey = fit_pixels(item.image, self.max_pixels).convert("L")
-            values.append(sum(grey.getdata()) / (255 * grey.width * grey.height))
-        return values
+        return [ImageStat.Stat(fit_pixels(item.image, self.max_pixels).convert("L")).mean[0] / 255 for item in items]
 
     def _run(self, inputs: list[float], items: Sequence[ScoringItem]) -> list[EvalResult]:
         return [self.result(item, {}, round(value, 6), None, "ok", None) for item, value in zip(items, inputs)]

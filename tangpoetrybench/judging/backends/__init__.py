@@ -17,21 +17,40 @@ model) and `answer`. A question says what its answer must be, and each backend k
   directly; a server is asked for token log-probabilities, which the task reads where they hold the anchors).
 
 Nothing one question does stops its batch: a request that fails is an `Answer` with an `error` and its kind
-(`model`, `transient`), which a rerun asks again. A new backend is one module with a class following `Backend`,
-and one row in `BACKENDS`.
+(`model`, `transient`), which a rerun asks again.
+
+A new backend is one module with a class following `Backend`, and one row in `BACKENDS`. The class carries what the
+registry needs to build and check it: the judge options it takes are the ones its constructor names (beside
+`images_per_prompt`, given where it is named), and its class attributes say whether it asks a server (`served`),
+how many repair rounds a judge gives an unread answer by default (`default_repair`) and whether it can hold decoding
+to a task's answer form (`constrains`). Every evaluator that runs on any backend (or on any local or served one)
+then runs on it, and `--backend` offers it.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Protocol, Sequence
 
-# name → "module:class" of the backend, imported when first built
-BACKENDS: dict[str, str] = {
-    "transformers": "tangpoetrybench.judging.backends.transformers:TransformersBackend",
-    "vllm": "tangpoetrybench.judging.backends.vllm:VLLMBackend",
-    "api": "tangpoetrybench.judging.backends.served:ServedBackend",
+
+@dataclass(frozen=True)
+class BackendRow:
+    """A backend: its class ("module:class", imported when first used) and what it is, in a few words (the
+    command line's `--backend` help, read without importing it)."""
+
+    factory: str
+    summary: str
+
+
+BACKENDS: dict[str, BackendRow] = {
+    "transformers": BackendRow("tangpoetrybench.judging.backends.transformers:TransformersBackend",
+                               "a local Qwen3-VL, with or without an adapter"),
+    "vllm": BackendRow("tangpoetrybench.judging.backends.vllm:VLLMBackend",
+                       "the same on vLLM's engine: its own environment and a GPU"),
+    "api": BackendRow("tangpoetrybench.judging.backends.served:ServedBackend",
+                      "an OpenAI-compatible server; implied by --base-url"),
 }
 
 
@@ -76,9 +95,13 @@ class Answer:
 
 
 class Backend(Protocol):
-    """What a judge needs of whoever answers."""
+    """What a judge needs of whoever answers. Its constructor takes the judge options it names (`model`, `adapter`,
+    `device`, `base_url`, ...: `registry.JudgeOptions`) and, where it names it, `images_per_prompt`."""
 
     name: str  # recorded as settings["backend"]
+    served: bool  # it asks a server, a request per answer: a base URL chooses it, a run reports the tokens
+    default_repair: int  # a judge's repair rounds for an answer that does not read, unless told (0 or 1)
+    constrains: bool  # it holds decoding to a question's `constraint` (`--constrained`)
     model_name: str
     random_weights: bool | None  # None: nobody can vouch for a served model's weights
     min_batch_size: int  # an engine that schedules its own batches wants many questions at once
@@ -95,13 +118,24 @@ class Backend(Protocol):
         """One answer per question, in order."""
 
 
+def backend_class(name: str) -> type:
+    """The class of the backend `name` (its module imported now)."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r} (known: {', '.join(BACKENDS)})")
+    module, _, attribute = BACKENDS[name].factory.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def constructor_options(cls: type) -> tuple[str, ...]:
+    """The keywords a backend's constructor takes."""
+    return tuple(inspect.signature(cls).parameters)
+
+
 def load_backend(name: str, **options) -> Backend:
     """Build a backend by name; its options go to its class (`model`, `adapter`, `device`, ... for the local ones,
     `base_url`, `api_key_env`, ... for a server)."""
-    if name not in BACKENDS:
-        raise ValueError(f"unknown backend {name!r} (known: {', '.join(BACKENDS)})")
-    module, _, attribute = BACKENDS[name].partition(":")
-    return getattr(importlib.import_module(module), attribute)(**options)
+    return backend_class(name)(**options)
 
 
-__all__ = ["Answer", "BACKENDS", "Backend", "Constraint", "Question", "load_backend"]
+__all__ = ["Answer", "BACKENDS", "Backend", "BackendRow", "Constraint", "Question", "backend_class", "constructor_options",
+           "load_backend"]

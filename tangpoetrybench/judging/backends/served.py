@@ -297,11 +297,12 @@ class ServedBackend:
     workers get a plain copy: they encode the images while the previous batch's requests are in flight."""
 
     name = "api"
+    served, default_repair, constrains = True, 1, False  # an answer that does not read is asked again, by default
     device = None
     worker_start_method = None
     random_weights = None  # nobody can vouch for a served model's weights
 
-    def __init__(self, model: str, base_url: str | Sequence[str] | None = None, api_key_env: str | None = None,
+    def __init__(self, model: str | None = None, base_url: str | Sequence[str] | None = None, api_key_env: str | None = None,
                  concurrency: int = DEFAULT_CONCURRENCY, timeout: float = DEFAULT_TIMEOUT,
                  retries: int = DEFAULT_RETRIES, backoff: float = 1.0, structured: bool = True):
         """`model` is the name the server knows (`--served-model-name`, a LoRA module's name, a provider's model id);

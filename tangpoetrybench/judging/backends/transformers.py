@@ -36,6 +36,7 @@ def group_key(question: Question) -> tuple:
 
 class TransformersBackend:
     name = "transformers"
+    served, default_repair, constrains = False, 0, True
     min_batch_size = 1
     worker_start_method = None
 

@@ -79,6 +79,7 @@ def choice_probs(logprobs: dict[str, float], choices: Sequence[str]) -> list[flo
 
 class VLLMBackend:
     name = "vllm"
+    served, default_repair, constrains = False, 0, False  # vLLM holds answers to the schema itself
     min_batch_size = MIN_CHUNK
     device = None  # vLLM places the model itself
     worker_start_method = "spawn"  # vLLM's engine runs threads in this process: never fork it

@@ -29,7 +29,7 @@ from PIL import Image
 from ...errors import ImageError, RunStopped
 from ...files import DEFAULT_MAX_IMAGE_PIXELS, open_image
 from ...poems import Poem
-from ...rubric import BUILTIN, Rubric, rubric_for_tradition
+from ...rubric import BUILTIN, DEFAULT_TRADITION, Rubric, rubric_for_tradition
 
 TRANSIENT = "transient"
 
@@ -105,7 +105,7 @@ def as_poem(poem: Poem | Mapping[str, str], index: int) -> Poem:
     if isinstance(poem, Poem):
         return poem
     return Poem(poem_id=str(poem.get("poem_id", f"poem-{index}")), title=poem.get("title", ""),
-                author=poem.get("author", ""), text=poem["text"], tradition=poem.get("tradition", "tang"))
+                author=poem.get("author", ""), text=poem["text"], tradition=poem.get("tradition", DEFAULT_TRADITION))
 
 
 def describe(exc: BaseException) -> str:
