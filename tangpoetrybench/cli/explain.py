@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> None:
     from ..judging.evaluators import load_evaluator
     from ..judging.semjudge import RANDOM_WEIGHTS_NOTE, graph_tree
     from ..poems import read_poems, sample_poems
+    from ..rubric import format_title
 
     if not args.image.is_file():
         raise ValueError(f"{args.image}: no such image file")
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> None:
     [image_graph] = judge.image_graphs([image])
     if judge.random_weights:
         print(f"{args.model}: {RANDOM_WEIGHTS_NOTE}")
-    for title, result in ((f"《{poem.title}》 {poem.author} — the poem's graph", poem_graph),
+    for title, result in ((f"{format_title(poem.title)} {poem.author} — the poem's graph", poem_graph),
                           (f"{args.image} — the image's graph", image_graph)):
         print(graph_tree(result.value, title) if result.value is not None else f"{title}: {result.error}")
         print()
