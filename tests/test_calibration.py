@@ -21,7 +21,8 @@ from tangpoetrybench.rubric import rubric_for_tradition
 from tangpoetrybench.judging.results import ResultsFile
 from tangpoetrybench.stats.agree import calibrate, judged_file, judged_of
 from tangpoetrybench.stats.calibration import (TooFew, conformal_quantile, evaluate, evaluate_records, fit, fit_sets,
-                                               fit_target, fit_temperature, needed, one_way, poem_coverage, reliability)
+                                               fit_target, fit_temperature, needed, one_way, poem_coverage, reliability,
+                                               risk_coverage)
 
 TANG = rubric_for_tradition("tang")
 COLUMNS = ["image_id", "poem_id", "generator", "quality", *TANG.keys]
@@ -202,6 +203,38 @@ def test_temperature_scaling_lowers_an_over_confident_readouts_ece_on_held_out_i
     assert np.median(temperatures) > 1.2  # over-confident: spread out, not sharpened
     calibrated, _ = fitted(demo_built, train, 0.2, seed=0)  # a calibrated readout gets no such push
     assert np.median([t.temperature for t in calibrated.dimensions.values()]) < np.median(temperatures)
+
+
+def test_selective_judging_keeps_the_narrowest_intervals_by_hand():
+    """The risk–coverage curve: a failed answer (no interval) goes to people first, then the widest intervals; an
+    unrated image is never counted."""
+    nan = math.nan
+    pred = np.array([0.5, 0.5, 0.5, 0.5, 0.5, nan, 0.5])
+    human = np.array([0.6, 0.4, 0.5, 0.9, 0.45, 0.3, nan])
+    intervals = [[0.4, 0.6], [0.3, 0.7], [0.45, 0.55], [0.2, 0.8], [0.35, 0.65], None, [0.45, 0.55]]
+    everything, half = risk_coverage(pred, human, intervals, shares=(0.0, 0.5))
+    assert everything["kept"] == 6 and everything["mae"] == pytest.approx((0.1 + 0.1 + 0 + 0.4 + 0.05) / 5)
+    assert everything["within_0.05"] == pytest.approx(2 / 5) and everything["coverage"] == pytest.approx(4 / 6)
+    # half of six left to people: the failed one, then the widths 0.6 and 0.4; kept: widths 0.3, 0.2, 0.1
+    assert half["kept"] == 3 and half["mae"] == pytest.approx(0.05) and half["coverage"] == 1.0
+    assert half["spearman"] is None  # every kept score alike: no ranking to measure
+
+
+def test_selective_judging_on_the_synthetic_judge_leaves_out_its_largest_errors(demo_built):
+    """The synthetic judge's error grows with its reported spread, and so do its adaptive intervals: leaving the
+    widest to people, the error on the images kept falls with every share left out (averaged over 20 seeds)."""
+    train, held = rows(demo_built, "train"), rows(demo_built, "validation") + rows(demo_built, "test")
+    maes = []
+    for seed in SEEDS:
+        calibration, _ = fitted(demo_built, train, 0.2, seed=seed)
+        records = by_id(simulated_readout(held, TANG, seed=seed))
+        curve = evaluate(calibration, judged_of(held, results(records), TANG, "held"))["risk_coverage"]
+        assert [row["abstain"] for row in curve] == [i / 10 for i in range(10)]
+        assert [row["kept"] for row in curve] == [16, 14, 13, 11, 10, 8, 6, 5, 3, 2]  # 16 − round(share · 16)
+        maes.append([row["mae"] for row in curve])
+    mae = np.mean(maes, axis=0)
+    assert (np.diff(mae) < 0).all(), mae
+    assert mae[-1] < 0.6 * mae[0]
 
 
 def write_judge(dataset: Path, folder: Path, **judge) -> dict[str, Path]:
