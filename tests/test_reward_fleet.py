@@ -119,39 +119,64 @@ def brightness(images, prompts, metadata):
 
 def flow_grpo_step(reward, images, prompts, metadata, weights=(("pae", 0.8), ("brightness", 0.2))):
     """What a Flow-GRPO step does with its rewards: each scorer called as `fn(images, prompts, metadata)`, their
-    weighted sum, then advantages standardised per prompt with plain np.mean / np.std (its per-prompt stat tracker)."""
+    weighted sum, then advantages standardised per prompt with plain np.mean / np.std (its per-prompt stat tracker).
+    Returns the sum, the advantages and each scorer's (rewards, info)."""
     scorers = {"pae": reward, "brightness": brightness}
     called = {name: scorers[name](images, prompts, metadata) for name, _ in weights}
     total = sum(weight * called[name][0] for name, weight in weights)
+    return total, per_prompt_advantages(total, prompts), called
+
+
+def per_prompt_advantages(total: np.ndarray, prompts: list[str]) -> np.ndarray:
     advantages = np.empty_like(total)
     for prompt in dict.fromkeys(prompts):
         group = [i for i, p in enumerate(prompts) if p == prompt]
         advantages[group] = (total[group] - np.mean(total[group])) / (np.std(total[group]) + 1e-4)
-    return total, advantages, called["pae"][1]
+    return advantages
+
+
+def corner_variants(picture, k: int) -> list:
+    """k distinct images of one picture: a 16 × 16 corner patch of another grey in each (black, then lighter), which
+    the second scorer, brightness, tells apart."""
+    variants = []
+    for j in range(k):
+        image = picture.copy()
+        image.paste((80 * j,) * 3, (0, 0, 16, 16))
+        variants.append(image)
+    return variants
 
 
 @pytest.mark.slow
 def test_a_flow_grpo_step_with_one_failed_image(pae_server):
-    """Two samples per prompt; the first image's request fails (503 twice, retries spent). No NaN reaches the
-    advantages unless the caller asked for NaN: by default the failed image gets its prompt's mean (its advantage is
-    0), a fixed fill gives it that value; with "nan" its whole group's advantages are NaN, as Flow-GRPO's np.mean and
-    np.std make them."""
-    images, poems = synthetic()
-    images, poems = [im for im in images for _ in (0, 1)], [p for p in poems for _ in (0, 1)]
+    """Three distinct images per prompt (its picture with a corner patch of another grey: the tiny PAE's answers
+    stay its own, brightness tells them apart); the first image's request fails (503 twice, retries spent). No NaN
+    reaches the advantages unless the caller asked for NaN. By default the failed image's PAE reward is the mean of
+    its prompt's other images', so PAE's part of its centred reward is zero: with PAE alone its advantage is 0, in the
+    weighted sum it is what brightness alone gives it (not 0). A fixed fill gives it that value; with "nan" its whole
+    group's advantages are NaN, as Flow-GRPO's np.mean and np.std make them."""
+    pictures, poems = synthetic()
+    images = [variant for picture in pictures for variant in corner_variants(picture, 3)]
+    poems = [p for p in poems for _ in range(3)]
     prompts = [p.text for p in poems]
     metadata = [{"poem": {"title": p.title, "author": p.author, "text": p.text}} for p in poems]  # the poem itself
+    group = [0, 1, 2]
     for on_failure in ("mean", 0.0, "nan"):
         with FaultProxy(pae_server["url"], faults=["503", "503"]) as proxy:
             reward = load_reward(pae_server["model"], base_url=proxy.url, readout="decode", concurrency=1, retries=1,
                                  backoff=0.05, on_failure=on_failure)
-            total, advantages, info = flow_grpo_step(reward, images, prompts, metadata)
-        assert info["status"] == ["nan" if on_failure == "nan" else "filled"] + ["ok"] * 5, info["status"]
-        assert "HTTP 503" in info["error"][0] and info["error"][1:] == [None] * 5
+            total, advantages, called = flow_grpo_step(reward, images, prompts, metadata)
+        (pae, info), (bright, _) = called["pae"], called["brightness"]
+        assert info["status"] == ["nan" if on_failure == "nan" else "filled"] + ["ok"] * 8, info["status"]
+        assert "HTTP 503" in info["error"][0] and info["error"][1:] == [None] * 8
+        assert len(set(bright[group])) == 3  # distinct images: the second scorer differs within the group
         if on_failure == "nan":
-            assert np.isnan(advantages[:2]).all() and np.isfinite(advantages[2:]).all()
-        else:
-            assert np.isfinite(total).all() and np.isfinite(advantages).all()
+            assert np.isnan(advantages[group]).all() and np.isfinite(advantages[3:]).all()
+            continue
+        assert np.isfinite(total).all() and np.isfinite(advantages).all()
         if on_failure == "mean":
-            assert total[0] == total[1] and advantages[0] == advantages[1] == 0.0
-        if on_failure == 0.0:
-            assert advantages[0] < 0 < advantages[1]
+            assert pae[0] == np.mean(pae[1:3])  # its prompt's mean: PAE's part of its centred reward is zero
+            assert per_prompt_advantages(pae, prompts)[0] == pytest.approx(0.0, abs=1e-9)  # PAE the only reward
+            from_brightness = 0.2 * (bright[0] - bright[group].mean()) / (np.std(total[group]) + 1e-4)
+            assert advantages[0] == pytest.approx(from_brightness, rel=1e-9) and advantages[0] < 0  # darkest patch
+        else:
+            assert pae[0] == 0.0 and advantages[0] < 0 < min(advantages[1:3])
