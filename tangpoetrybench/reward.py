@@ -14,9 +14,11 @@ for the dimensions a generator can game).
 
 A call never hangs and never dies on one bad request: a served judge's call has a total deadline (`deadline`, over
 every request and retry of the call), and an image that could not be scored (a failed request, the deadline, an
-answer that did not read) gets what `on_failure` says — by default the mean reward of the images of its prompt that
-were scored (its advantage under Flow-GRPO's per-prompt standardisation is then zero: it pushes the policy nowhere),
-or a fixed value, NaN (for a trainer that masks it), or an exception ("raise"). `info["status"]` says, per image,
+answer that did not read) gets what `on_failure` says — by default the mean reward of the call's scored images of
+its poem (its prompt), so its own reward sits at its group's mean: PAE's part of its centred reward is zero. Under
+Flow-GRPO's per-prompt standardisation its advantage is then zero only where PAE is the sole reward and the call
+holds the prompt's whole group; in a weighted sum with other scorers it is what those scorers give it. Or a fixed
+value, NaN (for a trainer that masks it), or an exception ("raise"). `info["status"]` says, per image,
 which (`ok`, `repaired`; `filled`, `nan`) and `info["error"]` why.
 """
 

@@ -20,8 +20,9 @@ from tangpoetrybench.judging.calibrated import Calibration, Target, load_calibra
 from tangpoetrybench.rubric import rubric_for_tradition
 from tangpoetrybench.judging.results import ResultsFile
 from tangpoetrybench.stats.agree import calibrate, judged_file, judged_of
-from tangpoetrybench.stats.calibration import (TooFew, conformal_quantile, conformal_rank, evaluate, evaluate_records,
-                                               fit, fit_sets, fit_temperature, needed, one_way, reliability)
+from tangpoetrybench.stats.calibration import (TooFew, conformal_quantile, evaluate, evaluate_records, fit, fit_sets,
+                                               fit_target, fit_temperature, needed, one_way, poem_coverage, reliability,
+                                               risk_coverage)
 
 TANG = rubric_for_tradition("tang")
 COLUMNS = ["image_id", "poem_id", "generator", "quality", *TANG.keys]
@@ -50,16 +51,33 @@ def fitted(dataset: Path, train: list[dict], alpha: float, **judge) -> tuple[Cal
 # --- by hand ---
 
 def test_the_conformal_quantile_and_its_finite_sample_correction_by_hand():
-    scores = [0.9, 0.1, 0.5, 0.3, 0.7, 0.2, 0.8, 0.4, 0.6]  # n = 9
-    assert conformal_rank(9, 0.2) == 8 and conformal_quantile(scores, 0.2) == 0.8  # ⌈0.8 · 10⌉ = 8
-    assert conformal_rank(9, 0.1) == 9 and conformal_quantile(scores, 0.1) == 0.9  # ⌈0.9 · 10⌉, not 10 (float)
-    assert conformal_rank(9, 0.2, per_poem=2) == 9 and conformal_quantile(scores, 0.2, 2) == 0.9  # ⌈0.8 · 11⌉
-    with pytest.raises(TooFew, match="8 calibration images, but α = 0.1 needs at least 9"):
+    scores = [0.9, 0.1, 0.5, 0.3, 0.7, 0.2, 0.8, 0.4, 0.6]  # n = 9 images, each a poem of its own
+    assert conformal_quantile(scores, 0.2) == 0.8  # ⌈0.8 · 10⌉ = 8th smallest
+    assert conformal_quantile(scores, 0.1) == 0.9  # ⌈0.9 · 10⌉ = 9th, not the 10th (float)
+    with pytest.raises(TooFew, match="8 calibration images of 8 poems, but α = 0.1 needs images of at least 9 poems"):
         conformal_quantile(scores[:8], 0.1)
-    assert needed(0.1) == 9 and needed(0.2) == 4 and needed(0.1, per_poem=4) == 36 and needed(0.5, 4) == 4
-    assert conformal_rank(36, 0.1, 4) == 36 and conformal_rank(35, 0.1, 4) == 36  # 35 is one too few
+    assert needed(0.1) == 9 and needed(0.2) == 4 and needed(0.4) == 2 and needed(0.5) == 1
     assert conformal_quantile([math.inf, *scores[:8]], 0.2) == 0.9  # one miss among nine: still finite
     assert conformal_quantile([math.inf, math.inf, *scores[:7]], 0.2) == math.inf  # two: the whole range
+    # poems of unequal sizes weigh one each: A's three residuals 1/3 each, B, C and D's one 1 each; K = 4
+    residuals, poems = [0.1, 0.2, 0.9, 0.3, 0.5, 0.4], [0, 0, 0, 1, 2, 3]
+    # α = 0.4: (1 − α)(K + 1) = 3; cumulative weights 1/3, 2/3, 5/3 (0.3), 8/3 (0.4), 11/3 (0.5): the first ≥ 3 is 0.5
+    # (a quantile ranked per image, k = ⌈0.6 · (6 + 3)⌉ = 6, gave 0.9); α = 0.5: 2.5, reached at 0.4
+    assert conformal_quantile(residuals, 0.4, poems) == 0.5 and conformal_quantile(residuals, 0.5, poems) == 0.4
+    # equal sizes m: the weight reaches (1 − α)(K + 1) at the ⌈(1 − α)(n + m)⌉-th residual; K = 4, m = 2, α = 0.4:
+    # the ⌈0.6 · 10⌉ = 6th smallest of 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 0.8, 0.9
+    assert conformal_quantile(scores[:8], 0.4, [0, 0, 1, 1, 2, 2, 3, 3]) == 0.7
+    with pytest.raises(TooFew, match="6 calibration images of 1 poem, but α = 0.1 needs images of at least 9 poems"):
+        conformal_quantile(residuals, 0.1, [0] * 6)
+
+
+def test_coverage_counts_each_poem_once_as_the_guarantee_does_by_hand():
+    # poem 0: 1 of 1 covered, poem 1: 1 of 3, poem 2: no pair; pooled over images it would be 2/4
+    hit, total = np.array([1.0, 1.0, 0.0]), np.array([1.0, 3.0, 0.0])
+    assert poem_coverage(hit, total) == pytest.approx((1 + 1 / 3) / 2)
+    weights = np.array([[1, 1, 1], [2, 0, 1], [0, 0, 3]])  # resamples: as drawn, poem 0 twice, only poem 2
+    assert np.allclose(poem_coverage(hit, total, weights), [(1 + 1 / 3) / 2, 1.0, np.nan], equal_nan=True)
+    assert poem_coverage(np.zeros(2), np.zeros(2)) is None
 
 
 def test_intervals_sets_and_confidences_applied_by_hand():
@@ -104,9 +122,9 @@ def test_ece_the_prediction_set_threshold_and_the_temperature_by_hand():
 
 def test_coverage_over_twenty_seeds_is_in_the_band_and_adaptive_intervals_follow_the_spread(demo_built):
     """The synthetic judge's quality error is σ·z with σ drawn per image and reported as `quality_sd`: the normalised
-    residuals are exchangeable across images, so test coverage has a known distribution. Over 20 seeds, pooled
-    coverage of the held-out images lies within the binomial band (plus the calibration quantile's own spread)
-    between the promised 1 − α and the finite-sample correction's k / (n + 1)."""
+    residuals are exchangeable across images, so test coverage has a known distribution. Over 20 seeds, coverage of
+    the held-out images (four of each poem: pooled over images is per poem) lies within the binomial band (plus the
+    calibration quantile's own spread over K poems) between the promised 1 − α and 1 − α + 2/(K + 1)."""
     alpha = 0.2
     train, held = rows(demo_built, "train"), rows(demo_built, "validation") + rows(demo_built, "test")
     covered, spread, width = [], [], []
@@ -127,10 +145,10 @@ def test_coverage_over_twenty_seeds_is_in_the_band_and_adaptive_intervals_follow
                 covered += list(inside)
                 spread += list(sd)
                 width += [hi - lo for lo, hi in intervals]
-    n, n_test = calibration.quality.n, len(held)
-    top = conformal_rank(n, alpha, calibration.quality.per_poem) / (n + 1)
-    p = (1 - alpha + top) / 2
-    sd = math.sqrt((p * (1 - p) / (n + 2) + p * (1 - p) / n_test) / len(SEEDS))
+    poems, n_test = calibration.quality.n_poems, len(held)
+    top = 1 - alpha + 2 / (poems + 1)  # the most a quantile over K poems covers, where residuals do not tie
+    p = 1 - alpha
+    sd = math.sqrt((p * (1 - p) / (poems + 2) + p * (1 - p) / n_test) / len(SEEDS))
     assert 1 - alpha - 3 * sd <= np.mean(covered) <= top + 3 * sd
     spread, width = np.array(spread), np.array(width)
     low = spread < np.median(spread)
@@ -138,6 +156,37 @@ def test_coverage_over_twenty_seeds_is_in_the_band_and_adaptive_intervals_follow
     adaptive, plain = np.mean(adaptive_low_high, axis=0), np.mean(plain_low_high, axis=0)
     assert abs(adaptive[0] - adaptive[1]) < abs(plain[0] - plain[1])  # plain over-covers the sure images
     assert plain[0] > adaptive[0]
+
+
+def test_coverage_per_poem_holds_when_hard_poems_have_fewer_images():
+    """Known truth with poems of unequal sizes, as real data has them (unrated images, dimensions the people judged
+    not applicable): a hard poem (error σ = 0.3) has one or two pairs, an easy one (σ = 0.05) four to six. The
+    guarantee is over a new poem and one of its images: over 20 seeds, the mean over held-out poems of the share of
+    their images covered lies in the binomial band (plus the quantile's own spread over K calibration poems) between
+    1 − α and 1 − α + 2/(K + 1). Pooled over images coverage is higher (the easy poems' many images weigh more
+    there); the rank ⌈(1 − α)(n + m)⌉ of a pooled quantile met only that, and gave about 0.83 per poem here."""
+    alpha, n_poems, n_test = 0.1, 40, 200
+    per_poem, per_image = [], []
+    for seed in SEEDS:
+        rng = np.random.default_rng(seed)
+
+        def poems(k: int) -> tuple[np.ndarray, np.ndarray]:
+            hard = rng.random(k) < 0.3
+            sizes = np.where(hard, rng.integers(1, 3, k), rng.integers(4, 7, k))
+            return np.repeat(np.arange(k), sizes), np.repeat(np.where(hard, 0.3, 0.05), sizes)
+
+        poem_of, sigma = poems(n_poems)
+        pred = np.full(len(sigma), 0.5)
+        human = pred + sigma * rng.normal(size=len(sigma))
+        target = fit_target(pred, human, np.full(len(sigma), np.nan), poem_of, alpha)
+        test_of, test_sigma = poems(n_test)
+        inside = np.abs(test_sigma * rng.normal(size=len(test_sigma))) <= target.q_plain
+        per_poem.append(np.mean(np.bincount(test_of, inside) / np.bincount(test_of)))
+        per_image.append(inside.mean())
+    p = 1 - alpha
+    sd = math.sqrt(p * (1 - p) * (1 / (n_poems + 2) + 1 / n_test) / len(SEEDS))
+    assert p - 3 * sd <= np.mean(per_poem) <= p + 2 / (n_poems + 1) + 3 * sd, np.mean(per_poem)
+    assert np.mean(per_image) > np.mean(per_poem) + 0.02
 
 
 def test_temperature_scaling_lowers_an_over_confident_readouts_ece_on_held_out_images(demo_built):
@@ -154,6 +203,38 @@ def test_temperature_scaling_lowers_an_over_confident_readouts_ece_on_held_out_i
     assert np.median(temperatures) > 1.2  # over-confident: spread out, not sharpened
     calibrated, _ = fitted(demo_built, train, 0.2, seed=0)  # a calibrated readout gets no such push
     assert np.median([t.temperature for t in calibrated.dimensions.values()]) < np.median(temperatures)
+
+
+def test_selective_judging_keeps_the_narrowest_intervals_by_hand():
+    """The risk–coverage curve: a failed answer (no interval) goes to people first, then the widest intervals; an
+    unrated image is never counted."""
+    nan = math.nan
+    pred = np.array([0.5, 0.5, 0.5, 0.5, 0.5, nan, 0.5])
+    human = np.array([0.6, 0.4, 0.5, 0.9, 0.45, 0.3, nan])
+    intervals = [[0.4, 0.6], [0.3, 0.7], [0.45, 0.55], [0.2, 0.8], [0.35, 0.65], None, [0.45, 0.55]]
+    everything, half = risk_coverage(pred, human, intervals, shares=(0.0, 0.5))
+    assert everything["kept"] == 6 and everything["mae"] == pytest.approx((0.1 + 0.1 + 0 + 0.4 + 0.05) / 5)
+    assert everything["within_0.05"] == pytest.approx(2 / 5) and everything["coverage"] == pytest.approx(4 / 6)
+    # half of six left to people: the failed one, then the widths 0.6 and 0.4; kept: widths 0.3, 0.2, 0.1
+    assert half["kept"] == 3 and half["mae"] == pytest.approx(0.05) and half["coverage"] == 1.0
+    assert half["spearman"] is None  # every kept score alike: no ranking to measure
+
+
+def test_selective_judging_on_the_synthetic_judge_leaves_out_its_largest_errors(demo_built):
+    """The synthetic judge's error grows with its reported spread, and so do its adaptive intervals: leaving the
+    widest to people, the error on the images kept falls with every share left out (averaged over 20 seeds)."""
+    train, held = rows(demo_built, "train"), rows(demo_built, "validation") + rows(demo_built, "test")
+    maes = []
+    for seed in SEEDS:
+        calibration, _ = fitted(demo_built, train, 0.2, seed=seed)
+        records = by_id(simulated_readout(held, TANG, seed=seed))
+        curve = evaluate(calibration, judged_of(held, results(records), TANG, "held"))["risk_coverage"]
+        assert [row["abstain"] for row in curve] == [i / 10 for i in range(10)]
+        assert [row["kept"] for row in curve] == [16, 14, 13, 11, 10, 8, 6, 5, 3, 2]  # 16 − round(share · 16)
+        maes.append([row["mae"] for row in curve])
+    mae = np.mean(maes, axis=0)
+    assert (np.diff(mae) < 0).all(), mae
+    assert mae[-1] < 0.6 * mae[0]
 
 
 def write_judge(dataset: Path, folder: Path, **judge) -> dict[str, Path]:
@@ -195,12 +276,12 @@ def test_a_shifted_generator_loses_coverage_and_agree_and_the_report_say_so(demo
 
 def test_too_few_images_for_alpha_are_refused_with_the_number_needed(demo_built, tmp_path, capsys):
     scores = write_records(simulated_readout_scores(demo_built, "validation"), tmp_path / "val.jsonl")
-    with pytest.raises(ValueError, match=r"quality: 4 calibration images, but α = 0.1 needs at least 36 \(with up "
-                                         r"to 4 images of one poem\)"):
+    with pytest.raises(ValueError, match="quality: 4 calibration images of 1 poem, but α = 0.1 needs images of at "
+                                         "least 9 poems: calibrate on more poems"):
         calibrate(demo_built, scores)
     assert main(["calibrate", "--dataset", str(demo_built), "--scores", str(scores), "--out", str(tmp_path / "c.json")
                  ]) == 2
-    assert "needs at least 36" in capsys.readouterr().err and not (tmp_path / "c.json").exists()
+    assert "needs images of at least 9 poems" in capsys.readouterr().err and not (tmp_path / "c.json").exists()
     calibration, _ = calibrate(demo_built, scores, alpha=0.5)  # 4 images of one poem: enough for α = 0.5
     assert calibration.n_images == 4 and calibration.dimensions["emotional_resonance"].q_plain is None
 
@@ -238,6 +319,9 @@ def test_a_calibration_refuses_other_settings_evaluators_builds_and_its_own_poem
     data = json.loads(path.read_text())
     path.write_text(json.dumps({**data, "alpha": 0.3}))
     with pytest.raises(DataError, match="fingerprint: .* does not match the file's content"):
+        load_calibration(path)
+    path.write_text(json.dumps({**data, "format": "tangpoetrybench-calibration/1"}))
+    with pytest.raises(DataError, match="format: a calibration of an earlier version .* counted images, not poems"):
         load_calibration(path)
     broken = {k: v for k, v in data.items() if k != "poems"}
     broken["quality"] = {**data["quality"], "n": -1}

@@ -24,7 +24,7 @@ from tangpoetrybench.judging.backends.vllm import TOP_LOGPROBS
 from tangpoetrybench.judging.evaluators import load_evaluator
 from tangpoetrybench.judging.reading import parse_answer
 from tangpoetrybench.judging.prompt import answer_schema, format_answer
-from tangpoetrybench.judging.ray_scoring import RayEngine
+from tangpoetrybench.judging.ray_scoring import RayEngine, same_cluster
 from tangpoetrybench.judging.ray_vllm import ENGINE, stage_logprobs
 from tangpoetrybench.judging.results import read_lines
 from tangpoetrybench.judging.scoring import DatasetSource, FolderSource, score_to_jsonl
@@ -82,6 +82,13 @@ def test_records_equal_tpb_scores_and_resume_the_same_way(cluster, tiny_models, 
     pae = engine.load_evaluator("pae", **pae_options(tiny_models, tiny_pae))
     with pytest.raises(ValueError, match="2 workers of 1 CPUs take 2 of the cluster's 2, leaving none for Ray Data"):
         RayEngine(workers=2).score_to_jsonl(pae, source, far)
+    import ray
+
+    running = ray.get_runtime_context().gcs_address  # the module's cluster: an --address naming it uses it as it is
+    RayEngine(address=running).start()
+    RayEngine(address="auto").start()
+    with pytest.raises(ValueError, match=f"joined to the cluster at {running}, but --address is 10.255.255.1:6379"):
+        RayEngine(address="10.255.255.1:6379").start()
     first = engine.score_to_jsonl(pae, source, far, batch_size=1, limit=2, progress=False)
     rest = engine.score_to_jsonl(pae, source, far, batch_size=1, limit=4, progress=False)
     assert (first.scored, rest.scored, rest.skipped, rest.total) == (2, 2, 2, 4)
@@ -313,6 +320,22 @@ def test_the_engine_options_on_the_command_line(images, tmp_path, capsys):
     assert "--engine ray places its workers itself" in capsys.readouterr().err
     with pytest.raises(ValueError, match="--workers must be at least 1"):
         RayEngine(workers=0)
+
+
+def test_an_address_is_compared_with_the_cluster_ray_already_runs_on():
+    """`RayEngine.start` in a process where Ray already runs (the slow tests start one) goes on only where --address
+    names that cluster; here the comparison itself, with no cluster."""
+    node = "10.0.0.7"
+    assert same_cluster("auto", "10.0.0.7:6379", node)
+    assert same_cluster("10.0.0.7:6379", "10.0.0.7:6379", node)
+    assert same_cluster("127.0.0.1:6379", "10.0.0.7:6379", node)  # loopback: this machine
+    assert same_cluster("localhost:6379", "10.0.0.7:6379", node)
+    assert same_cluster("ray://10.0.0.7:10001", "10.0.0.7:6379", node)  # the client server's port, the head's host
+    assert not same_cluster("10.0.0.8:6379", "10.0.0.7:6379", node)  # another head
+    assert not same_cluster("10.0.0.7:6380", "10.0.0.7:6379", node)  # another cluster on the same machine
+    assert not same_cluster("127.0.0.1:6379", "10.0.0.5:6379", node)  # this machine, but Ray runs on another
+    assert not same_cluster("ray://10.0.0.9:10001", "10.0.0.7:6379", node)
+    assert not same_cluster("local", "10.0.0.7:6379", node)  # a new cluster here
 
 
 def test_resume_lets_each_image_through_once(tmp_path):

@@ -34,7 +34,8 @@ from ..files import write_file
 from .evaluators.base import EvalResult, Evaluator, Prepared, ScoringItem
 from .results import PER_RESULT_SETTINGS, two_settings
 
-FORMAT = "tangpoetrybench-calibration/1"
+FORMAT = "tangpoetrybench-calibration/2"
+EARLIER_FORMATS = ("tangpoetrybench-calibration/1",)  # quantiles ranked per image: not valid for unequal poems
 SCORE_RANGE = (0.0, 1.0)
 SPREAD_FLOOR = 0.01  # added to every spread, so that a readout sure of itself still gets an interval of some width
 PROB_FLOOR = 1e-6  # the readout's probabilities are written with six decimals: a 0 there is below this
@@ -47,7 +48,7 @@ class Target:
     """What calibration found for one score: quality, or one dimension."""
 
     n: int  # calibration pairs: images with a human score (for a set: with a human anchor)
-    per_poem: int  # the most pairs of one poem: m in the finite-sample correction
+    n_poems: int  # K: the calibration poems with a pair, each weighing one in the quantile
     q_plain: float | None  # the conformal quantile of |human − score| (None: too few pairs for α)
     q_normalised: float | None = None  # of |human − score| / (spread + floor), where every pair had a spread
     set_n: int = 0
@@ -235,6 +236,10 @@ def load_calibration(path: Path | str) -> Calibration:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DataError(Problem(where, f"not a JSON calibration file ({exc})")) from None
+    if isinstance(data, dict) and data.get("format") in EARLIER_FORMATS:
+        raise DataError(Problem(where, f"a calibration of an earlier version ({data['format']!r}), whose quantiles "
+                                       "counted images, not poems, and held only where every poem had as many "
+                                       "images: calibrate again", field="format"))
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise DataError(Problem(where, f"not a calibration file (expected format {FORMAT!r})", field="format"))
     problems = [Problem(where, f"missing or not {name}", field=key) for key, (kind, name) in FIELDS.items()
@@ -265,7 +270,7 @@ def _target(raw: Any, where: str, name: str, problems: list[Problem]) -> Target:
         return Target(0, 0, None)
     values = {}
     for f in fields(Target):
-        value, whole = raw.get(f.name), f.name in ("n", "per_poem", "set_n")
+        value, whole = raw.get(f.name), f.name in ("n", "n_poems", "set_n")
         if not whole and value is None:
             values[f.name] = None
         elif not _is(value, int if whole else float) or value < 0 or (f.name == "temperature" and value == 0):

@@ -27,9 +27,11 @@ Ray is imported only here, and only when an engine starts.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,6 +131,38 @@ def ray_rows(source: Source, run: Run):
     raise TypeError(f"the Ray engine reads a built dataset or a folder of images, not a {type(source).__name__}")
 
 
+def same_cluster(address: str, running: str, node_ip: str) -> bool:
+    """Whether `address` (an --address: "auto", a head's host:port, "ray://host:port" of its client server) names the
+    cluster whose GCS is at `running` (host:port), `node_ip` being this machine's address: "auto" does; a host:port
+    does where the port is the same and the host the same machine (names resolved, loopback standing for this node);
+    a ray:// address, whose port is the client server's, where the host is. "local" asks for a new cluster: never."""
+    if address == "auto":
+        return True
+    if address == "local":
+        return False
+    client = address.startswith("ray://")
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    running_host, _, running_port = running.rpartition(":")
+    return (client or port == running_port) and bool(machine(host.strip("[]"), node_ip) &
+                                                     machine(running_host.strip("[]"), node_ip))
+
+
+def machine(host: str, node_ip: str) -> set[str]:
+    """The addresses a host name stands for, loopback as this node's address."""
+    try:
+        found = {info[4][0] for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
+    except (OSError, UnicodeError):
+        found = {host}
+    return {node_ip if is_loopback(ip) else ip for ip in found}
+
+
+def is_loopback(ip: str) -> bool:
+    try:
+        return ipaddress.ip_address(ip).is_loopback
+    except ValueError:
+        return False
+
+
 @dataclass
 class RayEngine:
     """Where and how wide a Ray run goes (see the module's docstring). `address`: a running cluster ("auto", a
@@ -145,10 +179,18 @@ class RayEngine:
             raise ValueError("--workers must be at least 1, --worker-gpus at least 0 and --worker-cpus above 0")
 
     def start(self) -> None:
-        """Ray joined or started (once; a Ray this process already started is used as it is)."""
+        """Ray joined or started (once). A Ray this process already runs is used as it is where `address` is None,
+        "auto" or that cluster's; one that names another cluster is refused: the run would go elsewhere."""
         import ray
 
-        if self.started or ray.is_initialized():
+        if self.started:
+            return
+        if ray.is_initialized():
+            running = ray.get_runtime_context().gcs_address
+            if self.address and not same_cluster(self.address, running, ray.util.get_node_ip_address()):
+                raise ValueError(f"Ray already runs in this process, joined to the cluster at {running}, but --address "
+                                 f"is {self.address}: one process scores on one cluster; give --address {running}, "
+                                 "or call ray.shutdown() first")
             self.started = True
             return
         if self.address:

@@ -480,7 +480,8 @@ def _agreement(rep: Report, result: dict) -> None:
         verdict = "." if c["holds"] else ": below the promised level, so here the guarantee does not hold (a shift)."
         rep.text(f"The judge's {percent(c['level'])} intervals (calibration {', '.join(c['calibration'])}) hold the "
                  f"human quality of {fmt(c['coverage'])} {fmt_ci(c.get('coverage_ci'))} of the {c['n_images']} rated "
-                 f"images (mean width {fmt(c['mean_width'])}){verdict}")
+                 f"images, per poem (averaged over poems, as the guarantee counts), mean width "
+                 f"{fmt(c['mean_width'])}{verdict}")
 
 
 def write_leaderboard(rep: Report, out: Path | str) -> Path:

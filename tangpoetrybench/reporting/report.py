@@ -471,8 +471,10 @@ def _table4c(rep: Report, rows: list[Table4]) -> None:
     rep.heading(f"Table 4C — calibrated intervals ({percent(first['level'])}): can the judge score, or only rank?")
     rep.text(f"Split-conformal intervals fitted on `{first['calibrated_on']}` (calibration {first['calibration']}, "
              f"α = {first['alpha']:g}), tested on poems it never saw. The guarantee is marginal: over poems "
-             "exchangeable with the calibration's, a share 1 − α of images has its human quality inside its interval "
-             "— not each image, and not under a shift (docs/calibration.md). Coverage intervals resample poems; ECE: "
+             "exchangeable with the calibration's, a new poem's image has its human quality inside its interval with "
+             "chance at least 1 − α — not each image, and not under a shift (docs/calibration.md). Coverage counts "
+             "it that way: per poem, the share of its images covered, averaged over poems; its intervals resample "
+             "poems; ECE: "
              "the most likely anchor's probability against how often it is the people's anchor, pooled over "
              "dimensions, before → after temperature scaling. Ranking (τ per poem, pairwise accuracy) and absolute "
              "agreement (MAE, coverage and width) side by side.")

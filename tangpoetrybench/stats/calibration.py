@@ -5,13 +5,15 @@ Fitting, on a calibration split (validation: poem-disjoint from test), for quali
 
 - split-conformal quantiles of the absolute residual |human − score| (plain) and, where the readout gives a spread,
   of the residual over the spread plus a floor (normalised, or adaptive: narrow where the judge is sure). The
-  quantile is the k-th smallest of the n calibration residuals, k = ⌈(1 − α)(n + m)⌉ with m the most pairs of one
-  poem: m = 1 is the usual ⌈(1 − α)(n + 1)⌉; m > 1 keeps the guarantee when poems, not images, are exchangeable
-  (docs/calibration.md). A pair the judge gave no score counts as an infinite residual: a miss;
+  quantile weighs poems, not images: each of the K calibration poems weighs one, shared by its pairs, and it is the
+  smallest residual whose weight reaches (1 − α)(K + 1) (hierarchical split conformal, Lee, Barber & Willett 2023,
+  after Dunn, Wasserman & Ramdas 2022): coverage ≥ 1 − α over a new poem and one of its images, whatever the
+  poems' sizes (docs/calibration.md). A pair the judge gave no score counts as an infinite residual: a miss;
 - conformal prediction sets over each dimension's anchors: the same quantile of 1 − p(the people's anchor);
 - a temperature per dimension, the one that minimises the negative log-likelihood of the people's anchors.
 
-Evaluating, on held-out images: coverage of the intervals and sets, with bootstrap intervals over poems; mean width,
+Evaluating, on held-out images: coverage of the intervals and sets as the guarantee counts it (the mean over poems of
+the share of a poem's pairs covered), with bootstrap intervals over poems; mean width,
 also as a share of the score range; expected calibration error (ECE) and the reliability diagram of the most likely
 anchor's probability, before and after the temperature; and the risk–coverage curve of selective judging (the
 images with the widest intervals left to people first).
@@ -51,34 +53,33 @@ EPS = 1e-9
 # --- the conformal quantile ---
 
 class TooFew(ValueError):
-    """Fewer calibration pairs than α needs (the conformal rank would lie beyond the last pair)."""
+    """Pairs of fewer calibration poems than α needs (the quantile would lie past the last pair)."""
 
-    def __init__(self, n: int, alpha: float, per_poem: int = 1):
-        self.n, self.needed = n, needed(alpha, per_poem)
-        poems = f" (with up to {per_poem} images of one poem)" if per_poem > 1 else ""
-        super().__init__(f"{counted(n, 'calibration image')}, but α = {alpha:g} needs at least {self.needed}{poems}")
-
-
-def conformal_rank(n: int, alpha: float, per_poem: int = 1) -> int:
-    """k = ⌈(1 − α)(n + m)⌉: the rank, among n calibration scores, of the conformal quantile."""
-    return math.ceil((1 - alpha) * (n + per_poem) - EPS)
+    def __init__(self, n: int, poems: int, alpha: float):
+        self.n, self.poems, self.needed = n, poems, needed(alpha)
+        super().__init__(f"{counted(n, 'calibration image')} of {counted(poems, 'poem')}, but α = {alpha:g} needs "
+                         f"images of at least {self.needed} poems")
 
 
-def needed(alpha: float, per_poem: int = 1) -> int:
-    """The fewest calibration pairs whose conformal rank is at most their number: ⌈(1 − α) m / α⌉."""
-    n = max(1, math.ceil((1 - alpha) * per_poem / alpha - EPS))
-    while conformal_rank(n, alpha, per_poem) > n:
-        n += 1
-    return n
+def needed(alpha: float) -> int:
+    """K, the fewest calibration poems whose whole weight reaches (1 − α)(K + 1): ⌈(1 − α) / α⌉."""
+    return max(1, math.ceil((1 - alpha) / alpha - EPS))
 
 
-def conformal_quantile(scores: Sequence[float], alpha: float, per_poem: int = 1) -> float:
-    """The k-th smallest score (`conformal_rank`); infinite scores (misses) allowed."""
-    ordered = np.sort(np.asarray(scores, dtype=float))
-    k = conformal_rank(len(ordered), alpha, per_poem)
-    if k > len(ordered):
-        raise TooFew(len(ordered), alpha, per_poem)
-    return float(ordered[k - 1])
+def conformal_quantile(scores: Sequence[float], alpha: float, poem_of: Sequence[int] | None = None) -> float:
+    """The smallest score t whose weight reaches (1 − α)(K + 1): Σ_{scores ≤ t} 1/n_poem ≥ (1 − α)(K + 1), each of
+    the K poems weighing one, shared by its n_poem scores (a new poem's weight, the + 1, lies at +∞). Without
+    `poem_of` each score is a poem of its own: the k-th smallest, k = ⌈(1 − α)(n + 1)⌉. Infinite scores (misses)
+    allowed."""
+    scores = np.asarray(scores, dtype=float)
+    poem_of = np.arange(len(scores)) if poem_of is None else np.asarray(poem_of, dtype=int)
+    sizes = np.bincount(poem_of)
+    poems = int(np.count_nonzero(sizes))
+    order = np.argsort(scores, kind="stable")
+    reached = np.flatnonzero(np.cumsum(1.0 / sizes[poem_of[order]]) >= (1 - alpha) * (poems + 1) - EPS)
+    if not len(reached):
+        raise TooFew(len(scores), poems, alpha)
+    return float(scores[order[reached[0]]])
 
 
 def poem_index(poem_ids: Sequence[str]) -> np.ndarray:
@@ -87,9 +88,9 @@ def poem_index(poem_ids: Sequence[str]) -> np.ndarray:
     return np.array([poems[p] for p in poem_ids], dtype=int)
 
 
-def most_per_poem(poem_of: np.ndarray) -> int:
-    """m: the most pairs of one poem (1 where there are none)."""
-    return int(np.bincount(poem_of).max()) if len(poem_of) else 1
+def poems_in(poem_of: np.ndarray) -> int:
+    """K: the poems with at least one pair."""
+    return len(np.unique(poem_of))
 
 
 # --- temperature and reliability ---
@@ -219,17 +220,17 @@ def fit_target(pred: np.ndarray, human: np.ndarray, spread: np.ndarray, poem_of:
     """One score's quantiles over the pairs with a human score. Too few pairs: an error where `required`
     (quality), else a target without intervals (a dimension the people rarely judged applicable)."""
     ok = np.isfinite(human)
-    n, m = int(ok.sum()), most_per_poem(poem_of[ok])
+    n, poems = int(ok.sum()), poems_in(poem_of[ok])
     plain, normalised = _residuals(pred, human, spread, floor)
     try:
-        q_plain = min(conformal_quantile(plain[ok], alpha, m), RANGE_WIDTH)
+        q_plain = min(conformal_quantile(plain[ok], alpha, poem_of[ok]), RANGE_WIDTH)
     except TooFew:
         if required:
             raise
-        return Target(n, m, None)
+        return Target(n, poems, None)
     q_normalised = (None if normalised is None else
-                    min(conformal_quantile(normalised[ok], alpha, m), RANGE_WIDTH / floor))
-    return Target(n, m, q_plain, q_normalised)
+                    min(conformal_quantile(normalised[ok], alpha, poem_of[ok]), RANGE_WIDTH / floor))
+    return Target(n, poems, q_plain, q_normalised)
 
 
 def fit_sets(target: Target, probs: np.ndarray, labels: np.ndarray, poem_of: np.ndarray, alpha: float) -> Target:
@@ -240,7 +241,7 @@ def fit_sets(target: Target, probs: np.ndarray, labels: np.ndarray, poem_of: np.
     rows = np.flatnonzero(has_label)
     scores = np.where(has_dist[rows], 1.0 - probs[rows, labels[rows]], np.inf) if len(rows) else np.zeros(0)
     try:
-        threshold = min(conformal_quantile(scores, alpha, most_per_poem(poem_of[rows])), 1.0)
+        threshold = min(conformal_quantile(scores, alpha, poem_of[rows]), 1.0)
     except TooFew:
         threshold = None
     fit = has_label & has_dist
@@ -260,7 +261,7 @@ def fit(judged: Judged, made: dict[str, Any], identity: dict[str, Any], alpha: f
         quality = fit_target(data.pred_quality, human_quality, judged.quality_spread(), poem_of, alpha, floor,
                              required=True)
     except TooFew as exc:
-        raise ValueError(f"{judged.where}: quality: {exc}: calibrate on more images, or with a larger α") from None
+        raise ValueError(f"{judged.where}: quality: {exc}: calibrate on more poems, or with a larger α") from None
     dimensions = {}
     for j, key in enumerate(data.keys):
         target = fit_target(data.pred[:, j], np.where(keep, data.human[:, j], np.nan), judged.dimension_spread(key),
@@ -297,7 +298,7 @@ def evaluate(calibration: Calibration, judged: Judged, n_bootstrap: int = 0, see
         covered, widths = covered_by(intervals, human, ok)
         sums[name] = hits_by_poem(covered, ok, poem_of, n_poems)
         width = float(widths.mean()) if len(widths) else None
-        found[name] = {"n_pairs": int(ok.sum()), "coverage": _ratio(covered.sum(), ok.sum()), "mean_width": width,
+        found[name] = {"n_pairs": int(ok.sum()), "coverage": poem_coverage(*sums[name]), "mean_width": width,
                        "width_share": None if width is None else width / RANGE_WIDTH, "method": target.method,
                        "intervals": target.q_plain is not None}
     before, after = [], []  # (confidence, correct) of every dimension's most likely anchor
@@ -313,7 +314,7 @@ def evaluate(calibration: Calibration, judged: Judged, n_bootstrap: int = 0, see
                                 for i, b in enumerate(blocks)])
             sizes = [len(blocks[i]["sets"][key]) for i in np.flatnonzero(ok) if blocks[i] and key in blocks[i]["sets"]]
             sums[f"{key}/set"] = hits_by_poem(covered, ok, poem_of, n_poems)
-            found[key].update(set_pairs=int(ok.sum()), set_coverage=_ratio(covered.sum(), ok.sum()),
+            found[key].update(set_pairs=int(ok.sum()), set_coverage=poem_coverage(*sums[f"{key}/set"]),
                               mean_set_size=float(np.mean(sizes)) if sizes else None)
         if len(rows):
             confident = np.array([blocks[i]["confidence"][key] for i in rows]) if target.temperature else None
@@ -325,8 +326,7 @@ def evaluate(calibration: Calibration, judged: Judged, n_bootstrap: int = 0, see
                 after.append((confident, correct))
     if n_bootstrap > 0 and n_poems:
         def ratios(weights: np.ndarray) -> dict[str, np.ndarray]:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                return {k: (weights @ hit) / (weights @ total) for k, (hit, total) in sums.items()}
+            return {k: poem_coverage(hit, total, weights) for k, (hit, total) in sums.items()}
 
         draws = bootstrap_draws(ratios, n_poems, n_bootstrap, seed)
         for k, values in draws.items():
@@ -361,10 +361,23 @@ def hits_by_poem(covered: np.ndarray, ok: np.ndarray, poem_of: np.ndarray, n_poe
     return per_unit_sums(covered.astype(float), poem_of, n_poems), per_unit_sums(ok.astype(float), poem_of, n_poems)
 
 
+def poem_coverage(hit: np.ndarray, total: np.ndarray, weights: np.ndarray | None = None):
+    """Coverage as the guarantee counts it, over a poem and then one of its pairs: the mean over the poems with a
+    pair of the share of their pairs covered (None without one). With `weights` (B, poems), the bootstrap's
+    resamples: one coverage per resample (NaN where a resample holds no pair)."""
+    counted = total > 0
+    share = np.divide(hit, total, out=np.zeros(len(hit)), where=counted)
+    if weights is None:
+        return float(share.sum() / counted.sum()) if counted.any() else None
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (weights @ share) / (weights @ counted)
+
+
 def carried_coverage(records: Sequence[dict], human: np.ndarray, poem_ids: Sequence[str], n_bootstrap: int = 0,
                      seed: int = 0) -> dict | None:
     """The coverage of the quality intervals that calibrated records carry (`tpb score --calibration`) over the
-    images with a human quality, with a bootstrap interval over poems; None where no record carries one."""
+    images with a human quality (per poem, as `poem_coverage` counts it), with a bootstrap interval over poems; None
+    where no record carries one."""
     blocks = [(r or {}).get("calibrated") or {} for r in records]
     if not any(b.get("quality") for b in blocks):
         return None
@@ -374,10 +387,10 @@ def carried_coverage(records: Sequence[dict], human: np.ndarray, poem_ids: Seque
     hit, total = hits_by_poem(covered, ok, poem_of, n_poems)
     alpha = next(b["alpha"] for b in blocks if "alpha" in b)
     out = {"level": 1 - alpha, "calibration": sorted({b["calibration"] for b in blocks if "calibration" in b}),
-           "n_images": int(ok.sum()), "coverage": _ratio(covered.sum(), ok.sum()),
+           "n_images": int(ok.sum()), "coverage": poem_coverage(hit, total),
            "mean_width": float(widths.mean()) if len(widths) else None}
     if n_bootstrap > 0 and n_poems:
-        draws = bootstrap_draws(lambda w: {"c": (w @ hit) / (w @ total)}, n_poems, n_bootstrap, seed)
+        draws = bootstrap_draws(lambda w: {"c": poem_coverage(hit, total, w)}, n_poems, n_bootstrap, seed)
         out["coverage_ci"] = percentile_interval(draws["c"])
     out["holds"] = holds(out["coverage"], out.get("coverage_ci"), out["level"])
     return out
@@ -387,10 +400,6 @@ def holds(coverage: float | None, ci: list[float] | None, level: float) -> bool:
     """Whether a coverage is consistent with the promised level: its interval reaches it (without an interval, the
     coverage itself does)."""
     return coverage is not None and (ci[1] if ci else coverage) >= level - EPS
-
-
-def _ratio(hit, total) -> float | None:
-    return float(hit) / float(total) if total else None
 
 
 def _pooled(pairs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -559,18 +568,18 @@ def format_fit(calibration: Calibration, warnings: Sequence[str] = ()) -> str:
     if d.get("unrated"):
         lines.append(f"{counted(len(d['unrated']), 'image')} without a human score: left out "
                      f"({', '.join(d['unrated'][:5])}{', ...' if len(d['unrated']) > 5 else ''})")
-    lines += ["", f"{'score':<22}{'pairs':>6}{'m':>4}{'method':>12}{'q':>9}{'width (in-sample)':>19}"
+    lines += ["", f"{'score':<22}{'pairs':>6}{'poems':>6}{'method':>12}{'q':>9}{'width (in-sample)':>19}"
                   f"{'set q':>8}{'T':>7}{'ECE → after T (in-sample)':>28}"]
     for name, target in [("quality", calibration.quality), *calibration.dimensions.items()]:
         found = d["quality"] if name == "quality" else d["per_dimension"][name]
         if target.q_plain is None:
-            why = (f"too few pairs for α (needs {needed(calibration.alpha, target.per_poem)})" if target.n else
+            why = (f"too few poems for α (needs {needed(calibration.alpha)})" if target.n else
                    "no calibration image with a human score")
-            lines.append(f"{name:<22}{target.n:>6}{target.per_poem:>4}  {why}: no interval")
+            lines.append(f"{name:<22}{target.n:>6}{target.n_poems:>6}  {why}: no interval")
             continue
         q = target.q_normalised if target.q_normalised is not None else target.q_plain
         ece = f"{fmt(found.get('ece_before'))} → {fmt(found.get('ece_after'))}" if "ece_before" in found else ""
-        lines.append(f"{name:<22}{target.n:>6}{target.per_poem:>4}{target.method:>12}{fmt(q):>9}"
+        lines.append(f"{name:<22}{target.n:>6}{target.n_poems:>6}{target.method:>12}{fmt(q):>9}"
                      f"{fmt(found['mean_width']):>19}{fmt(target.set_threshold):>8}{fmt(target.temperature, 2):>7}"
                      f"{ece:>28}")
     return "\n".join(lines)
