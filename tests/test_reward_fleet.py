@@ -51,14 +51,16 @@ def synthetic():
 
 class Loopback:
     """A tiny HTTP server on loopback playing one replica. `GET /health` (and `/v1/models`) answers 200 while
-    `healthy`, else 503; a chat completion waits for `release` (set at first), then gets a fixed answer. `kill()`
+    `healthy`, else 503, once `checked` is set (at first); a chat completion waits for `release` (set at first), then
+    gets a fixed answer. `kill()`
     makes it die: a chat completion held or arriving after is dropped unanswered and its health check fails.
     `paths` logs every request; `wait_chats(n)` waits until n chat completions have arrived."""
 
     def __init__(self):
         self.healthy, self.dead = True, False
-        self.release = threading.Event()
+        self.release, self.checked = threading.Event(), threading.Event()
         self.release.set()
+        self.checked.set()
         self.paths: list[str] = []
         self.changed = threading.Condition()
         server = self
@@ -68,6 +70,7 @@ class Loopback:
 
             def do_GET(self):
                 server.log(self.path)
+                server.checked.wait(WAIT)
                 ok = server.healthy and not server.dead and self.path in ("/health", "/v1/models")
                 server.reply(self, 200 if ok else 503, {"data": []} if ok else {"error": "down"})
 
@@ -94,6 +97,7 @@ class Loopback:
 
     def __exit__(self, *exc) -> None:
         self.release.set()
+        self.checked.set()
         self.http.shutdown()
         self.http.server_close()
 
@@ -233,6 +237,26 @@ def test_a_replica_whose_health_check_fails_after_its_cool_down_is_left_out_twic
         a.down_until = b.down_until = time.monotonic() + 100
         with pytest.raises(TimeoutError, match="no server of .* was up"):
             asyncio.run(backend._replica(time.monotonic()))
+
+
+def test_while_a_replica_is_health_checked_the_other_requests_go_elsewhere():
+    """A replica back from its cool-down is checked by one request; while its `/health` is held, the others do not
+    pile onto it (nor check it again): they go to the other replica. Then it rejoins with the request that checked
+    it."""
+    with Loopback() as back, Loopback() as well:
+        back.checked.clear()
+        backend = ServedBackend("m", base_url=[back.url, well.url], concurrency=2, retries=0)
+        backend.replicas[0].failures, backend.replicas[0].down_until = 1, time.monotonic()  # its cool-down just over
+        with ThreadPoolExecutor(1) as pool:
+            call = pool.submit(backend.answer, *questions(4))
+            try:
+                assert well.wait_chats(3), (back.paths, well.paths)
+                assert back.paths == ["/health"]  # checked once, and nothing sent while it is checked
+            finally:
+                back.checked.set()
+            answers = call.result(WAIT)
+    assert [a.error for a in answers] == [None] * 4
+    assert back.paths == ["/health", "/v1/chat/completions"] and well.chats == 3
 
 
 @pytest.mark.slow

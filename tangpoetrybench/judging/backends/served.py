@@ -280,6 +280,7 @@ class Replica:
     in_flight: int = 0
     down_until: float = 0.0
     failures: int = 0  # in a row
+    checking: bool = False  # its health check is under way: the other requests go elsewhere meanwhile
 
     def fail(self, fleet: int) -> None:
         """Left out for a cool-down, doubled while it keeps failing; a lone server is never left out (its requests
@@ -496,17 +497,23 @@ class ServedBackend:
         first to come back, once its health check answers; a TimeoutError when none is up by `deadline`."""
         while True:
             now = time.monotonic()
-            up = [r for r in self.replicas if r.down_until <= now]
+            up = [r for r in self.replicas if r.down_until <= now and not r.checking]
             if up:
                 chosen = min(up, key=lambda r: r.in_flight)
-                if chosen.down_until and not await self._healthy(chosen):
-                    chosen.fail(len(self.replicas))
-                    continue
-                chosen.down_until = 0.0
+                if chosen.down_until:  # back from its cool-down: one request checks it, the others go elsewhere
+                    chosen.checking = True
+                    try:
+                        healthy = await self._healthy(chosen)
+                    finally:
+                        chosen.checking = False
+                    if not healthy:
+                        chosen.fail(len(self.replicas))
+                        continue
+                    chosen.down_until = 0.0
                 chosen.in_flight += 1
                 return chosen
             wake = min(r.down_until for r in self.replicas)
-            if wake > deadline:
+            if wake > deadline or now > deadline:
                 raise TimeoutError(f"no server of {self.where} was up (each failed and is left out for a while)")
             await asyncio.sleep(max(0.05, wake - now))
 
