@@ -123,7 +123,7 @@ def ray_rows(source: Source, run: Run):
     from ray.data.expressions import col
 
     if isinstance(source, DatasetSource):
-        rows = ray.data.read_parquet(source.files(), columns=list(ROW_COLUMNS))
+        rows = ray.data.read_parquet(source.files()).select_columns(list(ROW_COLUMNS))  # pushed down to the read
         return rows if len(run.todo) == len(source.ids()) else rows.filter(expr=col("image_id").is_in(run.todo))
     if isinstance(source, FolderSource):
         todo = set(run.todo)
