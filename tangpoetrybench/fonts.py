@@ -59,12 +59,22 @@ CJK_FONT_HINTS = ("CJK", "WenQuanYi", "Source Han", "SimHei", "Heiti", "PingFang
 
 @lru_cache(maxsize=1)
 def cjk_family() -> str | None:
-    """The installed matplotlib font family best suited to simplified Chinese, if any (see CJK_FONT_PREFERENCE)."""
+    """The installed matplotlib font family best suited to simplified Chinese, if any (see CJK_FONT_PREFERENCE).
+    Noto CJK files installed after matplotlib cached its list of fonts are added to it first."""
     from matplotlib import font_manager
 
-    names = {f.name for f in font_manager.fontManager.ttflist}
-    preferred = next((n for n in CJK_FONT_PREFERENCE if n in names), None)
-    return preferred or next((n for n in sorted(names) if any(h in n for h in CJK_FONT_HINTS)), None)
+    def best() -> str | None:
+        names = {f.name for f in font_manager.fontManager.ttflist}
+        preferred = next((n for n in CJK_FONT_PREFERENCE if n in names), None)
+        return preferred or next((n for n in sorted(names) if any(h in n for h in CJK_FONT_HINTS)), None)
+
+    found = best()
+    if found is None:
+        for path in (Path(d) / f for d in NOTO_DIRS for f in NOTO_FILES):
+            if path.is_file():
+                font_manager.fontManager.addfont(str(path))  # every face of the collection
+        found = best()
+    return found
 
 
 @lru_cache(maxsize=1)
