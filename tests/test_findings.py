@@ -108,6 +108,19 @@ def test_every_finding_matches_an_independent_recomputation(release):
         answered = [r[f"{k}_option"] for r in ratings]
         assert f["applicability"][k]["share"] == pytest.approx(sum(a != option for a in answered) / len(answered))
 
+    # the depict-to-evoke gap: Tang's rubric names core imagery as depicting and emotional resonance as evoking
+    de = f["depict_evoke"]
+    assert (de["depict"], de["evoke"]) == (["core_imagery"], ["emotional_resonance"])
+    for g in generators:
+        both = [(r["core_imagery"], r["emotional_resonance"]) for r in images if r["generator"] == g
+                and r["core_imagery"] is not None and r["emotional_resonance"] is not None]
+        mine = de["by_generator"][g]
+        assert mine["images"] == len(both) and len(both) > 0, g
+        assert mine["depict"] == pytest.approx(_mean([d for d, _ in both]))
+        assert mine["evoke"] == pytest.approx(_mean([e for _, e in both]))
+        assert mine["gap"] == pytest.approx(_mean([d - e for d, e in both]))
+        assert mine["interval"][0] <= mine["gap"] <= mine["interval"][1]
+
     for group in ("expert", "crowd"):
         answers = [r["phase1_correct"] for r in ratings if r["rater_group"] == group and r["phase1_correct"] is not None]
         assert f["phase1_accuracy_by_group"][group]["accuracy"] == pytest.approx(np.mean(answers))

@@ -184,6 +184,7 @@ def test_a_new_tradition_runs_the_whole_pipeline(haiku_raw, tiny_models, tmp_pat
     assert "Season word" in md and "### Dimensions and overall" in md and "### Poem difficulty" in md
     assert "letters and characters" in md and "Han characters" not in md  # poem length in the poems' language
     assert "Left out: face avoidance, since the rubric haiku names no face-avoidance option" in md
+    assert "### The depict-to-evoke gap" in md and "Depiction (Season word, The moment) minus evocation (Mood)" in md
     assert "the rubric haiku names no adjudicated dimension" in md and "Table 3" not in md and "leakage" not in md
     numbers = json.loads(Path("report/numbers.json").read_text(encoding="utf-8"))
     assert "face_avoidance" not in numbers["findings"] and set(numbers["findings"]["applicability"]) == {"season_word",
@@ -246,6 +247,31 @@ def test_a_new_tradition_runs_the_whole_pipeline(haiku_raw, tiny_models, tmp_pat
     reward = for_rubric(accuracy_reward, rubric)
     assert reward.__name__ == "accuracy_reward"
     assert reward([json.dumps(answer)], [[answer[k] for k in haiku.keys]]) == [1.0]
+
+
+def test_a_rubric_without_roles_leaves_each_finding_out_in_a_sentence(tmp_path):
+    """The haiku rubric with no roles (no overall, depicting or evoking dimensions) and no not-applicable option: the
+    report leaves out each finding that rests on them, saying why in one sentence, and prints none of them."""
+    from tangpoetrybench.reporting.report import build_report, render_markdown
+
+    text = HAIKU.read_text(encoding="utf-8").replace("score: excluded", "score: 0")
+    text = "".join(line for line in text.splitlines(keepends=True)
+                   if not line.startswith(("overall:", "depict:", "evoke:")))
+    rubric = tmp_path / "haiku.yaml"
+    rubric.write_text(text, encoding="utf-8")
+    assert main(["demo-release", str(tmp_path / "raw"), "--rubric", str(rubric), "--poems-file", str(POEMS),
+                 "--size", "64", "--quiet"]) == 0
+    assert main(["build", str(tmp_path / "raw"), str(tmp_path / "ds"), "--quiet"]) == 0
+    report = build_report(tmp_path / "ds", n_bootstrap=50)
+    md = render_markdown(report)
+    for why in ("what drives the holistic judgment and what makes a poem hard, since the rubric haiku names no "
+                "overall dimension", "the depict-to-evoke gap, since the rubric haiku does not name both",
+                "face avoidance, since the rubric haiku names no face-avoidance option",
+                "applicability, since no dimension of the rubric haiku has a not-applicable option"):
+        assert f"Left out: {why}" in md, why
+    assert not {"spearman_with_overall", "difficulty", "depict_evoke", "face_avoidance"} & set(
+        report.numbers["findings"])
+    assert "### Poem difficulty" not in md and "### The depict-to-evoke gap" not in md
 
 
 def test_demo_release_refuses_what_build_would(tmp_path, capsys):

@@ -3,7 +3,8 @@ defines them (the report states each reading; `tests/test_findings.py` recompute
 
 Scope: the `images` config (the main tradition's poems, seen generators), all splits; ratings are the kept ratings of
 those images. The findings that rest on a rubric role take the role's dimension: `overall` (what drives the holistic
-judgment, poem difficulty) and `face_avoidance`; a report on a rubric without the role leaves the finding out.
+judgment, poem difficulty), `depict` and `evoke` (the depict-to-evoke gap) and `face_avoidance`; a report on a rubric
+without the role leaves the finding out.
 Every function is deterministic: groups are visited in sorted order, never in set order.
 """
 
@@ -164,6 +165,29 @@ def ranking_stability(rows: list[dict], generators: list[str], n_bootstrap: int,
     last = {g: float(np.mean(np.argmin(boots, axis=0) == ranked.index(g))) if g in ranked else None
             for g in generators}
     return {"first": first, "last": last, "resamples": n_bootstrap}
+
+
+def depict_evoke(rows: list[dict], generators: list[str], depict: Sequence[str], evoke: Sequence[str],
+                 n_bootstrap: int, rng: np.random.Generator) -> dict:
+    """The depict-to-evoke gap. Per image, its depiction is the mean of its `depict` dimensions and its evocation the
+    mean of its `evoke` dimensions (each over the dimensions it has a score on); per generator, over its images that
+    have both, the mean depiction, the mean evocation and the mean gap (depiction − evocation), with a 95 % bootstrap
+    interval of the gap (its images resampled)."""
+    by_generator = {}
+    for g in generators:
+        both = [(d, e) for r in rows if r["generator"] == g
+                for d, e in [(mean_or_none([r[k] for k in depict]), mean_or_none([r[k] for k in evoke]))]
+                if d is not None and e is not None]
+        if not both:
+            by_generator[g] = {"depict": None, "evoke": None, "gap": None, "interval": None, "images": 0}
+            continue
+        pairs = np.array(both, dtype=float)
+        boot = bootstrap_means(pairs[:, 0] - pairs[:, 1], n_bootstrap, rng)
+        by_generator[g] = {"depict": float(pairs[:, 0].mean()), "evoke": float(pairs[:, 1].mean()),
+                           "gap": float((pairs[:, 0] - pairs[:, 1]).mean()),
+                           "interval": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))],
+                           "images": len(both)}
+    return {"depict": list(depict), "evoke": list(evoke), "by_generator": by_generator}
 
 
 def bootstrap_means(values: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:

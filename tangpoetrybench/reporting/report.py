@@ -318,6 +318,8 @@ def compute_findings(rows, ratings, keys, generators, rubric, table2, n_bootstra
                 [emo["face_avoidance"][g]["rate"] for g in rates], [table2[g][emo["dimension"]] for g in rates])
     f["applicability"] = findings.applicability(ratings, rubric)
     f["phase1_accuracy_by_group"] = findings.phase1_accuracy(ratings)
+    if rubric.depict and rubric.evoke:  # last: its resamples leave the other findings' draws as they were
+        f["depict_evoke"] = findings.depict_evoke(rows, generators, rubric.depict, rubric.evoke, n_bootstrap, rng)
     return Findings(f, d, emo)
 
 
@@ -560,6 +562,11 @@ def _findings(rep: Report, data: ReportData, rubric) -> None:
         overall = name[rubric.overall].lower()
         _drivers(rep, data.findings.drivers, name, overall)
         _difficulty(rep, f["difficulty"], name, overall, rubric.own_language)
+    if "depict_evoke" in f:
+        _depict_evoke(rep, f["depict_evoke"], data.generators, name)
+    else:
+        rep.text(f"Left out: the depict-to-evoke gap, since the rubric {rubric.name} does not name both the dimensions "
+                 "that depict what a poem names and those that evoke what it means (`depict`, `evoke`).")
     _recognizability(rep, f["recognizability"], data.generators, rubric)
     _ranking_stability(rep, f["ranking_stability"], data.generators)
     if data.findings.emotion is None:
@@ -604,6 +611,34 @@ def _difficulty(rep: Report, diff: dict, name: dict, overall: str, language: str
              f"(its mean over its images); {overall} defines the quartiles and is left out.")
     rep.table(["Dimension", "Gap (easy − hard)"],
               [[name[k], fmt(diff["easy_minus_hard_gap"][k])] for k in gaps])
+
+
+def _depict_evoke(rep: Report, de: dict, generators: list[str], name: dict) -> None:
+    rep.heading("The depict-to-evoke gap", 3)
+    depict, evoke = (", ".join(name[k] for k in de[side]) for side in ("depict", "evoke"))
+    by = de["by_generator"]
+    measured = [g for g in generators if by[g]["gap"] is not None]
+    if measured:
+        wider = [g for g in measured if by[g]["interval"][0] > 0]
+        verdict = ("every generator depicts better than it evokes (the gap's 95 % interval lies above zero for each)"
+                   if len(wider) == len(measured) else
+                   f"the gap's 95 % interval lies above zero for {len(wider)} of the {len(measured)} generators"
+                   if wider else "for no generator does the gap's 95 % interval lie above zero")
+        rep.text(f"Depiction ({depict}) minus evocation ({evoke}) ranges from "
+                 f"{fmt(100 * min(by[g]['gap'] for g in measured), 1)} to "
+                 f"{fmt(100 * max(by[g]['gap'] for g in measured), 1)} points (×100) over the generators; {verdict}.")
+    rep.text(f"Per image, depiction is the mean of {depict} and evocation the mean of {evoke} (each over the "
+             "dimensions it has a score on); the gap is their difference, averaged over the generator's images that "
+             "have both, with a bootstrap interval that resamples those images.")
+    table = [[g, fmt(_hundred(by[g]["depict"]), 1), fmt(_hundred(by[g]["evoke"]), 1), fmt(_hundred(by[g]["gap"]), 1),
+              fmt_interval(by[g]["interval"], 1, scale=100), str(by[g]["images"])] for g in generators]
+    rep.table(["Generator", "Depiction (×100)", "Evocation (×100)", "Gap (×100)", "95 % interval", "Images"], table)
+    if any(ZERO_WIDTH in row[4] for row in table):
+        rep.text(ZERO_WIDTH_NOTE)
+
+
+def _hundred(value: float | None) -> float | None:
+    return None if value is None else 100 * value
 
 
 def _recognizability(rep: Report, rec: dict, generators: list[str], rubric: Rubric) -> None:
