@@ -252,12 +252,10 @@ class ResultsFile:
 
     @property
     def label(self) -> str:
-        """The evaluator (or judge) as a table names it: a served judge with its model and server, since `api` alone
-        says nothing of who answered."""
-        if self.settings.get("backend") != "api":
-            return self.name
+        """The evaluator (or judge) as a table names it: a served judge (its records name the servers that answered)
+        with its model and servers, since the evaluator's name alone says nothing of who answered."""
         servers = self.servers
-        return f"{self.name}: {self.model}" + (f" at {', '.join(servers)}" if servers else "")
+        return f"{self.name}: {self.model} at {', '.join(servers)}" if servers else self.name
 
     def status_counts(self, ids: Iterable[str]) -> dict[str, int]:
         """How many of these images' results parsed `ok`, were `repaired` or `failed`."""
