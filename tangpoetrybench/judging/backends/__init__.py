@@ -137,5 +137,5 @@ def load_backend(name: str, **options) -> Backend:
     return backend_class(name)(**options)
 
 
-__all__ = ["Answer", "BACKENDS", "Backend", "BackendRow", "Constraint", "Question", "backend_class", "constructor_options",
-           "load_backend"]
+__all__ = ["Answer", "BACKENDS", "Backend", "BackendRow", "Constraint", "Question", "backend_class",
+           "constructor_options", "load_backend"]

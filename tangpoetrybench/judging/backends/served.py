@@ -303,8 +303,8 @@ class ServedBackend:
     worker_start_method = None
     random_weights = None  # nobody can vouch for a served model's weights
 
-    def __init__(self, model: str | None = None, base_url: str | Sequence[str] | None = None, api_key_env: str | None = None,
-                 concurrency: int = DEFAULT_CONCURRENCY, timeout: float = DEFAULT_TIMEOUT,
+    def __init__(self, model: str | None = None, base_url: str | Sequence[str] | None = None,
+                 api_key_env: str | None = None, concurrency: int = DEFAULT_CONCURRENCY, timeout: float = DEFAULT_TIMEOUT,
                  retries: int = DEFAULT_RETRIES, backoff: float = 1.0, structured: bool = True):
         """`model` is the name the server knows (`--served-model-name`, a LoRA module's name, a provider's model id);
         `backoff` the first retry's delay in seconds; `structured=False` never asks for the response format."""

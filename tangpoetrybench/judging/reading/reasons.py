@@ -32,8 +32,8 @@ def read_reasons(text: str, rubric: Rubric) -> dict[str, str]:
     """Rubric key → its reason, read as the module's docstring says; {} where there are none."""
     try:
         read = _read(prepare(text, [])[0], rubric)
-        if not read:
-            return {}
+        if not read or normalise(text or "") == (text or ""):  # nothing NFKC changed: the words are the judge's
+            return read
         written = _read(prepare(text, [], normal=False)[0], rubric)
         return {k: written[k] if normalise(written.get(k, "")) == v else v for k, v in read.items()}
     except Exception:  # reasons are an addition: a reader bug must never fail the scores
