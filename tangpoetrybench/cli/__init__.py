@@ -12,8 +12,9 @@ import argparse
 import importlib
 import sys
 import textwrap
+import warnings
 
-from ..errors import DataError, RunStopped, SystematicFailure
+from ..errors import DataError, Notice, RunStopped, SystematicFailure
 from .base import Help, Parser
 
 # The commands in pipeline order: data, images, judging, statistics, reporting, the Hub.
@@ -65,7 +66,30 @@ def command_help(parser: Parser, topic: list[str]) -> int:
     return 0
 
 
+def say_notices() -> None:
+    """Show the package's own warnings (`errors.Notice`) as one line, "warning: ...", not in Python's form with the
+    source file, line and code; any other warning (a library's) as Python shows it."""
+    shown = warnings.showwarning
+    if getattr(shown, "says_notices", False):
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, Notice):
+            print(f"warning: {message}", file=file or sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    show.says_notices = True
+    warnings.showwarning = show
+
+
 def main(argv: list[str] | None = None) -> int:
+    with warnings.catch_warnings():  # the command's own way of showing warnings, undone when it returns
+        say_notices()
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     from ..models import quiet_expected_noise, quiet_progress
 
     quiet_expected_noise()  # what libraries say on every run about their own code (models.EXPECTED_WARNINGS)

@@ -30,6 +30,7 @@ from ..dataset.raw_release import MAIN_IMAGE_CONFIGS
 from ..dataset.reading import config_rubric, dataset_rows
 from ..judging.results import Results, ResultsFile, two_settings
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, counted, fmt, fmt_ci, fmt_interval
+from .findings import spearman
 from .pairwise import lay_out_strengths, leaderboard_strengths
 from .plots import colours_for, radar, ring_floor
 from .recognition import board_recognizability, lay_out_recognizability
@@ -426,7 +427,7 @@ def agreement_with_humans(s: Scores, rows: list[dict], keep: set[str], rated: li
     pae_q, human_q = _means(ones, pae_sums, pae_counts)[0, :, 0], _means(ones, human_sums, human_counts)[0, :, 0]
     defined = bool(np.isfinite(pae_q).all() and np.isfinite(human_q).all())
     tau = _finite(_kendall_b(pae_q, human_q)) if defined else None
-    rho = _finite(stats.spearmanr(pae_q, human_q).statistic) if defined and len(rated) > 2 else None
+    rho = spearman(pae_q.tolist(), human_q.tolist())[0] if defined else None  # None: under 3, or a constant side
     result.update(images=len(both), pae_quality=dict(zip(rated, map(_finite, pae_q))),
                   human_quality=dict(zip(rated, map(_finite, human_q))), kendall_tau=tau, spearman=rho)
     if weights is not None:

@@ -33,6 +33,7 @@ import numpy as np
 from scipy.special import expit
 
 from ..dataset.reading import dataset_rows
+from ..errors import Notice
 from ..judging.pairwise import pair_choices, pair_id, position_bias
 from ..judging.results import ResultsFile
 from ..numeric import fmt, fmt_ci
@@ -346,7 +347,7 @@ def bradley_terry(generator_x: Sequence[str], generator_y: Sequence[str], choice
         intervals = [percentile_interval(col[np.isfinite(col)]) for col in np.array([f for f, _ in fits]).T]
     if not all(flags):
         warnings.warn(f"Bradley–Terry: {flags.count(False)} of {len(flags)} fits did not converge in {BT_ITERATIONS} "
-                      "Newton steps; their strengths are the last step's", RuntimeWarning, stacklevel=2)
+                      "Newton steps; their strengths are the last step's", Notice, stacklevel=2)
     games = wins + wins.T
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = np.where(games > 0, wins / games, np.nan)

@@ -31,6 +31,7 @@ from typing import Mapping
 import numpy as np
 from tqdm.auto import tqdm
 
+from ...errors import Notice
 from ...files import atomic_folder, ensure_free, write_csv
 from ...fonts import cjk_font
 from ...poems import Poem, write_poems
@@ -147,7 +148,8 @@ def write_demo_release(
                          "set of rating columns: write a release per tradition (a poems file each)")
     labelled = any(r.adjudicated_dimension for r in by_tradition.values())
     if labelled and cjk_font() is None:
-        warnings.warn(glyph_note(), stacklevel=2)
+        warnings.warn("no Chinese font is installed, so the planted text is drawn as stroke patterns an OCR cannot "
+                      "read (install fonts-noto-cjk to draw real characters)", Notice, stacklevel=2)
     rng = np.random.default_rng(seed)
     images = _plan_images(poems, by_tradition, rng, seed)
     ratings = _simulate_ratings(images, poems, by_tradition, rng)
