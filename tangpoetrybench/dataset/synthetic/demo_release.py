@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 
 from ...errors import Notice
 from ...files import atomic_folder, ensure_free, write_csv
+from ...numeric import counted
 from ...fonts import cjk_font
 from ...poems import Poem, write_poems
 from ..raw_release import RATING_COLUMNS, TEXT_LABEL_COLUMNS, main_tradition
@@ -135,7 +136,7 @@ def write_demo_release(
     ensure_free(out, overwrite)
     if n_poems is not None:
         if not 1 <= n_poems <= len(poems):
-            raise ValueError(f"--poems {n_poems}: the poem source has {len(poems)} poems")
+            raise ValueError(f"--poems {n_poems}: the poem source has {counted(len(poems), 'poem')}")
         poems = poems[:n_poems]
     try:
         by_tradition = {t: rubric_for_tradition(t, rubrics) for t in dict.fromkeys(p.tradition for p in poems)}
