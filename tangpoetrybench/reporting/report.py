@@ -27,6 +27,7 @@ from typing import Sequence
 import numpy as np
 
 from . import findings
+from ..dataset.features import TEXT_LABEL_COLUMNS
 from ..dataset.raw_release import UNSEEN_CONFIG
 from ..dataset.reading import config_rows, dataset_rows, dataset_rubrics, dimension_keys, traditions_rubric
 from ..judging.calibrated import Calibration
@@ -80,8 +81,7 @@ def _pct(x: float | None) -> str:
 
 
 # What the report reads of each config: each config is read once, every split in one pass.
-IMAGE_COLUMNS = ["image_id", "poem_id", "generator", "poem", "tradition", "quality", "recognizability", "text_issue",
-                 "text_issue_type", "face_avoidance"]
+IMAGE_COLUMNS = ["image_id", "poem_id", "generator", "poem", "tradition", "quality", "recognizability"]
 RATING_COLUMNS = ["rater_group", "phase1_correct", "generator"]
 
 
@@ -106,7 +106,7 @@ class ReportInputs:
 def read_inputs(dataset: str | Path) -> ReportInputs:
     found = dataset_rubrics(dataset)
     keys = list(dimension_keys(found))
-    images = config_rows(dataset, "images", [*IMAGE_COLUMNS, *keys])
+    images = config_rows(dataset, "images", [*IMAGE_COLUMNS, *keys], optional=TEXT_LABEL_COLUMNS[:2])
     rubric = traditions_rubric(sorted({r["tradition"] for rows in images.values() for r in rows}), "images", found)
     ratings = config_rows(dataset, "ratings", [*RATING_COLUMNS, *AGREE_RATING_COLUMNS, *keys,
                                                *(f"{k}_option" for k in keys)])
@@ -246,9 +246,10 @@ def compute_report(inputs: ReportInputs, scores: Sequence[Results] = (), split: 
         rubric=rubric, rows=rows, generators=generators, table2=table2, table2_ci=table2_ci,
         table2_avg={k: mean_or_none([table2[g][k] for g in generators]) for k in keys + ["quality", "recognizability"]},
         strong=strong_generators(table2, generators),
-        table3=issue_counts({r["image_id"]: r["text_issue_type"] for r in rows if r["text_issue"] is not None},
+        table3=issue_counts({r["image_id"]: r["text_issue_type"] for r in rows if r.get("text_issue") is not None},
                             generators),
-        table3_ocr=ocr_table3(rows, ocr) if ocr is not None else None, recognition=recognition,
+        table3_ocr=ocr_table3(rows, ocr) if ocr is not None and rubric.adjudicated_dimension else None,
+        recognition=recognition,
         explanations=explanations(rows, scores, graphs, rubric),
         pairwise=compute_pairwise(pair_table_of(split_rows), split_ratings, [*scores, *pairs], split, n_bootstrap,
                                   seed) if [*scores, *pairs] else None,

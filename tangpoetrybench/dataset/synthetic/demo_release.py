@@ -157,7 +157,7 @@ def write_demo_release(
     with atomic_folder(out) as tmp:
         _write_images(images, tmp, size, progress)
         write_poems(poems, tmp / "poems.jsonl")
-        (tmp / "release.json").write_text(json.dumps(_release_json(seed, labelled), ensure_ascii=False, indent=1)
+        (tmp / "release.json").write_text(json.dumps(_release_json(main, seed, labelled), ensure_ascii=False, indent=1)
                                           + "\n", encoding="utf-8")
         write_csv(tmp / "ratings.csv", RATING_COLUMNS + main.keys, ratings)
         if labelled:
@@ -182,9 +182,9 @@ def glyph_note() -> str:
     return f"Its planted text is drawn with the font {font.name}."
 
 
-def _release_json(seed: int, labelled: bool) -> dict:
+def _release_json(main: Rubric, seed: int, labelled: bool) -> dict:
     return {
-        "name": "TangPoetryBench demo",
+        "name": f"{main.display['en']} demo",  # the tradition's name: "Tang poetry demo", "Haiku demo"
         "version": f"demo-seed{seed}",
         "synthetic": True,
         "license": "mit",
