@@ -1,6 +1,7 @@
-"""README.md runs as written: its ```bash blocks, in order, in a clean copy of the repository (the files git
-tracks or would track, nothing built), offline (HF_HUB_OFFLINE=1, an empty Hub cache). ```console blocks are
-shown, not run (they need a GPU, the Hub, a long time, or they are this test suite itself)."""
+"""README.md runs as written: its ```bash blocks, then those of docs/tour.md (the steps after the set-up), in order,
+in a clean copy of the repository (the files git tracks or would track, nothing built), offline (HF_HUB_OFFLINE=1, an
+empty Hub cache). ```console blocks are shown, not run (they need a GPU, the Hub, a long time, or they are this test
+suite itself)."""
 
 import json
 import os
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+RUN = ("README.md", "docs/tour.md")  # whose ```bash blocks run, in this order
 SFT_STEPS = "20"  # the recipe's 200 steps teach the format; 20 check the plumbing (decoding is constrained anyway)
 
 
@@ -32,8 +34,12 @@ def clean_copy(dest: Path) -> Path:
 
 
 def test_the_readme_has_its_set_up_first():
-    blocks = bash_blocks((ROOT / "README.md").read_text(encoding="utf-8"))
-    assert blocks[0] == "bash scripts/quickstart.sh\n"
+    """The two set-up commands open the README: the main job, then the tests (in its first 60 lines)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert bash_blocks(text)[0] == "bash scripts/quickstart.sh\n"
+    top = "\n".join(text.splitlines()[:60])
+    assert 'python -m pip install -e ".[dev]" && python -m pytest' in top
+    assert "bash scripts/quickstart.sh" in top.split("python -m pytest")[0]
 
 
 # What users read: the README, pyproject.toml, docs/, the cards (the repo's and the Hub repos' READMEs) and the
@@ -101,7 +107,8 @@ def test_the_readme_runs_as_written(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "PYTHONPATH": str(repo),
            "TPB_SKIP_INSTALL": "1", "TPB_SFT_STEPS": SFT_STEPS,
            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    for n, block in enumerate(bash_blocks((repo / "README.md").read_text(encoding="utf-8"))):
+    blocks = [b for page in RUN for b in bash_blocks((repo / page).read_text(encoding="utf-8"))]
+    for n, block in enumerate(blocks):
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=repo, env=env, capture_output=True,
                               text=True)
         assert done.returncode == 0, f"{block}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
