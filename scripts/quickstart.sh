@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job, offline, on the bundled sample (16 real poems, synthetic images and ratings), on the CPU:
-# install the package, build the dataset, build tiny random-weight models, teach the tiny PAE the answer format,
-# score the test split, print the agreement table and write the report. The tiny model learns the format, not
-# judgement: its numbers measure nothing about images.
+# install the package (with the train extra, and the space extra for the Space its last lines suggest), build the
+# dataset, build tiny random-weight models, teach the tiny PAE the answer format, score the test split, print the
+# agreement table and write the report. The tiny model learns the format, not judgement: its numbers measure nothing
+# about images.
 #
 #   TPB_SKIP_INSTALL=1   the package is already installed (skip the pip step)
 #   TPB_SFT_STEPS=N      train N steps instead of the recipe's 200 (a quicker plumbing check)
@@ -14,7 +15,7 @@ if [ "${TPB_SKIP_INSTALL:-0}" != 1 ]; then
     if [ -n "$cpu_torch" ]; then
         python -m pip install $cpu_torch
     fi
-    python -m pip install -e ".[train]"
+    python -m pip install -e ".[train,space]"  # space: the Space its last lines suggest (gradio)
 fi
 tpb demo-release sample/raw --overwrite
 tpb build sample/raw sample/dataset --overwrite
@@ -31,8 +32,11 @@ tpb agree --dataset sample/dataset --scores sample/scores.jsonl
 tpb report --dataset sample/dataset --scores sample/scores.jsonl --out sample/report
 cat <<'NEXT'
 
-Next: open sample/report/report.html in a browser. The Space on the sample (until stopped):
+Next: open sample/report/report.html in a browser. The Space on the sample (it serves until stopped):
   PAE_MODEL=sample/models/qwen3-vl PAE_ADAPTER=sample/pae-tiny CLIP_MODEL=sample/models/clip BLIP_MODEL=sample/models/blip python space/app.py
-Your own images (DIR/<generator>/<poem_id>.png): tpb score --images DIR --poems POEMS.jsonl --evaluator pae --model sample/models/qwen3-vl --adapter sample/pae-tiny --constrained --out mine.jsonl
-With real models (a GPU, the Hub): the README's console blocks and docs/; every command: tpb help
+Your own images (DIR/<generator>/<poem_id>.png), scored by the tiny PAE:
+  tpb score --images DIR --poems POEMS.jsonl --evaluator pae --model sample/models/qwen3-vl --adapter sample/pae-tiny --constrained --out mine.jsonl
+Every command, and each one's help (tpb help COMMAND):
+  tpb help
+With real models (a GPU, the Hub): the README's console blocks and docs/.
 NEXT

@@ -1,5 +1,6 @@
-"""TangPoetryBench Space: score an illustration of a classical Chinese poem with PAE, beside the literal
-metrics. The logic lives in `tangpoetrybench.hub.space`; this file wires it to gradio components."""
+"""TangPoetryBench Space: score an illustration of a poem with PAE, beside the literal metrics; its rubric, poems,
+examples and words are those of PAE_DATASET where set (else classical Chinese poetry's). The logic lives in
+`tangpoetrybench.hub.space`; this file wires it to gradio components."""
 
 import os
 
@@ -7,8 +8,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is i
 
 import gradio as gr  # noqa: E402
 
-from tangpoetrybench.hub.space import (JUDGES, LEADERBOARD_HEADERS, UPLOADED, Scorer, SpaceConfig, UserError,
-                                   example_images, leaderboard_view, ocr_available, poem_catalogue, read_image,
+from tangpoetrybench.hub.space import (JUDGES, LEADERBOARD_HEADERS, UPLOADED, Scorer, SpaceConfig, UserError, examples,
+                                   leaderboard_view, ocr_available, poem_catalogue, read_image, space_words,
                                    summary_line)
 
 try:  # ZeroGPU Spaces: run scoring on a GPU slice; elsewhere the decorator is absent or a no-op
@@ -20,9 +21,10 @@ CONFIG = SpaceConfig.from_env()
 SCORER = Scorer(CONFIG)
 SCORER.preload()  # at start-up, not per request (on ZeroGPU, a GPU call would load them again each time)
 RUBRICS = list(SCORER.rubrics)  # PAE_DATASET's rubrics first, then the bundled ones
-POEMS = poem_catalogue(CONFIG)
-EXAMPLE_POEMS = list(POEMS.values())[:3]
-EXAMPLES = [[str(path), p.text, p.title, p.author] for path, p in zip(example_images(EXAMPLE_POEMS), EXAMPLE_POEMS)]
+POEMS = poem_catalogue(CONFIG, SCORER.rubric)  # PAE_POEMS's, else PAE_DATASET's, else the bundled ones
+SHOWN = examples(CONFIG, POEMS, SCORER.rubric)
+EXAMPLES = [[str(e.path), e.poem.text, e.poem.title, e.poem.author] for e in SHOWN]
+WORDS = space_words(SCORER.rubric, POEMS, from_dataset=bool(CONFIG.dataset))
 TABLE_HEADERS = ["dimension", "score", "nearest anchor", "what it judges"]
 BASELINE_HEADERS = ["metric", "score", "scale", "note"]
 
@@ -96,13 +98,7 @@ def pick_poem(label):
 
 
 with gr.Blocks(title="TangPoetryBench · PAE") as demo:
-    gr.Markdown(
-        "# Does this picture illustrate the poem?\n"
-        "PAE scores an illustration of a poem on the dimensions of a rubric (classical Chinese poetry's, or the one "
-        "a dataset or an uploaded file brings), the way careful human raters did in TangPoetryBench. CLIPScore, "
-        "BLIPScore and VQAScore are shown beside it: they measure literal text–image match, which is not what makes "
-        "an illustration good."
-    )
+    gr.Markdown(WORDS["header"])
     with gr.Tab("Score an illustration"):
         with gr.Row():
             with gr.Column():
@@ -111,7 +107,7 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
                 preview = gr.Image(label="Preview", interactive=False, height=260)
                 choice = gr.Dropdown(label="Poem from the benchmark (type to search by title or author)",
                                      choices=list(POEMS), value=None, filterable=True)
-                text = gr.Textbox(label="Poem text", lines=6, placeholder="床前明月光，疑是地上霜。…")
+                text = gr.Textbox(label="Poem text", lines=6, placeholder=WORDS["placeholder"])
                 with gr.Row():
                     title = gr.Textbox(label="Title", value="")
                     author = gr.Textbox(label="Author", value="")
@@ -122,8 +118,8 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
                 button = gr.Button("Score", variant="primary")
                 # a gallery, not gr.Examples: the upload is a File (checked before decoding), which Examples would
                 # list by file name
-                examples = gr.Gallery([(row[0], f"《{row[2]}》 {row[3]}") for row in EXAMPLES], columns=len(EXAMPLES),
-                                      label="Examples (synthetic paintings): click one", allow_preview=False, height=230)
+                gallery = gr.Gallery([(str(e.path), e.caption) for e in SHOWN], columns=max(len(SHOWN), 1),
+                                     label=WORDS["examples"], allow_preview=False, height=230)
             with gr.Column():
                 summary = gr.Markdown(label="Summary")
                 table = gr.Dataframe(headers=TABLE_HEADERS, label="Per dimension", wrap=True, max_height=900,
@@ -133,7 +129,7 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
                 baseline_table = gr.Dataframe(headers=BASELINE_HEADERS, label="Literal metrics")
                 with gr.Accordion("Raw model answer", open=False):
                     raw = gr.Code(language="json", label="answer")
-                with gr.Group(visible=ocr_available()):
+                with gr.Group(visible=ocr_available() and SCORER.rubric.adjudicated_dimension is not None):
                     text_button = gr.Button("Find text in the picture (OCR)")
                     text_summary = gr.Markdown()
                     text_image = gr.Image(label="Text regions: red poem, orange garbled, blue other, purple seal",
@@ -145,7 +141,7 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
         with gr.Row():
             pair_a = gr.File(label="Illustration A", file_types=["image"], type="filepath")
             pair_b = gr.File(label="Illustration B", file_types=["image"], type="filepath")
-        pair_text = gr.Textbox(label="Poem text", lines=4, placeholder="床前明月光，疑是地上霜。…")
+        pair_text = gr.Textbox(label="Poem text", lines=4, placeholder=WORDS["placeholder"])
         with gr.Row():
             pair_title = gr.Textbox(label="Title", value="")
             pair_author = gr.Textbox(label="Author", value="")
@@ -163,7 +159,7 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
         board_table = gr.Dataframe(headers=LEADERBOARD_HEADERS, label="Generators, by PAE-estimated quality", wrap=True)
         board_plot = gr.Plot(label="Profiles (PAE estimates)")
     image.change(show, image, preview, api_name=False)
-    examples.select(pick_example, None, [image, text, title, author], api_name=False)
+    gallery.select(pick_example, None, [image, text, title, author], api_name=False)
     choice.change(pick_poem, choice, [text, title, author], api_name=False)
     rubric.change(lambda c: gr.update(visible=c == UPLOADED), rubric, rubric_file, api_name=False)
     button.click(score, [image, text, title, author, rubric, rubric_file, baselines],

@@ -40,6 +40,12 @@ class Problem:
         return bounded(f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}")
 
 
+class Notice(UserWarning):
+    """What the package tells its user about a run that goes on (no Chinese font, a fit that did not converge, a
+    plugin that does not load), given as a Python warning so that a caller can filter or record it; the command line
+    says it in one plain line (`cli.say_notices`). Every warning of the package is one."""
+
+
 class DataError(ValueError):
     """Input that cannot be used, with every problem found (not just the first)."""
 

@@ -2,12 +2,14 @@
 
 Every `model` argument is a Hub id or a local folder (`save_pretrained` layout, safetensors); nothing
 runs remote code. Tiny test models carry `tpb_random_weights: true` in their config, and every result
-made with them says so.
+made with them says so. A trained adapter records the rubric it was trained on (`write_trained_on`, read by
+`trained_on`), beside its weights.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import math
 import re
@@ -19,7 +21,8 @@ import torch
 from packaging.version import Version
 from PIL import Image
 
-from .files import local_or_hub
+from .files import local_or_hub, write_file
+from .rubric import Rubric
 
 DEFAULT_MAX_PIXELS = 1024 * 1024
 RANDOM_WEIGHTS_FLAG = "tpb_random_weights"
@@ -229,3 +232,78 @@ def chat_inputs(processor, conversations: list[list[dict]]) -> dict:
 
 def model_label(model: str, adapter: str | None = None) -> str:
     return f"{model}+{adapter}" if adapter else model
+
+
+# --- what a trained adapter records: the rubric it was trained on ----------------------------------------------
+# An adapter learns one rubric's questions and answers. `trained_on.json` (its config, which the judge reads) and a
+# section of its model card (README.md, which people read) say which; a judge that loads it and scores under another
+# rubric says so once (`judging.judge.Judge`), and every record keeps the adapter's rubric in its settings
+# (`adapter_rubric`) beside the one scored (`rubric`).
+
+TRAINED_ON = "trained_on.json"
+MAX_RECORD_BYTES = 64 * 1024  # a record is a few hundred bytes: a larger file is not one
+CARD_HEADING = "## The rubric it was trained on"
+FIELDS = {"rubric": str, "tradition": str, "display": str, "dimensions": list, "dataset": str, "config": str,
+          "task": str}
+
+
+def write_trained_on(folder: Path | str, rubric: Rubric, dataset: str, config: str = "images",
+                     task: str = "pointwise") -> Path:
+    """Record in the adapter `folder` the `rubric` it was trained on, from `dataset`'s `config`: `trained_on.json`
+    and a section of its model card (added to the card the trainer wrote, or replacing an earlier one)."""
+    from huggingface_hub import ModelCard
+
+    folder = Path(folder)
+    record = {"rubric": rubric.fingerprint, "tradition": rubric.tradition, "display": rubric.display["en"],
+              "dimensions": [d.name["en"] for d in rubric.dimensions], "dataset": str(dataset), "config": config,
+              "task": task}
+    path = write_file(folder / TRAINED_ON, json.dumps(record, ensure_ascii=False, indent=1) + "\n")
+    card_path = folder / "README.md"
+    card = ModelCard.load(card_path) if card_path.is_file() else ModelCard("---\n---\n")
+    card.data.tpb_rubric = rubric.fingerprint
+    section = card_section(record)
+    if CARD_HEADING in card.text:  # an earlier record's section, up to the next heading, gives way to this one
+        card.text = re.sub(rf"{re.escape(CARD_HEADING)}\n.*?(?=\n## |\Z)", lambda _: section.rstrip("\n") + "\n",
+                           card.text, flags=re.S)
+    else:
+        card.text = card.text.rstrip() + "\n\n" + section
+    write_file(card_path, str(card))
+    return path
+
+
+def card_section(record: dict) -> str:
+    """The model card's words on the rubric an adapter was trained on (a section of its own)."""
+    return (f"{CARD_HEADING}\n\nTrained ({record['task']}) on the rubric `{record['rubric']}` ({record['display']}: "
+            f"{', '.join(record['dimensions'])}) of the dataset `{record['dataset']}`, config `{record['config']}`; "
+            f"`{TRAINED_ON}` records it. A judge that loads this adapter and scores under another rubric says so "
+            "once, and keeps this one in every result's settings (`adapter_rubric`).\n")
+
+
+def trained_on(adapter: str | Path) -> dict | None:
+    """The record of the rubric `adapter` (a folder, or a Hub id) was trained on; None where it has none (an adapter
+    trained before adapters recorded it, or elsewhere)."""
+    folder = Path(adapter)
+    if folder.is_dir():
+        path = folder / TRAINED_ON
+    else:
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+        try:
+            path = Path(hf_hub_download(str(adapter), TRAINED_ON))
+        except (EntryNotFoundError, LocalEntryNotFoundError, OSError, ValueError):
+            return None
+    if not path.is_file() or path.stat().st_size > MAX_RECORD_BYTES:
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    well_formed = isinstance(record, dict) and all(isinstance(record.get(k), kind) for k, kind in FIELDS.items())
+    return record if well_formed else None
+
+
+def trained_rubric(adapter: str | Path | None) -> str | None:
+    """The fingerprint of the rubric `adapter` was trained on (`tang@3cff45f4149a`), where it records one."""
+    record = trained_on(adapter) if adapter else None
+    return record["rubric"] if record else None

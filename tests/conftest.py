@@ -177,7 +177,7 @@ def without_engine(task, rubric=None, max_pixels: int | None = None):
     from tangpoetrybench.models import DEFAULT_MAX_PIXELS
 
     backend = VLLMBackend.__new__(VLLMBackend)
-    backend.model_name, backend.random_weights, backend.lora = "engineless", False, None
+    backend.model_name, backend.random_weights, backend.lora, backend.adapter_rubric = "engineless", False, None, None
     return Judge("pae", task, backend, max_pixels=max_pixels or DEFAULT_MAX_PIXELS, rubric=rubric)
 
 

@@ -294,3 +294,35 @@ def test_what_a_newcomer_gets_wrong_is_one_plain_sentence(demo_raw, demo_built, 
     out = capsys.readouterr().out
     assert "WARNING: 3 of the 12 images of" in out and "count against coverage" in out
     assert "noise floor: too few images rated more than once" in out  # the demo's test split has fewer than five
+
+
+def test_the_noise_floor_columns_are_there_only_with_a_noise_floor(demo_built, tmp_path, capsys):
+    """`tpb agree`'s table: with too few multi-rated images there is no noise floor, so no column of blanks and
+    dashes (the last lines say why); with one, every statistic's cell says something ("—" where a statistic has no
+    human counterpart)."""
+    from tangpoetrybench.cli import main
+    from tangpoetrybench.dataset.reading import dataset_rows
+    from tangpoetrybench.stats.agree import format_table
+
+    keys = list(load_rubric("tang").keys)
+    rows = list(dataset_rows(demo_built, "images", "test", ["image_id", "quality", *keys]))
+    scores = tmp_path / "human.jsonl"  # SYNTHETIC: the human scores as predictions
+    scores.write_text("".join(json.dumps({"image_id": r["image_id"], "evaluator": "synthetic", "model": "synthetic",
+                                          "scores": {k: r[k] for k in keys}, "quality": r["quality"],
+                                          "parse_status": "ok"}) + "\n" for r in rows))
+    assert main(["agree", "--dataset", str(demo_built), "--scores", str(scores), "--bootstrap", "20", "--out",
+                 str(tmp_path / "agree.json")]) == 0
+    out = capsys.readouterr().out
+    assert "noise floor: too few images rated more than once" in out
+    assert "human noise floor" not in out and "LOO dev" not in out
+    assert all(line == line.rstrip() for line in out.splitlines())
+    result = json.loads((tmp_path / "agree.json").read_text())
+    nf = result["noise_floor"]
+    enough = {**nf, "enough": True, "rater_vs_rest_tau": 0.5,  # as if enough images were rated more than once
+              "per_dimension": {k: {"loo_deviation": 0.1, "n_deviations": 4, "within_one_level": 0.9, "n_pairs": 4,
+                                    "krippendorff_alpha": 0.6} for k in keys}}
+    table = format_table({**result, "noise_floor": enough})
+    head = table.splitlines().index(next(line for line in table.splitlines() if line.startswith("statistic")))
+    assert table.splitlines()[head].endswith("human noise floor")
+    for line in table.splitlines()[head + 1:head + 9]:
+        assert line.rstrip().endswith(("—", "0.100", "0.900", "0.500")), line

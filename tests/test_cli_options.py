@@ -85,6 +85,29 @@ def test_tpb_alone_and_tpb_help_list_the_commands_in_pipeline_order(argv, code, 
     assert f"try first: {FIRST}" in printed.out and max(map(len, printed.out.splitlines())) <= 120
 
 
+@pytest.mark.parametrize("topic", [["score"], ["annotate", "serve"], ["demo-release"]])
+def test_tpb_help_command_shows_the_commands_help(topic, capsys):
+    """`tpb help score` is `tpb score --help` (any command, nested ones too), not an error."""
+    from tangpoetrybench.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main([*topic, "--help"])
+    assert done.value.code == 0
+    expected = capsys.readouterr().out
+    assert main(["help", *topic]) == 0
+    printed = capsys.readouterr()
+    assert printed.out == expected and printed.err == ""
+    assert printed.out.startswith(f"usage: tpb {' '.join(topic)} ")
+
+
+def test_tpb_help_of_an_unknown_command_says_which_there_are(capsys):
+    from tangpoetrybench.cli import COMMANDS, main
+
+    assert main(["help", "scor"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no command 'scor'") and "score" in err and all(name in err for name in COMMANDS)
+
+
 def test_the_dataset_options_are_declared_once():
     """--dataset, --config and --split of every command that reads a built dataset come from one declaration
     (`cli.base.add_dataset_arguments`): the common help, whatever a command adds, and --config takes any name (the

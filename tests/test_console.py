@@ -74,3 +74,43 @@ def test_wording_and_zero_width_intervals(demo_built, tmp_path, capsys):
     assert "‡" in coverage and ZERO_WIDTH_NOTE in out  # every resample covers every image: a zero-width interval
     assert "poems)" in out and "(1 poems)" not in out
     assert "rated images" in out and "rated more than once" in out and " of 12 rated" not in out
+
+
+def test_a_warning_of_the_package_is_one_plain_line(tmp_path):
+    """`tpb demo-release` without a Chinese font says so in one sentence on stderr: no Python warning with its source
+    file and line (a real console: a process of its own)."""
+    done = subprocess.run([sys.executable, "-m", "tangpoetrybench.cli", "demo-release", str(tmp_path / "raw"),
+                           "--poems", "2", "--size", "64", "--quiet"], capture_output=True, text=True,
+                          env={**os.environ, "TPB_CJK_FONT": "none"})
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        "warning: no Chinese font is installed, so the planted text is drawn as stroke patterns an OCR cannot read "
+        "(install fonts-noto-cjk to draw real characters)"]
+
+
+def test_every_warning_the_package_gives_is_a_notice():
+    """The package warns its user only with `errors.Notice`, which the command line says in one plain line; a
+    `warnings.warn` of another category would print Python's form (the source file, line and code)."""
+    import ast
+    from pathlib import Path
+
+    import tangpoetrybench
+
+    found = []
+    for path in Path(tangpoetrybench.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "warnings.warn":
+                category = node.args[1] if len(node.args) > 1 else next(
+                    (k.value for k in node.keywords if k.arg == "category"), None)
+                if category is None or ast.unparse(category) != "Notice":
+                    found.append(f"{path.name}:{node.lineno}")
+    assert found == []
+
+
+def test_the_command_line_says_a_notice_plainly_and_leaves_other_warnings_alone():
+    script = ("import warnings; from tangpoetrybench.cli import say_notices; from tangpoetrybench.errors import Notice; "
+              "say_notices(); warnings.warn('a fit did not converge', Notice); "
+              "warnings.warn(\"a library's own word\", UserWarning)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stderr.startswith("warning: a fit did not converge\n"), done.stderr
+    assert "UserWarning: a library's own word" in done.stderr  # Python's form: not the package's to reword

@@ -218,6 +218,18 @@ def test_tied_generators_share_a_rank(demo_built, files, tmp_path):
     assert ranks["newgen"] == ranks["newtwin"] == 1 and sorted(ranks.values())[:3] == [1, 1, 3], ranks
 
 
+def test_a_judge_that_gives_every_image_one_score_is_no_correlation_and_no_warning(demo_built, tmp_path):
+    """A random-weight judge answers every image alike: the rank agreement with people is undefined (None), said
+    without scipy's ConstantInputWarning leaking onto the console."""
+    import warnings
+
+    flat = write(tmp_path / "flat.jsonl", [record(r["image_id"], {k: 0.5 for k in KEYS}) for r in human(demo_built)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        numbers = build_leaderboard(demo_built, [flat], n_bootstrap=20).numbers
+    assert numbers["agreement_with_humans"]["spearman"] is None
+
+
 def test_a_generator_keeps_its_colour_in_both_radars(demo_built, files):
     """The human radar leaves the unrated generator out; every other generator keeps the PAE radar's colour."""
     from matplotlib.figure import Figure

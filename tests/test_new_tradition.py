@@ -18,6 +18,8 @@ import pytest
 from PIL import Image
 
 from tangpoetrybench.cli import main
+from tangpoetrybench.dataset.synthetic import write_demo_release
+from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.rubric import BUILTIN, load_rubric
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -247,6 +249,33 @@ def test_a_new_tradition_runs_the_whole_pipeline(haiku_raw, tiny_models, tmp_pat
     reward = for_rubric(accuracy_reward, rubric)
     assert reward.__name__ == "accuracy_reward"
     assert reward([json.dumps(answer)], [[answer[k] for k in haiku.keys]]) == [1.0]
+
+
+def test_a_built_dataset_of_another_tradition_is_named_and_described_by_its_rubric(haiku_raw, tmp_path):
+    """The haiku demo is named after its tradition, not "TangPoetryBench demo"; its card's sentences are sentences;
+    it has no column its rubric leaves always empty (no adjudicated dimension: no text label; no face-avoidance
+    role: no face_avoidance), and the card lists none of them, while the Tang demo keeps all four."""
+    import re
+
+    from tangpoetrybench.dataset.builder import build_dataset
+
+    haiku = build_dataset(haiku_raw, tmp_path / "haiku", progress=False).out
+    card = (haiku / "README.md").read_text(encoding="utf-8")
+    assert "pretty_name: Haiku demo (synthetic)" in card and "# Haiku demo (synthetic)" in card
+    assert "TangPoetryBench demo" not in card
+    assert "this dataset holds illustrations of Japanese haiku (Haiku)." in " ".join(card.split())
+    always_empty = ("text_issue", "text_issue_type", "text_label_source", "face_avoidance")
+    columns = datasets.load_dataset(str(haiku), "images", split="test", cache_dir=str(tmp_path / "cache")).column_names
+    assert not set(always_empty) & set(columns)
+    body = card.split("\n---\n", 1)[1]
+    assert not [c for c in always_empty if re.search(rf"\b{c}\b", body)]
+    assert not [c for c in always_empty if f"name: {c}\n" in card]  # dataset_info's features
+
+    tang = build_dataset(write_demo_release(tmp_path / "tang_raw", sample_poems(), n_poems=4, size=64,
+                                            progress=False), tmp_path / "tang", progress=False).out
+    tang_card = (tang / "README.md").read_text(encoding="utf-8")
+    assert "# Tang poetry demo (synthetic)" in tang_card
+    assert all(f"`{c}`" in tang_card and f"name: {c}\n" in tang_card for c in always_empty)
 
 
 def test_a_rubric_without_roles_leaves_each_finding_out_in_a_sentence(tmp_path):

@@ -128,3 +128,4 @@ def test_a_plugin_that_does_not_load_is_named_and_left_out(installed_broken):
                               text=True, env=with_site(installed_broken))
         assert done.returncode == 0 and "--dataset" in done.stdout, done.stderr[-3000:]
         assert "'brightness' of tpb-plugin-example" in done.stderr and MISSING in done.stderr
+        assert done.stderr.startswith("warning: the evaluator plugin") and "warnings.warn" not in done.stderr

@@ -25,6 +25,7 @@ from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.judging.prompt import user_prompt
 from tangpoetrybench.hub.publish import flat_imports, publish
 from tangpoetrybench.rubric import load_rubric
+from tangpoetrybench.models import trained_on, write_trained_on
 
 ROOT = Path(__file__).resolve().parents[1]
 ORG = "acme"
@@ -43,6 +44,7 @@ def adapter(tiny_models, tmp_path_factory):
     model = AutoModelForImageTextToText.from_pretrained(tiny_models["qwen3-vl"])
     get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj"], exclude_modules=r".*\.visual\..*")
                    ).save_pretrained(folder)
+    write_trained_on(folder, load_rubric("tang"), "sample/dataset")  # as the training scripts record it
     return folder
 
 
@@ -149,6 +151,9 @@ def test_the_model_card_points_at_the_published_repos(hub):
                                                                                   "test")
     assert f'adapter="{ORG}/PAE"' in card.text and "https://arxiv.org/abs/2608.11452" in card.text
     assert (hub / "model" / "adapter_model.safetensors").is_file()
+    tang = load_rubric("tang").fingerprint  # the rubric it was trained on: its record and the card's words
+    assert trained_on(hub / "model")["rubric"] == tang and card.data.tpb_rubric == tang
+    assert f"## The rubric it was trained on\n\nTrained (pointwise) on the rubric `{tang}`" in card.text
     # the plain transformers + peft snippet asks exactly what the prompt builder asks
     poem = next(p for p in sample_poems() if p.title == "枫桥夜泊")
     snippet = re.search(r'"text": "(Poem: .*?Answer with the JSON object only\.)"\}', card.text, re.S).group(1)

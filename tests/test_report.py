@@ -2,6 +2,7 @@
 direct computations from the Parquet files, and the HTML renders in a real headless Chromium."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -219,3 +220,64 @@ def test_a_served_judge_is_named_by_its_model_and_server(demo_built, tmp_path):
     assert set(rep.numbers["pairwise"]["evaluators"]) == {"api: pae at http://10.0.0.5:8000/v1"}
     md = write_report(rep, tmp_path / "rep") / "report.md"
     assert "## Table 4 — api: pae at http://10.0.0.5:8000/v1 against the human scores" in md.read_text(encoding="utf-8")
+
+
+def tables(md: str) -> list[tuple[list[list[str]], str]]:
+    """Each Markdown table of `md` (its rows of cells, the header first) with the text after it up to the next
+    table or heading."""
+    found, lines, i = [], md.splitlines(), 0
+    while i < len(lines):
+        if lines[i].startswith("|"):
+            rows = []
+            while i < len(lines) and lines[i].startswith("|"):
+                if not set(lines[i]) <= set("|-"):
+                    rows.append([c.strip() for c in lines[i].strip().strip("|").split("|")])
+                i += 1
+            after = []
+            while i < len(lines) and not lines[i].startswith(("|", "#")):
+                after.append(lines[i])
+                i += 1
+            found.append((rows, "\n".join(after)))
+        else:
+            i += 1
+    return found
+
+
+def one_poem_scores(demo_built, path):
+    """SYNTHETIC scores of the images of one poem of the test split (the human scores, nudged apart), so that Kendall
+    τ is defined over one poem and the pairs are one poem's; every other image has no result."""
+    from tangpoetrybench.dataset.reading import dataset_rows
+    from tangpoetrybench.rubric import rubric_for_tradition
+
+    keys = list(rubric_for_tradition("tang").keys)
+    rows = list(dataset_rows(demo_built, "images", "test", ["image_id", "poem_id", "quality", *keys]))
+    mine = [r for r in rows if r["poem_id"] == rows[0]["poem_id"]]
+    path.write_text("".join(json.dumps({"image_id": r["image_id"], "evaluator": "synthetic", "model": "synthetic",
+                                        "scores": {k: r[k] for k in keys}, "quality": r["quality"] + 0.01 * i,
+                                        "parse_status": "ok"}) + "\n" for i, r in enumerate(mine)))
+    return path
+
+
+def test_every_cell_of_the_report_says_something_and_every_mark_is_explained(planted, demo_built, tmp_path):
+    """No blank cell beside an explained "—" (Table 4's noise floor, the human ceiling's row of Table 4P): a
+    statistic without a value is "—", and a column with no value at all (no noise floor on too few multi-rated
+    images) is left out, the sentence below saying why. A table with a zero-width interval (‡) is followed by the
+    note that explains it; counts are in the number's form ("1 poem", never "1 poems")."""
+    from tangpoetrybench.numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE
+    from tangpoetrybench.reporting.report import compute_report, lay_out, read_inputs, render_markdown
+
+    scores = one_poem_scores(demo_built, tmp_path / "one.jsonl")
+    folder, _, _ = planted
+    data = compute_report(read_inputs(demo_built), scores=[scores], n_bootstrap=50)
+    assert not data.split_floor["enough"]  # the demo's test split: too few multi-rated images for a noise floor
+    without_floor = render_markdown(lay_out(data))
+    assert "| Kendall τ per poem, mean (1 poem) |" in without_floor and "Human noise floor |" not in without_floor
+    data.split_floor = data.noise_floor  # all splits': enough multi-rated images
+    with_floor = render_markdown(lay_out(data))
+    assert "| Statistic | Value | 95 % interval (poems resampled) | Human noise floor |" in with_floor
+    for md in (without_floor, with_floor, render_markdown(build_report(folder, n_bootstrap=50))):
+        for rows, after in tables(md):
+            assert all(cell for row in rows for cell in row), rows
+            if any(ZERO_WIDTH in cell for row in rows[1:] for cell in row):
+                assert ZERO_WIDTH_NOTE in after, rows
+        assert not re.search(r"\b1 (poems|images|pairs|raters|ratings|generators|answers)\b", md)

@@ -18,6 +18,7 @@ from scipy.optimize import minimize
 
 from tangpoetrybench.cli import main
 from tangpoetrybench.dataset.reading import dataset_rows
+from tangpoetrybench.errors import Notice
 from tangpoetrybench.judging.evaluators.base import Evaluator
 from tangpoetrybench.judging.pairwise import Pair, compare_to_jsonl
 from tangpoetrybench.judging.results import (EXPLAIN, PAIRWISE, RECOGNITION, RUBRIC, SCALAR, Resume, ResultsFile,
@@ -503,7 +504,7 @@ def test_bradley_terry_ties_everywhere_are_equal_strengths_and_a_cap_hit_is_a_wa
     bt = bradley_terry(x, y, np.full(4, 0.5), np.array([0, 1, 2, 3]), 4, n_bootstrap=50)
     assert bt["generators"] == generators and np.allclose(bt["strength"], 0)
     monkeypatch.setattr(pairs_module, "BT_ITERATIONS", 1)
-    with pytest.warns(RuntimeWarning, match=r"Bradley–Terry: 11 of 11 fits did not converge in 1 Newton steps"):
+    with pytest.warns(Notice, match=r"Bradley–Terry: 11 of 11 fits did not converge in 1 Newton steps"):
         bradley_terry(x, y, np.array([1.0, 1.0, 1.0, 0.0]), np.array([0, 1, 2, 3]), 4, n_bootstrap=10)
 
 

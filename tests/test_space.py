@@ -1,6 +1,7 @@
 """The Space: the scoring function directly, the app through gradio_client on 127.0.0.1, and a real headless
 Chromium that uploads an image and clicks Score. Tiny random-weight models: plumbing, not quality."""
 
+import json
 import shutil
 from pathlib import Path
 
@@ -288,3 +289,48 @@ def test_real_browser(app, png, tmp_path):
             assert (tmp_path / "space.png").stat().st_size > 10_000 and not errors
         finally:
             browser.close()
+
+
+@pytest.fixture(scope="module")
+def haiku_dataset(tmp_path_factory):
+    """A built dataset of another tradition (tests/data/haiku.yaml, as tests/test_new_tradition.py makes one)."""
+    from tangpoetrybench.cli import main
+
+    data, root = Path(__file__).parent / "data", tmp_path_factory.mktemp("haiku")
+    assert main(["demo-release", str(root / "raw"), "--rubric", str(data / "haiku.yaml"), "--poems-file",
+                 str(data / "haiku.jsonl"), "--size", "96", "--quiet"]) == 0
+    assert main(["build", str(root / "raw"), str(root / "ds"), "--quiet"]) == 0
+    return root / "ds"
+
+
+def test_the_space_on_another_traditions_dataset_speaks_of_it(env, haiku_dataset, png):
+    """PAE_DATASET of haiku, through the real app on loopback: its poems, its own images as examples, a header in
+    its rubric's words; the compare tab asks under its rubric, and the OCR tab, which needs an adjudicated text
+    dimension haiku's rubric does not name, is hidden and says why. Nothing Tang's is offered."""
+    import httpx
+    from gradio_client import Client, handle_file
+
+    haiku = load_rubric(Path(__file__).parent / "data" / "haiku.yaml")
+    tang = load_rubric("tang")
+    with launched_space({**env, "PAE_DATASET": str(haiku_dataset)}, "space_app_haiku") as (module, url):
+        assert module.SCORER.rubric == haiku and module.POEMS
+        assert all(p.tradition == "haiku" for p in module.POEMS.values())
+        assert len(module.EXAMPLES) == 3 and all(p.tradition == "haiku" for p in (e.poem for e in module.SHOWN))
+        assert all(e.caption.endswith(("(painter_a)", "(painter_b)", "(painter_c)", "(painter_d)"))
+                   for e in module.SHOWN)  # the dataset's own images, named by generator
+        config = httpx.get(f"{url}config", timeout=None).json()
+        shown = json.dumps([c.get("props", {}) for c in config["components"]], ensure_ascii=False)
+        assert "Japanese haiku" in shown and "season word" in shown
+        assert not [w for w in ("Chinese", "床前明月光", tang.dimensions[0].name["en"]) if w in shown]
+        first = next(iter(module.POEMS.values()))
+        client = Client(url, verbose=False)
+        table, *_ = client.predict(handle_file(str(png)), first.text, api_name="/score")
+        assert [row[0] for row in table["data"]] == [haiku.in_languages(d.name) for d in haiku.dimensions]
+        sentence, rows, *_ = client.predict(handle_file(str(png)), handle_file(str(png)), first.text,
+                                            api_name="/compare")
+        assert len(rows["data"]) == 2
+        assert module.SCORER.pairwise_judge().settings()["rubric"] == [haiku.fingerprint]
+        ocr_group = [c for c in config["components"] if c.get("type") == "group"]
+        assert ocr_group and not ocr_group[0]["props"].get("visible", True)
+        with pytest.raises(UserError, match="has no adjudicated text dimension"):
+            module.SCORER.text_regions(str(png), first.text)

@@ -19,6 +19,7 @@ from PIL import Image, ImageDraw
 
 from tangpoetrybench.dataset.synthetic.painting import _glyph, paint, pseudo_character
 from tangpoetrybench.dataset.synthetic.demo_release import PAINTERS
+from tangpoetrybench.errors import Notice
 from tangpoetrybench.fonts import cjk_font
 from tangpoetrybench.poems import Poem, sample_poems
 from tangpoetrybench.judging.ocr.evidence import TextRegion, align, cjk, judge, poem_characters
@@ -348,7 +349,7 @@ def test_without_a_chinese_font_the_demo_falls_back_to_strokes_and_says_so(monke
     try:
         assert fonts.cjk_font() is None
         assert paint(FENGQIAO.text, PAINTERS[2].style, np.random.default_rng(0), size=96, glyphs="leakage").size == (96, 96)
-        with pytest.warns(UserWarning, match="stroke patterns: no Chinese font"):
+        with pytest.warns(Notice, match="no Chinese font is installed, so the planted text is drawn as stroke patterns"):
             raw = write_demo_release(tmp_path / "raw", sample_poems(), n_poems=2, size=64, progress=False)
         assert "stroke patterns" in json.loads((raw / "release.json").read_text(encoding="utf-8"))["description"]
         monkeypatch.setenv(fonts.FONT_ENV, str(tmp_path / "raw" / "poems.jsonl"))

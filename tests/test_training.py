@@ -195,6 +195,11 @@ def test_sft_then_grpo_then_score(tiny_models, demo_built, tmp_path):
                              "steps", "--eval_steps", "1", "--save_strategy", "steps", "--save_steps", "1"],
                    check=True, capture_output=True)
     assert (sft_out / "adapter_model.safetensors").is_file()
+    from tangpoetrybench.dataset.reading import config_rubric
+    from tangpoetrybench.models import CARD_HEADING, trained_on
+
+    rubric = config_rubric(demo_built, "images").fingerprint
+    assert trained_on(sft_out)["rubric"] == rubric and CARD_HEADING in (sft_out / "README.md").read_text()
     subprocess.run(LAUNCH + [str(TRAINING / "grpo.py"), *common, "--adapter_path", str(sft_out), "--output_dir",
                              str(grpo_out), "--num_generations", "2", "--per_device_train_batch_size", "2",
                              "--max_completion_length", "16", "--select_every", "1"], check=True, capture_output=True)
@@ -217,8 +222,11 @@ def test_sft_then_grpo_then_score(tiny_models, demo_built, tmp_path):
                    capture_output=True)
     subprocess.run([sys.executable, "-m", "tangpoetrybench.cli", "model-card", "--agree", str(agree_json),
                     "--adapter", str(grpo_out), "--base-model", base], check=True, capture_output=True)
+    records = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert trained_on(grpo_out)["rubric"] == rubric and all(r["settings"]["adapter_rubric"] == rubric for r in records)
     card = (grpo_out / "README.md").read_text(encoding="utf-8")
     assert "**Random weights.**" in card and "model-index" not in card and "library_name: peft" in card
+    assert f"{CARD_HEADING}\n\nTrained (pointwise) on the rubric `{rubric}`" in card  # tpb model-card keeps it
     assert "The paper's numbers, for reference (not measured here)" in card
 
 
@@ -361,3 +369,43 @@ def test_the_tiny_pairwise_recipe_learns_the_answers_form(tiny_models, demo_buil
         assert answer.status == "ok" and answer.raw == format_pair_answer(answer.winner), answer.raw
     untrained = load_evaluator("pae", task="pairwise", model=base, max_new_tokens=32).judge(items[:2])
     assert not any(a.raw == format_pair_answer(a.winner or "A") for a in untrained)
+
+
+def test_an_adapter_records_its_rubric_and_a_judge_under_another_says_so_once(tiny_models, tiny_pae, tmp_path):
+    """`trained_on.json` and the model card name the rubric the adapter was trained on (written as sft.py and
+    grpo.py write it); PAE with that adapter keeps it in every record's settings, and under another rubric warns
+    once (a Notice: one plain line on the command line)."""
+    import shutil
+    import warnings
+
+    from conftest import tiny_pae_items
+    from tangpoetrybench.errors import Notice
+    from tangpoetrybench.judging.evaluators import load_evaluator
+    from tangpoetrybench.models import CARD_HEADING, trained_on, write_trained_on
+
+    adapter = tmp_path / "adapter"
+    shutil.copytree(tiny_pae, adapter)
+    assert trained_on(adapter) is None  # an adapter that records nothing: nothing to compare, nothing said
+    write_trained_on(adapter, RUBRIC, "sample/dataset")
+    write_trained_on(adapter, RUBRIC, "sample/dataset")  # again: the card keeps one section
+    record = json.loads((adapter / "trained_on.json").read_text(encoding="utf-8"))
+    assert record["rubric"] == RUBRIC.fingerprint and record["tradition"] == "tang" and record["task"] == "pointwise"
+    card = (adapter / "README.md").read_text(encoding="utf-8")
+    assert card.count(CARD_HEADING) == 1 and f"tpb_rubric: {RUBRIC.fingerprint}" in card
+    assert f"on the rubric `{RUBRIC.fingerprint}` (Tang poetry: Safety, Technical quality" in card
+
+    pae = load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), adapter=str(adapter), constrained=True)
+    items = tiny_pae_items()[:2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # under its own rubric: not a word
+        results = pae.score(items)
+    assert all(r.settings["adapter_rubric"] == r.settings["rubric"] == RUBRIC.fingerprint for r in results)
+    song = load_rubric("song_ci")
+    for item in items:
+        item.rubric = song
+    with pytest.warns(Notice) as said:
+        results = pae.score(items) + pae.score(items)
+    assert len(said) == 1 and f"trained on the rubric {RUBRIC.fingerprint} and scores under {song.fingerprint}" in str(
+        said[0].message)
+    assert all(r.settings["adapter_rubric"] == RUBRIC.fingerprint and r.settings["rubric"] == song.fingerprint
+               for r in results)

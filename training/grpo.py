@@ -34,7 +34,8 @@ from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 
 from tangpoetrybench.files import local_or_hub
-from lora_setup import GPUDefaults, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config
+from lora_setup import (GPUDefaults, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config,
+                        record_rubric)
 from data import dataset_rubric, load_images, training_rows
 from rewards import REWARD_WEIGHTS, accuracy_reward, for_rubric, format_reward, pair_format_reward, winner_reward
 from selection import TauSelection
@@ -108,6 +109,7 @@ def main(script_args: GRPOScriptArguments, training_args: PAEGRPOConfig, model_a
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     if selection is None or selection.best is None:  # no validation τ was ever defined: keep the last step
         trainer.save_model(training_args.output_dir)
+    record_rubric(trainer, rubric, script_args)
     trainer.accelerator.print(f"Saved the adapter to {training_args.output_dir}")
 
 

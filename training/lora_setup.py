@@ -1,4 +1,5 @@
-"""What sft.py and grpo.py share: the paper's LoRA (language model only), loading, and the frozen-vision check."""
+"""What sft.py and grpo.py share: the paper's LoRA (language model only), loading, the frozen-vision check, and the
+record of the rubric the adapter was trained on."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import trl
 from peft import LoraConfig
 from transformers import AutoModelForImageTextToText, AutoProcessor, TrainingArguments
 
+from tangpoetrybench.models import write_trained_on
 from tangpoetrybench.files import local_or_hub
+from tangpoetrybench.rubric import Rubric
 
 CUDA = torch.cuda.is_available()
 CHECKPOINTING = next(n for n in ("activation_checkpointing", "gradient_checkpointing")
@@ -115,3 +118,11 @@ def assert_vision_frozen(model) -> list[str]:
     assert trainable, "no trainable parameters"
     assert not wrong, f"trainable parameters outside the language model's LoRA: {wrong[:5]}"
     return trainable
+
+
+def record_rubric(trainer, rubric: Rubric, script_args) -> None:
+    """Once the adapter is saved: the rubric it was trained on, in its folder's `trained_on.json` and model card
+    (`tangpoetrybench.adapters`), written by the main process."""
+    if trainer.accelerator.is_main_process:
+        write_trained_on(trainer.args.output_dir, rubric, script_args.dataset_name, script_args.dataset_config,
+                         script_args.task)

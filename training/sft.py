@@ -29,7 +29,8 @@ quiet_expected_noise()  # before trl and peft load: what they say on every run o
 
 from trl import SFTConfig, SFTTrainer, TrlParser
 
-from lora_setup import GPUDefaults, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config
+from lora_setup import (GPUDefaults, ModelConfig, ScriptArguments, assert_vision_frozen, load_model, lora_config,
+                        record_rubric)
 from data import dataset_rubric, load_images, training_rows
 
 
@@ -71,6 +72,7 @@ def main(script_args: ScriptArguments, training_args: PAESFTConfig, model_args: 
     assert_vision_frozen(trainer.model)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)  # the best validation loss when evaluating, else the last step
+    record_rubric(trainer, rubric, script_args)
     trainer.accelerator.print(f"Saved the adapter to {training_args.output_dir}")
 
 

@@ -12,8 +12,9 @@ import argparse
 import importlib
 import sys
 import textwrap
+import warnings
 
-from ..errors import DataError, RunStopped, SystematicFailure
+from ..errors import DataError, Notice, RunStopped, SystematicFailure
 from .base import Help, Parser
 
 # The commands in pipeline order: data, images, judging, statistics, reporting, the Hub.
@@ -33,7 +34,7 @@ def overview(columns: int = 110) -> str:
     rows = [textwrap.fill(command_module(name).SUMMARY, columns, initial_indent=f"  {name:<{width}}  ",
                           subsequent_indent=" " * (width + 4)) for name in COMMANDS]
     return "\n".join(["commands, in the order the pipeline runs them:", *rows, "", f"try first: {FIRST}",
-                      "each command: tpb COMMAND --help (this overview: tpb help)"])
+                      "each command: tpb help COMMAND, or tpb COMMAND --help (this overview: tpb help)"])
 
 
 def make_parser() -> Parser:
@@ -48,16 +49,54 @@ def make_parser() -> Parser:
                            epilog="example:\n" + textwrap.indent(module.EXAMPLE, "  "), formatter_class=Help)
         module.add_arguments(p)
         p.set_defaults(func=module.run)
-    sub.add_parser("help", help="this overview of the commands")
+    sub.add_parser("help", help="this overview of the commands").add_argument(
+        "topic", nargs="*", metavar="COMMAND", help="a command: its help, as COMMAND --help shows it")
     return parser
 
 
+def command_help(parser: Parser, topic: list[str]) -> int:
+    """`tpb help COMMAND ...`: what `tpb COMMAND ... --help` prints."""
+    if topic[0] not in COMMANDS:
+        print(f"error: no command {topic[0]!r}; the commands: {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    try:
+        parser.parse_args([*topic, "--help"])
+    except SystemExit as exc:  # argparse prints the help, then exits
+        return exc.code or 0
+    return 0
+
+
+def say_notices() -> None:
+    """Show the package's own warnings (`errors.Notice`) as one line, "warning: ...", not in Python's form with the
+    source file, line and code; any other warning (a library's) as Python shows it."""
+    shown = warnings.showwarning
+    if getattr(shown, "says_notices", False):
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, Notice):
+            print(f"warning: {message}", file=file or sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    show.says_notices = True
+    warnings.showwarning = show
+
+
 def main(argv: list[str] | None = None) -> int:
+    with warnings.catch_warnings():  # the command's own way of showing warnings, undone when it returns
+        say_notices()
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     from ..models import quiet_expected_noise, quiet_progress
 
     quiet_expected_noise()  # what libraries say on every run about their own code (models.EXPECTED_WARNINGS)
     parser = make_parser()
     args = parser.parse_args(argv)
+    if args.command == "help" and args.topic:
+        return command_help(parser, args.topic)
     if args.command in (None, "help"):
         parser.print_help()
         return 0 if args.command == "help" else 2

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from .base import Help, add_qc_arguments, qc_config
+from ..numeric import counted
 from ..annotation.assignment import DEFAULT_HOLD_S
 from ..dataset.raw_release import DEFAULT_MAX_IMAGE_PIXELS
 
@@ -86,7 +87,8 @@ def run(args: argparse.Namespace) -> None:
         from ..annotation.export import export_release
 
         path, mine, kept = export_release(Store(existing(args.db)), args.raw)
-        print(f"Wrote {path}: {mine} ratings of this campaign" + (f", {kept} other rows kept" if kept else ""))
+        kept_too = f", {kept} other rows kept" if kept else ""
+        print(f"Wrote {path}: {counted(mine, 'rating')} of this campaign{kept_too}")
         print(f"Next: tpb build {args.raw} OUT")
     else:
         out = Store(existing(args.db)).backup(args.out, overwrite=args.overwrite)
@@ -108,8 +110,8 @@ def serve(args: argparse.Namespace) -> None:
     app = annotation_app(campaign, store, plan, qc_config(args))
     people = store.people().values()
     raters = sum(not p.admin for p in people)
-    print(f"Campaign {store.campaign_id()} in {args.db}: {len(campaign.images)} images, {len(campaign.keys)} "
-          f"questions, {raters} raters invited, overlap {plan.overlap}")
+    print(f"Campaign {store.campaign_id()} in {args.db}: {counted(len(campaign.images), 'image')}, "
+          f"{counted(len(campaign.keys), 'question')}, {counted(raters, 'rater')} invited, overlap {plan.overlap}")
     if not any(p.admin for p in people):
         print(f"No admin yet: `tpb annotate invite NAME --admin --db {args.db}` makes the QC page's link")
     demo = app.blocks()

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from .base import add_max_image_pixels, add_qc_arguments, qc_config
+from ..numeric import counted
 
 SUMMARY = 'validate, quality-control and aggregate a raw release into a dataset folder (Parquet)'
 EXAMPLE = ('tpb build sample/raw sample/dataset --qc-min-seconds 30\n'
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> None:
     for cfg, by_split in summary.rows.items():
         print(f"  {cfg:<17} " + "  ".join(f"{split} {n}" for split, n in by_split.items()))
     qc_line = ", ".join(f"{k} {v}" for k, v in summary.qc["by_rule"].items())
-    print(f"  QC: kept {summary.qc['n_kept']} of {summary.qc['n_ratings']} ratings ({qc_line})")
+    print(f"  QC: kept {summary.qc['n_kept']} of {counted(summary.qc['n_ratings'], 'rating')} ({qc_line})")
     if args.push:
         print(f"Pushed to {push_dataset(summary.out, args.push, private=args.private or None)}")
 
@@ -57,7 +58,9 @@ def text_labels_draft(args: argparse.Namespace) -> None:
 
     d = draft_text_labels(args.raw, args.text_labels_from, overwrite=args.overwrite)
     issues = ", ".join(f"{k} {v}" for k, v in d.issues.items())
-    print(f"Wrote {d.draft} ({d.rows} images: {issues}) and its evidence {d.evidence}: adjudicate it, then save it "
+    print(f"Wrote {d.draft} ({counted(d.rows, 'image')}: {issues}) and its evidence {d.evidence}: adjudicate "
+          f"it, then save it "
           f"as {args.raw / 'text_labels.csv'}")
     if d.failed or d.missing:
-        print(f"  not in the draft: {len(d.failed)} images whose OCR failed, {d.missing} without an OCR result")
+        print(f"  not in the draft: {counted(len(d.failed), 'image')} whose OCR failed, {d.missing} without an "
+              f"OCR result")

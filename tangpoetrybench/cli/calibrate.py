@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from .base import add_dataset_arguments
+from ..numeric import counted
 
 SUMMARY = ("conformal intervals for a judge's scores, fitted on a split poem-disjoint from test; the images to send "
            "to people first")
@@ -57,5 +58,5 @@ def run(args: argparse.Namespace) -> None:
         raise ValueError("--select K needs --pool (the results to choose from) and --select-out FILE")
     rows = widest(calibration, ResultsFile.read(args.pool).records, args.select, args.pool)
     path = write_selection(rows, args.select_out)
-    print(f"Wrote the {len(rows)} images with the widest {percent(calibration.level)} intervals to {path}: "
+    print(f"Wrote the {counted(len(rows), 'image')} with the widest {percent(calibration.level)} intervals to {path}: "
           f"widths {rows[0]['width']:.3f} to {rows[-1]['width']:.3f}")

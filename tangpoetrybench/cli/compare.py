@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .base import (POEMS_FILE, add_dataset_arguments, add_judge_options, add_max_image_pixels, judge_options,
                    judge_rubric, what_to_try)
+from ..numeric import counted
 
 SUMMARY = ('which of two illustrations of a poem is better: a pairwise judge asked every pair in both orders, records '
            'resumable')
@@ -57,12 +58,14 @@ def run(args: argparse.Namespace) -> None:
     judge = load_evaluator(args.evaluator, task="pairwise", **options)
     summary = compare_to_jsonl(judge, pairs[:args.limit], load, args.out, batch_size=args.batch_size)
     bias = summary.bias
-    print(f"{summary.out}: {summary.judged} pairs judged now in both orders ({summary.failed} without a verdict), "
+    print(f"{summary.out}: {counted(summary.judged, 'pair')} judged now in both orders ({summary.failed} "
+          f"without a verdict), "
           f"{summary.skipped} already there, {summary.total} asked for")
     if bias["answers"]:
-        print(f"position bias: {bias['first_position']} of {bias['answers']} answers chose the first image (share "
+        print(f"position bias: {bias['first_position']} of {counted(bias['answers'], 'answer')} chose the first "
+              f"image (share "
               f"{fmt(bias['first_position_share'])}; 0.5 is none); {fmt(bias['consistent_share'])} of "
-              f"{bias['pairs']} pairs answered alike in both orders")
+              f"{counted(bias['pairs'], 'pair')} answered alike in both orders")
     else:
         print("position bias: not measured (no answer in the file could be read)")
     if judge.random_weights:

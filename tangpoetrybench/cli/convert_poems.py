@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..numeric import counted
+
 
 SUMMARY = 'convert chinese-poetry JSONL files (tang300, songci) to a poems file'
 EXAMPLE = 'tpb convert-poems tang300.jsonl songci_busuanzi.jsonl poems.jsonl'
@@ -20,4 +22,4 @@ def run(args: argparse.Namespace) -> None:
 
     poems = [p for src in args.sources for p in convert_chinese_poetry(src)]
     write_poems(poems, args.out)
-    print(f"Wrote {len(poems)} poems to {args.out}")
+    print(f"Wrote {counted(len(poems), 'poem')} to {args.out}")

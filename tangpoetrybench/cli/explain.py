@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from .base import POEMS_FILE, add_judge_options, judge_options
+from ..numeric import counted
 
 SUMMARY = "print SemJudge's semiosis graphs of a poem and an image, as indented trees"
 EXAMPLE = ('tpb explain --image images/g1/p1.png --poem p1 --model Qwen/Qwen3-VL-8B-Instruct --base-url '
@@ -39,7 +40,8 @@ def run(args: argparse.Namespace) -> None:
     if Path(args.poem).is_file():
         poems = read_poems(args.poem)
         if len(poems) != 1:
-            raise ValueError(f"{args.poem} holds {len(poems)} poems: give one poem's poem_id and --poems {args.poem}")
+            raise ValueError(f"{args.poem} holds {counted(len(poems), 'poem')}: give one poem's poem_id and "
+                             f"--poems {args.poem}")
         poem = poems[0]
     else:
         catalogue = {p.poem_id: p for p in (read_poems(args.poems) if args.poems else sample_poems())}

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from .base import POEMS_FILE
+from ..numeric import counted
 
 SUMMARY = ("illustrate every poem with a diffusers text-to-image pipeline and the paper's prompt, into a raw release "
            'that a rerun resumes')
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> None:
                               ([f"the first {args.limit}"] if args.limit else []))
         left = f", {summary.left_out} left out (not {chosen})" if summary.left_out else ""
         print(f"{summary.out}/images/{summary.generator}: {summary.generated} generated now, {summary.skipped} already "
-              f"there, {summary.total} poems{left}.")
+              f"there, {counted(summary.total, 'poem')}{left}.")
         print(next_steps(summary.out))
 
 

@@ -24,12 +24,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     import json
 
+    from ..models import trained_on
     from ..hub.eval_results import write_judge_eval_results
     from ..hub.model_card import render_model_card
 
     agree = json.loads(args.agree.read_text(encoding="utf-8"))
     card = render_model_card(agree, base_model=args.base_model, adapter_ref=args.adapter, model_name=args.name,
-                             dataset=args.dataset, license=args.license, recipe=args.recipe)
+                             dataset=args.dataset, license=args.license, recipe=args.recipe,
+                             trained=trained_on(args.adapter))
     out = args.out or Path(args.adapter) / "README.md"
     out.write_text(card, encoding="utf-8")
     print(f"Wrote {out}")

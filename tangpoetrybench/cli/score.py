@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .base import (POEMS_FILE, add_dataset_arguments, add_judge_options, add_max_image_pixels, judge_options,
                    judge_rubric, what_to_try)
+from ..numeric import counted
 
 SUMMARY = 'score images with PAE, a served or hosted judge, a baseline or the OCR, to JSON Lines that a rerun resumes'
 EXAMPLE = ('tpb score --dataset sample/dataset --evaluator pae --adapter ORG/PAE --out scores.jsonl\n'
@@ -116,7 +117,8 @@ def run(args: argparse.Namespace) -> None:
         usage = usage_line(summary.prompt_tokens, summary.completion_tokens, args.price_in, args.price_out)
         print(f"{evaluator.model_name}: {usage} in this run")
     if getattr(evaluator, "repair", 0):
-        print(f"repair round: {summary.repair_rounds} of the {summary.scored} answers did not read and were asked "
+        print(f"repair round: {summary.repair_rounds} of the {counted(summary.scored, 'answer')} did not read "
+              f"and were asked "
               f"again, {summary.repair_parsed} of them then read")
     elif served:
         print("repair round: off (--repair 0)")
@@ -125,7 +127,8 @@ def run(args: argparse.Namespace) -> None:
               "answers (the server returned no usable logprobs): their scores are decoded, without confidences; "
               "each record's error says so")
     if summary.truncated:
-        print(f"warning: the text encoder saw only the start of {summary.truncated} of the {summary.scored} poems "
+        print(f"warning: the text encoder saw only the start of {summary.truncated} of the "
+              f"{counted(summary.scored, 'poem')} "
               f"(its token limit): each record's evidence.text_seen says how much")
     if summary.scored and summary.failed == summary.scored and not summary.retryable:
         from ..judging.failures import every_answer_failed

@@ -126,6 +126,7 @@ def _tables(release: Release, scores: dict[str, ImageScores], qc: QCResult) -> d
                          {t: r.short_name for t, r in release.rubrics.items()})
     tables: dict[str, dict[str, list[dict]]] = {cfg: defaultdict(list) for cfg in configs(release)}
     placed: dict[str, tuple[str, str]] = {}
+    columns = image_features(release.main_rubric)  # the rubric's roles decide which label columns there are
     for image_id in sorted(scores, key=lambda i: (scores[i].poem_id, scores[i].generator)):
         s = scores[image_id]
         poem = release.poems[s.poem_id]
@@ -133,7 +134,7 @@ def _tables(release: Release, scores: dict[str, ImageScores], qc: QCResult) -> d
         split = splits[s.poem_id] if cfg == "images" else "test"
         placed[image_id] = (cfg, split)
         path = release.images[image_id].path
-        tables[cfg][split].append({
+        row = {
             "image": {"path": f"{s.generator}/{path.name}", "bytes": None, "_file": path},
             "image_id": image_id, "poem_id": s.poem_id, "generator": s.generator,
             "title": poem.title, "author": poem.author, "poem": poem.text, "tradition": poem.tradition,
@@ -141,7 +142,8 @@ def _tables(release: Release, scores: dict[str, ImageScores], qc: QCResult) -> d
             "quality": s.quality, "recognizability": s.recognizability, "text_issue": s.text_issue,
             "text_issue_type": s.text_issue_type, "text_label_source": s.text_label_source,
             "n_ratings": s.n_ratings, "multi_rated": s.multi_rated, "face_avoidance": s.face_avoidance,
-        })
+        }
+        tables[cfg][split].append({k: v for k, v in row.items() if k in columns})
     for r in sorted(qc.kept, key=lambda r: (r.poem_id, r.generator, r.rating_id)):
         rubric = release.rubric(r.poem_id)
         cfg, split = placed[r.image_id]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from .. import __version__
+from ..numeric import counted
 from ..rubric import is_bundled
 from .aggregate import ImageScores
 from .features import POEM_FEATURES, image_features, rating_features
@@ -113,7 +114,7 @@ def render_card(
         face=_face(rubric), test_configs=[(t, r) for t, r in release.rubrics.items() if t != release.main_tradition],
         splits=splits,
         generator_rows=generator_rows,
-        poem_counts=", ".join(f"{sum(p.tradition == t for p in release.poems.values())} {r.short_name} poems"
+        poem_counts=", ".join(counted(sum(p.tradition == t for p in release.poems.values()), f"{r.short_name} poem")
                               for t, r in release.rubrics.items()),
         n_images=len(scores),
         n_rated=sum(s.n_ratings > 0 for s in scores.values()),

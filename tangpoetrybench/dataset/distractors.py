@@ -41,6 +41,7 @@ from scipy import sparse, stats
 
 from ..errors import DataError, Problem
 from ..files import write_file
+from ..numeric import counted
 from ..poems import Poem, han_count, is_han
 from ..rubric import DEFAULT_TRADITION
 
@@ -429,7 +430,8 @@ def run_distractors(poems: Sequence[Poem], seed: int = 0, same_form: bool = Fals
 
 def format_run(run: DistractorRun) -> str:
     """The checks as a plain-text table."""
-    lines = [f"{len(run.sets)} poems; pools: " + ", ".join(f"{k} {v}" for k, v in run.to_json()["pools"].items() if v),
+    pools = ", ".join(f"{k} {v}" for k, v in run.to_json()["pools"].items() if v)
+    lines = [f"{counted(len(run.sets), 'poem')}; pools: {pools}",
              "", f"{'similarity to the poem':<28} {'n':>5} {'mean':>6} {'min':>6} {'q25':>6} {'median':>6} "
              f"{'q75':>6} {'max':>6}"]
     for name, d in run.distribution.items():

@@ -135,9 +135,11 @@ def _rows(ds) -> Iterator[dict]:
 
 
 def config_rows(dataset: str | Path, config: str, columns: list[str] | None = None,
-                splits: tuple[str, ...] = ("train", "validation", "test")) -> dict[str, list[dict]]:
+                splits: tuple[str, ...] = ("train", "validation", "test"),
+                optional: tuple[str, ...] = ()) -> dict[str, list[dict]]:
     """Every split of a config from one read of its Parquet files: split → rows, in `splits` order, for the
-    splits the dataset has. Images are left undecoded."""
+    splits the dataset has. Images are left undecoded. `optional`: columns read where the config has them (those of
+    a rubric's roles, `features.role_columns`), else absent from the rows."""
     import datasets
 
     dataset = local_or_hub(dataset, "dataset", repo_type="dataset")
@@ -151,6 +153,8 @@ def config_rows(dataset: str | Path, config: str, columns: list[str] | None = No
     out = {}
     for split in splits:
         if split in parts:
-            ds = parts[split].select_columns(columns) if columns else parts[split]
+            has = set(parts[split].features or ())
+            wanted = columns and [c for c in [*columns, *optional] if c in has or c not in optional]
+            ds = parts[split].select_columns(wanted) if wanted else parts[split]
             out[split] = list(_rows(ds.decode(False)))
     return out

@@ -31,6 +31,7 @@ import yaml
 
 from ..errors import DataError, Problem
 from ..files import write_file
+from ..numeric import counted
 from ..poems import check_generator
 from ..dataset.raw_release import MAIN_IMAGE_CONFIGS
 from ..reporting.leaderboard import read_score_files
@@ -193,7 +194,7 @@ def generator_results(numbers: dict, recognizability: dict[str, float], config_o
     date = date or today()
     settings = ", ".join(f"{k} {v}" for k, v in numbers["settings"].items())
     fingerprint = build_fingerprint(numbers["dataset"])
-    common = (f"split {numbers['split']}, the {numbers['poems']} poems every generator was compared on; "
+    common = (f"split {numbers['split']}, the {counted(numbers['poems'], 'poem')} every generator was compared on; "
               f"tangpoetrybench {__version__}" + (f"; dataset build {fingerprint}" if fingerprint else "") + ".")
     out = {}
     for row in numbers["leaderboard"]:
@@ -202,7 +203,7 @@ def generator_results(numbers: dict, recognizability: dict[str, float], config_o
         if row["pae"]["quality"] is not None:
             items.append(result_item(dataset_id, f"{config}_pae_quality", row["pae"]["quality"], caveats(numbers)
                                      + f"Evaluator {numbers['evaluator']} ({numbers['model']}; {settings}) on "
-                                     f"{row['images']} images; " + common, date, revision))
+                                     f"{counted(row['images'], 'image')}; " + common, date, revision))
         if row["human"] and row["human"]["quality"] is not None:
             items.append(result_item(dataset_id, f"{config}_human_quality", row["human"]["quality"], caveats(numbers)
                                      + "Mean human quality of the same images; " + common, date, revision))
@@ -269,7 +270,7 @@ def judge_results(agree: dict, dataset_id: str, model: str, date: str | None = N
     config = agree.get("config", "images")
     synthetic = Path(agree["dataset"]).exists() and is_synthetic(agree["dataset"])
     note = (caveats({**agree, "synthetic": synthetic}) + f"{model} against people's scores on the {agree['split']} split "
-            f"({agree['agreement']['n_images']} images, {agree['agreement']['n_poems']} poems); "
+            f"({counted(agree['agreement']['n_images'], 'image')}, {counted(agree['agreement']['n_poems'], 'poem')}); "
             f"tpb agree, {agree['agreement']['bootstrap']['resamples']} bootstrap resamples.")
     return [result_item(dataset_id, f"{config}_judge_{key}", value, note, date or today())
             for key, _, value in indexed_results(agree) if f"judge_{key}" in JUDGE_METRICS]

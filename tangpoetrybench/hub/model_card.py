@@ -7,6 +7,7 @@ from importlib import resources
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from ..models import card_section
 from ..dataset.dataset_card import ARXIV, CITATION
 from ..stats.noise_floor import floor_summary
 from ..numeric import fmt, fmt_ci
@@ -26,9 +27,11 @@ def indexed_results(agree: dict) -> list[tuple[str, str, float]]:
 
 
 def render_model_card(agree: dict, base_model: str, adapter_ref: str, model_name: str = "PAE",
-                      dataset: str | None = None, license: str = "apache-2.0", recipe: str | None = None) -> str:
+                      dataset: str | None = None, license: str = "apache-2.0", recipe: str | None = None,
+                      trained: dict | None = None) -> str:
     """`agree` is the JSON of `tpb agree --out`. Results of random weights are shown with a warning and kept out
-    of the model index."""
+    of the model index. `trained`: the adapter's record of the rubric it was trained on (`adapters.trained_on`),
+    which the card names and describes the adapter by."""
     a, nf = agree["agreement"], agree["noise_floor"]
     dataset = dataset or agree["dataset"]
     random_weights = bool(agree.get("random_weights"))
@@ -56,6 +59,9 @@ def render_model_card(agree: dict, base_model: str, adapter_ref: str, model_name
         recipe=recipe, split=agree["split"], n_images=a["n_images"], n_poems=a["n_poems"],
         resamples=a["bootstrap"]["resamples"],
         parse_status=", ".join(f"{n} {s}" for s, n in agree["parse_status"].items()),
-        rows=rows, dims=dim_rows, citation=CITATION, arxiv=ARXIV,
+        rows=rows, dims=dim_rows, citation=CITATION, arxiv=ARXIV, trained=trained,
+        trained_section=card_section(trained) if trained else "",
     )
+    if trained:
+        card.data.tpb_rubric = trained["rubric"]
     return str(card)

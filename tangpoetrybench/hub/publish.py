@@ -179,6 +179,7 @@ def write_dataset(out: Path, built: Path, org: str) -> Path:
 def write_model(out: Path, adapter: Path, org: str, agree: Path | None, base_model: str) -> Path:
     """The adapter's weights and config, and its model card: from `tpb agree --out` results when given, which
     then index the dataset by its real repo id."""
+    from ..models import trained_on
     from .model_card import render_model_card
 
     if not (adapter / "adapter_config.json").is_file():
@@ -191,7 +192,7 @@ def write_model(out: Path, adapter: Path, org: str, agree: Path | None, base_mod
         if agree is not None:
             results = json.loads(agree.read_text(encoding="utf-8"))
             card = render_model_card(results, base_model=base_model, adapter_ref=repos["model"],
-                                     dataset=repos["dataset"])
+                                     dataset=repos["dataset"], trained=trained_on(adapter))
             (tmp / "README.md").write_text(card, encoding="utf-8")
             write_judge_eval_results(results, tmp, repos["dataset"], "PAE")
     return out

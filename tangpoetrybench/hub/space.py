@@ -5,7 +5,8 @@ Configuration comes from the environment: `PAE_MODEL` (default Qwen/Qwen3-VL-8B-
 PAE_MODEL; each evaluator's variable is its registry spec's `model_variable`), `PAE_POEMS` (a SPEC poems file; default the bundled poems), `PAE_MAX_IMAGE_BYTES`,
 `PAE_MAX_IMAGE_PIXELS`, `PAE_CONCURRENCY`, `PAE_LEADERBOARD` (a `leaderboard.json` from `tpb leaderboard`, for
 the Leaderboard tab), `PAE_DATASET` (a built dataset, folder or Hub id, whose rubrics the Space offers first, so a
-tradition that is not bundled is scored with the rubric its dataset carries), `PAE_CONSTRAINED` (default 1: PAE's
+tradition that is not bundled is scored with the rubric its dataset carries; its poems, examples and words follow
+the dataset and that rubric), `PAE_CONSTRAINED` (default 1: PAE's
 answer is decoded in the rubric's JSON form, as the vLLM backend always does, so even a small or untrained model
 gives a readable answer; 0 turns it off),
 `PAE_EXPLAIN`, `PAE_SEMJUDGE_URL` / `PAE_SEMJUDGE_MODEL` (the server the compare tab's SemJudge asks; default the
@@ -40,7 +41,7 @@ from ..judging.semjudge import SemJudge, graph_tree
 from ..fonts import cjk_font
 from ..reporting.plots import label, radar
 from ..poems import Poem, read_poems, sample_poems
-from ..rubric import BUILTIN, DEFAULT_TRADITION, Dimension, Rubric, format_title, load_rubric
+from ..rubric import BUILTIN, Dimension, Rubric, format_title, load_rubric
 
 
 def rubric_label(rubric: Rubric) -> str:
@@ -290,23 +291,96 @@ def summary_line(result: "SpaceResult", name: str, random_weights: bool) -> str:
             f"{result.parse_status}){note}")
 
 
-def poem_catalogue(config: SpaceConfig) -> dict[str, Poem]:
-    poems = read_poems(config.poems_file) if config.poems_file else sample_poems()
+def poem_catalogue(config: SpaceConfig, rubric: Rubric | None = None) -> dict[str, Poem]:
+    """The poems a visitor picks from, by "title — author": PAE_POEMS's; else, with PAE_DATASET, the dataset's poems of
+    the tradition of `rubric` (the Space's first); else the bundled ones."""
+    if config.poems_file:
+        poems = read_poems(config.poems_file)
+    elif config.dataset:
+        from ..dataset.reading import config_rows
+
+        rows = [r for part in config_rows(config.dataset, "poems").values() for r in part]
+        poems = [Poem(**{k: r.get(k) for k in POEM_FIELDS}) for r in rows
+                 if rubric is None or r["tradition"] == rubric.tradition]
+    else:
+        poems = sample_poems()
     return {f"{p.title} — {p.author}": p for p in poems}
 
 
-def example_images(poems: list[Poem], folder: Path | None = None) -> list[Path]:
-    """Synthetic paintings of a few poems (the demo release's painter), as upload examples."""
+POEM_FIELDS = ("poem_id", "title", "author", "text", "tradition", "form", "tune")
+N_EXAMPLES = 3
+
+
+@dataclass(frozen=True)
+class Example:
+    """An upload example: an image file, its poem, and what the gallery says under it."""
+
+    path: Path
+    poem: Poem
+    caption: str
+
+
+def examples(config: SpaceConfig, poems: Mapping[str, Poem], rubric: Rubric,
+             folder: Path | None = None) -> list[Example]:
+    """A few upload examples: with PAE_DATASET, images of the dataset's first poems (its own pictures, which people
+    rated); else synthetic paintings (the demo release's painter) of the catalogue's first poems."""
+    folder = folder or Path(tempfile.mkdtemp(prefix="tpb-space-examples-"))
+    by_id = {p.poem_id: p for p in poems.values()}
+    if config.dataset:
+        return _dataset_examples(config, by_id, rubric, folder)
     from ..dataset.synthetic.demo_release import PAINTERS
     from ..dataset.synthetic.painting import paint
 
-    folder = folder or Path(tempfile.mkdtemp(prefix="tpb-space-examples-"))
-    paths = []
-    for i, poem in enumerate(poems):
+    found = []
+    for i, poem in enumerate(list(by_id.values())[:N_EXAMPLES]):
         path = folder / f"{poem.poem_id}.png"
         paint(poem.text, PAINTERS[i % 4].style, np.random.default_rng(i), size=384).save(path)
-        paths.append(path)
-    return paths
+        found.append(Example(path, poem, f"{format_title(poem.title, rubric)} {poem.author} (synthetic painting)"))
+    return found
+
+
+def _dataset_examples(config: SpaceConfig, poems: Mapping[str, Poem], rubric: Rubric, folder: Path) -> list[Example]:
+    """The first image of each of the dataset's first poems (test split first), read until N_EXAMPLES are found."""
+    from ..dataset.reading import dataset_rows, row_image
+
+    found: list[Example] = []
+    for split in ("test", "validation", "train"):
+        try:
+            rows = dataset_rows(config.dataset, "images", split, ["image", "image_id", "poem_id"])
+        except ValueError:  # a dataset without this split
+            continue
+        for row in rows:
+            poem = poems.get(row["poem_id"])
+            if poem is None or any(e.poem.poem_id == poem.poem_id for e in found):
+                continue
+            try:
+                image = row_image(row["image"], config.dataset, config.max_image_pixels)
+            except ImageError:  # refused (too large, or a path outside the dataset): the next poem's
+                continue
+            path = folder / f"{len(found)}.png"
+            image.convert("RGB").save(path)
+            found.append(Example(path, poem, f"{format_title(poem.title, rubric)} {poem.author} "
+                                             f"({row['image_id'].split('/')[0]})"))
+            if len(found) == N_EXAMPLES:
+                return found
+    return found
+
+
+def space_words(rubric: Rubric, poems: Mapping[str, Poem], from_dataset: bool) -> dict[str, str]:
+    """What the app says that depends on its rubric and poems: the header, the poem box's placeholder (the first
+    line of the first poem) and the examples' label."""
+    dims = ", ".join(d.name["en"].lower() for d in rubric.dimensions)
+    first = next(iter(poems.values()), None)
+    return {
+        "header": ("# Does this picture illustrate the poem?\n"
+                   f"PAE scores an illustration of a poem of {rubric.framing} on the {len(rubric.dimensions)} "
+                   f"dimensions of the {rubric.display['en']} rubric ({dims}), the way careful human raters did, or on "
+                   "those of a rubric file you upload. CLIPScore, BLIPScore and VQAScore are shown beside it: they "
+                   "measure literal text–image match, which is not what makes an illustration good."),
+        "placeholder": f"{first.lines[0]} …" if first else "",
+        "examples": ("Examples (images of the dataset): click one" if from_dataset
+                     else "Examples (synthetic paintings): click one"),
+    }
 
 
 class Scorer:
@@ -319,6 +393,12 @@ class Scorer:
         self._loaded: dict[str, Evaluator] = {}
         self._failed: dict[str, str] = {}
         self.rubrics = rubric_choices(config)  # label → rubric, the first the default
+
+    @property
+    def rubric(self) -> Rubric:
+        """The Space's own rubric: its dataset's (PAE_DATASET), else the default tradition's. The compare and OCR
+        tabs ask under it; the score tab offers it first."""
+        return next(iter(self.rubrics.values()))
 
     @property
     def shares_qwen(self) -> bool:
@@ -410,7 +490,7 @@ class Scorer:
             if self.config.backend != "transformers":
                 raise UserError("Comparing two illustrations needs PAE on the transformers backend.")
             self._loaded["pairwise"] = pae_on(self.backend(), task="pairwise", constrained=True,
-                                              max_new_tokens=PAIR_MAX_NEW_TOKENS)
+                                              max_new_tokens=PAIR_MAX_NEW_TOKENS, rubric=self.rubric)
         return self._loaded["pairwise"]
 
     def semjudge(self) -> SemJudge:
@@ -436,7 +516,7 @@ class Scorer:
             raise UserError(f"Unknown judge {judge!r}: {' or '.join(JUDGES)}.")
         a, b = (read_image(p, self.config.max_image_bytes, self.config.max_image_pixels) for p in (image_a, image_b))
         poem = Poem(poem_id="uploaded", title=title.strip() or "无题", author=author.strip() or "佚名",
-                    text=poem_text.strip(), tradition=DEFAULT_TRADITION)
+                    text=poem_text.strip(), tradition=self.rubric.tradition)
         asked = self.semjudge() if judge == "SemJudge" else self.pairwise_judge()
         first, second = asked.judge([PairItem("uploaded", poem, a, b), PairItem("uploaded", poem, b, a)])
         found = Comparison(comparison_sentence(verdict(first, second)), comparison_rows(first, second),
@@ -446,25 +526,32 @@ class Scorer:
             found.drawn = tuple(None if graphs.get(side) is None else
                                 draw_sign_boxes(image, graphs[side], asked.sent_size(image))
                                 for side, image in (("A", a), ("B", b)))
-            found.poem_graph = graph_tree(graphs["poem"], format_title(poem.title)) if graphs.get("poem") else ""
+            found.poem_graph = (graph_tree(graphs["poem"], format_title(poem.title, self.rubric))
+                                if graphs.get("poem") else "")
         return found
 
     def text_regions(self, image_path, poem_text: str, title: str = "", author: str = "") -> tuple[Image.Image, str]:
         """The image with the text regions the OCR found drawn on it, and the verdict in a sentence."""
+        rubric = self.rubric
+        if rubric.adjudicated_dimension is None:
+            raise UserError(f"The rubric {rubric_label(rubric)} has no adjudicated text dimension: there is no text "
+                            "verdict to give.")
         if not ocr_available():
             raise UserError('The OCR is not installed here (pip install "tangpoetrybench[ocr]").')
         if not poem_text or not poem_text.strip():
             raise UserError("Enter the poem's text (or choose a poem from the list): leaks are found against it.")
         image = read_image(image_path, self.config.max_image_bytes, self.config.max_image_pixels)
         poem = Poem(poem_id="uploaded", title=title.strip(), author=author.strip(), text=poem_text.strip(),
-                    tradition=DEFAULT_TRADITION)
-        [result] = self.evaluator(OCR).score([ScoringItem("uploaded", image, poem)])
+                    tradition=rubric.tradition)
+        [result] = self.evaluator(OCR).score([ScoringItem("uploaded", image, poem, rubric=rubric)])
         if result.evidence is None:
             raise UserError(f"The OCR failed on this image: {result.error}")
         evidence = result.evidence
+        key = rubric.adjudicated_dimension
         matched = f" (characters of the poem: {evidence['matched']})" if evidence["matched"] else ""
-        summary = (f"**Text: {evidence['verdict']}** — {VERDICT_TEXT[evidence['verdict']]}{matched}; text integrity "
-                   f"{result.scores['text_integrity']:g}; {counted(len(evidence['regions']), 'region')} read by the OCR.")
+        summary = (f"**Text: {evidence['verdict']}** — {VERDICT_TEXT[evidence['verdict']]}{matched}; "
+                   f"{rubric.dimension(key).name['en'].lower()} {result.scores[key]:g}; "
+                   f"{counted(len(evidence['regions']), 'region')} read by the OCR.")
         return draw_regions(image, evidence), summary
 
     def baseline(self, name: str, image: Image.Image, poem: Poem) -> list:

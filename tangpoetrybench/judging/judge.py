@@ -21,9 +21,11 @@ Batching, per-item failure handling and the data-loader split (`prepare` on the 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
+from ..errors import Notice
 from ..models import DEFAULT_MAX_PIXELS
 from ..rubric import Rubric
 from .backends import Answer, Backend, Question
@@ -126,6 +128,7 @@ class Judge(Evaluator):
         self.max_pixels = max_pixels
         self.max_new_tokens = max_new_tokens or task.default_max_new_tokens
         self.repair = backend.default_repair if repair is None else repair
+        self.told_rubrics: set[str] = set()  # the rubrics, other than its adapter's, it has said it scores under
         task.check(backend, self.max_new_tokens)
 
     def settings(self) -> dict[str, Any]:
@@ -133,6 +136,18 @@ class Judge(Evaluator):
         return {"backend": self.backend.name, "max_pixels": self.max_pixels, "max_new_tokens": self.max_new_tokens,
                 "parser": task.pop("parser"), **task, **self.backend.settings(),
                 **({"repair": self.repair} if self.backend.default_repair or self.repair else {})}
+
+    def result(self, item: ScoringItem, *args, **kwargs) -> EvalResult:
+        """The record (`Evaluator.result`); the first time it is under a rubric other than the one its adapter was
+        trained on (the backend's `adapter_rubric` setting, which every record keeps), a warning says so."""
+        record = super().result(item, *args, **kwargs)
+        trained, used = record.settings.get("adapter_rubric"), record.settings.get("rubric")
+        if trained and used and used != trained and used not in self.told_rubrics:
+            self.told_rubrics.add(used)
+            warnings.warn(f"{self.name}'s adapter was trained on the rubric {trained} and scores under {used}, which "
+                          "it never learned: its answers are a transfer, not its trained task (each result's settings "
+                          "keep both: adapter_rubric and rubric)", Notice, stacklevel=2)
+        return record
 
     def _prepare(self, items: Sequence[ScoringItem]) -> tuple[list[int], Any, list[Question]]:
         asked = [self.task.questions(it, self) for it in items]

@@ -33,6 +33,7 @@ from importlib import import_module, metadata
 from pathlib import Path
 from typing import Any, Callable
 
+from ..errors import Notice
 from .backends import BACKENDS, backend_class, constructor_options
 
 PLUGIN_GROUP = "tangpoetrybench.evaluators"
@@ -195,7 +196,7 @@ def plugins() -> tuple[EvaluatorSpec, ...]:
         except Exception as exc:  # a plugin's own bug, whatever its kind
             error = f"{type(exc).__name__}: {exc}"
             warnings.warn(f"the evaluator plugin {entry.name!r} of {source} ({entry.value}) does not load and is left "
-                          f"out: {error}", stacklevel=2)
+                          f"out: {error}", Notice, stacklevel=2)
             found.append(EvaluatorSpec(entry.name, f"a plugin that does not load ({entry.value})", entry.value, (), (),
                                        source=source, error=error))
             continue

@@ -113,7 +113,7 @@ def recognizability(rows: list[dict], generators: list[str], overall: str | None
     per_generator = {}
     for g in generators:
         mine = [r for r in rows if r["generator"] == g and r["recognizability"] is not None]
-        clean = [r for r in mine if r["text_issue_type"] != LEAKAGE]
+        clean = [r for r in mine if r.get("text_issue_type") != LEAKAGE]  # no label column: no leakage label
         per_generator[g] = {"mean": mean_or_none([r["recognizability"] for r in mine]), "images": len(mine),
                             "mean_without_leakage": mean_or_none([r["recognizability"] for r in clean]),
                             "leakage_images_left_out": len(mine) - len(clean)}

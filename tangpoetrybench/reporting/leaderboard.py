@@ -29,7 +29,8 @@ from ..stats.calibration import carried_coverage, percent
 from ..dataset.raw_release import MAIN_IMAGE_CONFIGS
 from ..dataset.reading import config_rubric, dataset_rows
 from ..judging.results import Results, ResultsFile, two_settings
-from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, counted, fmt, fmt_ci, fmt_interval
+from ..numeric import counted, fmt, fmt_ci, fmt_interval
+from .findings import spearman
 from .pairwise import lay_out_strengths, leaderboard_strengths
 from .plots import colours_for, radar, ring_floor
 from .recognition import board_recognizability, lay_out_recognizability
@@ -333,7 +334,8 @@ def lay_out(data: LeaderboardData) -> Report:
                  + ". Generate and score only the split's poems to spend nothing on them (`tpb generate --split "
                  f"{data.split}`).")
     rep.text(f"Every generator is scored by one evaluator, `{s.evaluator}` (`{s.model}`, settings "
-             f"{', '.join(f'{k} {v}' for k, v in s.settings.items())}), on the same {len(data.poems)} poems of the "
+             f"{', '.join(f'{k} {v}' for k, v in s.settings.items())}), on the same "
+             f"{counted(len(data.poems), 'poem')} of the "
              f"`{data.split}` split of `{data.dataset}`. **PAE** columns are the evaluator's estimates; **human** "
              "columns are the means of the dataset's human ratings of the same images, shown only where people rated "
              f"that generator ({', '.join(rated) or 'none here'}). Intervals: 95 %, {data.n_bootstrap:,} resamples "
@@ -343,8 +345,6 @@ def lay_out(data: LeaderboardData) -> Report:
     ranking = leaderboard_rows(board)
     rep.table(["Rank", "Generator", "PAE quality [95 % CI]", "Human quality [95 % CI]", "Rank stability (%)", "Images"],
               ranking)
-    if any(ZERO_WIDTH in cell for row in ranking for cell in row):
-        rep.text(ZERO_WIDTH_NOTE)
     lay_out_recognizability(rep, board, data.recognizability_judge)
     lay_out_variants(rep, board, data.prompt_variants)
 
@@ -353,8 +353,6 @@ def lay_out(data: LeaderboardData) -> Report:
                *[_cell(r["pae"], k) + (f" · human {fmt(_x100(r['human'][k]), 1)}" if r["human"] else "")
                  for r in board]] for k in columns]
     rep.table(["Dimension", *[r["generator"] for r in board]], layout)
-    if any(ZERO_WIDTH in cell for row in layout for cell in row):
-        rep.text(ZERO_WIDTH_NOTE)
 
     profiles = {r["generator"]: {k: r["pae"][k] for k in keys} for r in board}
     floor = ring_floor(profiles)
@@ -426,7 +424,7 @@ def agreement_with_humans(s: Scores, rows: list[dict], keep: set[str], rated: li
     pae_q, human_q = _means(ones, pae_sums, pae_counts)[0, :, 0], _means(ones, human_sums, human_counts)[0, :, 0]
     defined = bool(np.isfinite(pae_q).all() and np.isfinite(human_q).all())
     tau = _finite(_kendall_b(pae_q, human_q)) if defined else None
-    rho = _finite(stats.spearmanr(pae_q, human_q).statistic) if defined and len(rated) > 2 else None
+    rho = spearman(pae_q.tolist(), human_q.tolist())[0] if defined else None  # None: under 3, or a constant side
     result.update(images=len(both), pae_quality=dict(zip(rated, map(_finite, pae_q))),
                   human_quality=dict(zip(rated, map(_finite, human_q))), kendall_tau=tau, spearman=rho)
     if weights is not None:
@@ -464,14 +462,15 @@ def _agreement(rep: Report, result: dict) -> None:
         return
     tau, rho, ci, same = (result["kendall_tau"], result["spearman"], result.get("kendall_tau_ci"),
                           result.get("same_order_share"))
-    rep.text(f"Over the {len(rated)} human-rated generators ({', '.join(rated)}), on the {result['images']} images "
+    rep.text(f"Over the {len(rated)} human-rated generators ({', '.join(rated)}), on the "
+             f"{counted(result['images'], 'image')} "
              f"that have both a human and a PAE quality: Kendall τ-b between PAE's and the human means {fmt(tau)}"
              + (f" {fmt_ci(ci)}" if ci else "") + (f", Spearman ρ {fmt(rho)}" if rho is not None else "")
              + (f"; PAE orders them exactly as people do in {100 * same:.1f} % of resamples" if same is not None else "")
              + ".")
     p = result["per_image"]
     rep.table(["Per-image statistic (docs/statistics.md)", "Value", "95 % CI (poems)"],
-              [[f"Kendall τ within a poem ({p['kendall_tau_poems']} poems)", fmt(p["kendall_tau"]),
+              [[f"Kendall τ within a poem ({counted(p['kendall_tau_poems'], 'poem')})", fmt(p["kendall_tau"]),
                 fmt_ci(p.get("kendall_tau_ci"))],
                ["Spearman ρ over images", fmt(p["spearman"]), fmt_ci(p.get("spearman_ci"))],
                ["MAE over (image, dimension) pairs", fmt(p["mae"]), fmt_ci(p.get("mae_ci"))]])

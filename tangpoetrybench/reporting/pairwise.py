@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..numeric import fmt, fmt_interval
+from ..numeric import counted, fmt, fmt_interval
 from ..stats.agreement import DEFAULT_BOOTSTRAP, HumanPairs, pointwise_choices
 from ..stats.noise_floor import RatingTable
 from ..judging.results import ResultsFile
@@ -57,7 +57,8 @@ def lay_out_pairwise(rep, numbers: dict | None, table4: dict) -> None:
     split = numbers["split"]
     ceiling = numbers["human_ceiling"]
     rep.heading(f"Table 4P — pairwise accuracy on human pairs ({split} split)")
-    rep.text(f"{numbers['human_pairs']} human pairs: two images of one poem whose human quality differs by at least "
+    rep.text(f"{counted(numbers['human_pairs'], 'human pair')}: two images of one poem whose human quality "
+             f"differs by at least "
              f"{numbers['margin']:g}. A pointwise evaluator chooses its higher score (equal scores count one half); a "
              "pairwise judge is asked both orders, and opposite answers are a tie. SRCC and CCC (Lin's concordance, "
              "agreement in value) over images, from Table 4. 95 % intervals: poems resampled. The human ceiling: one "
@@ -70,7 +71,7 @@ def lay_out_pairwise(rep, numbers: dict | None, table4: dict) -> None:
                      fmt_interval(pointwise.get("spearman_ci")), fmt(pointwise.get("ccc")),
                      fmt_interval(pointwise.get("ccc_ci"))])
     rows.append(["Human ceiling", f"{ceiling['judged']}", fmt(ceiling["accuracy"]), fmt_interval(ceiling["accuracy_ci"]),
-                 "", "", "", ""])
+                 "—", "—", "—", "—"])  # people's pairs only: no correlation over images
     rep.table(["Evaluator", "Pairs judged", "Accuracy", "95 % interval", "SRCC", "95 % interval", "CCC",
                "95 % interval"], rows)
 
@@ -108,7 +109,7 @@ def generator_tables(rep, strengths: dict[str, dict], title: str) -> None:
     rep.table(["Generator", *sources], rows)
     for source, bt in strengths.items():
         rep.figure(f"win_rate_{_name(source)}.png", heatmap(bt["win_rate"], bt["generators"], f"Win rates: {source}"),
-                   f"Win rates from {source}'s choices ({bt['judged_pairs']} pairs).")
+                   f"Win rates from {source}'s choices ({counted(bt['judged_pairs'], 'pair')}).")
 
 
 def leaderboard_strengths(records: dict[str, dict], image_ids: Sequence[str], n_bootstrap: int = DEFAULT_BOOTSTRAP,

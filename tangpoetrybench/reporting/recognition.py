@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..judging.results import RECOGNITION, ResultsFile
-from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt_interval
+from ..numeric import counted, fmt_interval
 from ..stats.agreement import resample_weights
 from ..stats.recognition import judge_share, recognition_agreement, recognition_data_of, recognition_rows
 
@@ -39,7 +39,8 @@ def lay_out_recognition(rep: Any, results: dict[str, dict], split: str) -> None:
         rep.text(f"The judge saw each image with four candidate poems in {result['settings'].get('orders')} orders; "
                  "its figure per image is the share of orders it answered right (chance 25 %), the people's the share "
                  "of their Phase-1 answers that were right. Majority: both above one half, or both below (images at "
-                 f"exactly one half left out). {result['n_images']} images of {result['n_poems']} poems; intervals "
+                 f"exactly one half left out). {counted(result['n_images'], 'image')} of "
+                 f"{counted(result['n_poems'], 'poem')}; intervals "
                  "resample poems.")
         rep.table(["Statistic", "Value", "95 % interval (poems resampled)"], recognition_rows(result))
 
@@ -83,11 +84,9 @@ def lay_out_recognizability(rep: Any, board: list[dict], judge: dict | None) -> 
     if judge["random_weights"]:
         rep.text(RANDOM_NOTE)
     rep.text(f"Judge `{judge['model']}`, candidates in {judge['orders']} orders, on the leaderboard's "
-             f"{judge['poems']} poems; human: the dataset's Phase-1 share where people rated the image. "
+             f"{counted(judge['poems'], 'poem')}; human: the dataset's Phase-1 share where people rated the image. "
              "Intervals: the ranking's resamples of poems.")
     rep.table(["Generator", "Judge recognizability [95 % CI]", "Human recognizability [95 % CI]", "Judged images"], rows)
-    if any(ZERO_WIDTH in c for row in rows for c in row):
-        rep.text(ZERO_WIDTH_NOTE)
 
 
 def share_by_poem(values: dict[str, float], index: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:

@@ -27,13 +27,14 @@ from typing import Sequence
 import numpy as np
 
 from . import findings
+from ..dataset.features import TEXT_LABEL_COLUMNS
 from ..dataset.raw_release import UNSEEN_CONFIG
 from ..dataset.reading import config_rows, dataset_rows, dataset_rubrics, dimension_keys, traditions_rubric
 from ..judging.calibrated import Calibration
 from ..files import write_file
 from ..judging.ocr.labels import ISSUES, issue_counts, ocr_table3
 from ..judging.results import Results, ResultsFile
-from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, fmt, fmt_interval, mean_or_none
+from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, counted, fmt, fmt_interval, mean_or_none
 from .pairwise import compute_pairwise, lay_out_pairwise
 from ..rubric import Rubric
 from ..stats.agree import RATING_COLUMNS as AGREE_RATING_COLUMNS
@@ -63,7 +64,10 @@ class Report:
         self.blocks.append(("text", text))
 
     def table(self, header: list[str], rows: list[list[str]]) -> None:
+        """A table; one with a zero-width interval (‡) is followed by the note that explains the mark."""
         self.blocks.append(("table", (header, rows)))
+        if any(ZERO_WIDTH in cell for row in rows for cell in row):
+            self.text(ZERO_WIDTH_NOTE)
 
     def figure(self, name: str, fig, caption: str) -> None:
         buffer = io.BytesIO()
@@ -77,8 +81,7 @@ def _pct(x: float | None) -> str:
 
 
 # What the report reads of each config: each config is read once, every split in one pass.
-IMAGE_COLUMNS = ["image_id", "poem_id", "generator", "poem", "tradition", "quality", "recognizability", "text_issue",
-                 "text_issue_type", "face_avoidance"]
+IMAGE_COLUMNS = ["image_id", "poem_id", "generator", "poem", "tradition", "quality", "recognizability"]
 RATING_COLUMNS = ["rater_group", "phase1_correct", "generator"]
 
 
@@ -103,7 +106,7 @@ class ReportInputs:
 def read_inputs(dataset: str | Path) -> ReportInputs:
     found = dataset_rubrics(dataset)
     keys = list(dimension_keys(found))
-    images = config_rows(dataset, "images", [*IMAGE_COLUMNS, *keys])
+    images = config_rows(dataset, "images", [*IMAGE_COLUMNS, *keys], optional=TEXT_LABEL_COLUMNS[:2])
     rubric = traditions_rubric(sorted({r["tradition"] for rows in images.values() for r in rows}), "images", found)
     ratings = config_rows(dataset, "ratings", [*RATING_COLUMNS, *AGREE_RATING_COLUMNS, *keys,
                                                *(f"{k}_option" for k in keys)])
@@ -243,9 +246,10 @@ def compute_report(inputs: ReportInputs, scores: Sequence[Results] = (), split: 
         rubric=rubric, rows=rows, generators=generators, table2=table2, table2_ci=table2_ci,
         table2_avg={k: mean_or_none([table2[g][k] for g in generators]) for k in keys + ["quality", "recognizability"]},
         strong=strong_generators(table2, generators),
-        table3=issue_counts({r["image_id"]: r["text_issue_type"] for r in rows if r["text_issue"] is not None},
+        table3=issue_counts({r["image_id"]: r["text_issue_type"] for r in rows if r.get("text_issue") is not None},
                             generators),
-        table3_ocr=ocr_table3(rows, ocr) if ocr is not None else None, recognition=recognition,
+        table3_ocr=ocr_table3(rows, ocr) if ocr is not None and rubric.adjudicated_dimension else None,
+        recognition=recognition,
         explanations=explanations(rows, scores, graphs, rubric),
         pairwise=compute_pairwise(pair_table_of(split_rows), split_ratings, [*scores, *pairs], split, n_bootstrap,
                                   seed) if [*scores, *pairs] else None,
@@ -355,8 +359,9 @@ def _intro(rep: Report, data: ReportData) -> None:
     if data.synthetic:
         rep.text("**Synthetic data.** This dataset was made by `tpb demo-release`: its images and ratings are "
                  "simulated. The numbers below test the analysis; they describe no real model or rater.")
-    rep.text(f"Dataset `{data.dataset}`, config `images`, all splits: {len(data.rows)} images of "
-             f"{len({r['poem_id'] for r in data.rows})} poems by {len(data.generators)} generators. "
+    rep.text(f"Dataset `{data.dataset}`, config `images`, all splits: {counted(len(data.rows), 'image')} of "
+             f"{counted(len({r['poem_id'] for r in data.rows}), 'poem')} by "
+             f"{counted(len(data.generators), 'generator')}. "
              f"Intervals: 95 %, {data.n_bootstrap:,} bootstrap resamples (seed {data.seed}).")
 
 
@@ -365,7 +370,7 @@ def _table2(rep: Report, data: ReportData, rubric) -> None:
     rep.heading("Table 2 — human scores by generator (×100)")
     rep.text("Mean over the images where the dimension applies; best per row in bold; [95 % interval, images "
              "resampled within each generator].")
-    body, zero_width = [], False
+    body = []
     for key in keys + ["quality", "recognizability"]:
         present = [data.table2[g][key] for g in data.generators if data.table2[g][key] is not None]
         best = max(present) if present else None
@@ -373,13 +378,10 @@ def _table2(rep: Report, data: ReportData, rubric) -> None:
         for g in data.generators:
             v, ci = data.table2[g][key], data.table2_ci[g][key]
             cell = "—" if v is None else f"{v:.1f} {fmt_interval(ci, 1)}"
-            zero_width |= v is not None and ci[0] == ci[1]
             cells.append(f"**{cell}**" if v is not None and v == best else cell)
         name = rubric.dimension(key).name["en"] if key in keys else key.capitalize()
         body.append([name, *cells, fmt(data.table2_avg[key], 1)])
     rep.table(["Dimension", *data.generators, "Avg"], body)
-    if zero_width:
-        rep.text(ZERO_WIDTH_NOTE)
 
 
 def _figure2(rep: Report, data: ReportData, rubric) -> None:
@@ -414,14 +416,15 @@ def _table3_ocr(rep: Report, t: dict, human: dict, generators: list[str], n_rows
     counts_o = t["by_generator"]
     rep.heading("Table 3 beside the OCR — text issues found by text-ocr")
     images_read = sum(c["labelled_images"] for c in counts_o.values())
-    rep.text(f"`{t['scores']}`: {images_read} of the report's {n_rows} images read by the OCR (RapidOCR PP-OCRv6 "
+    rep.text(f"`{t['scores']}`: {images_read} of the report's {counted(n_rows, 'image')} read by the OCR "
+             f"(RapidOCR PP-OCRv6 "
              "and the rules of `tangpoetrybench.judging.ocr.evidence`); each cell is adjudicated / OCR. Seals and "
              "other text the OCR found: "
              + (", ".join(f"{k} {v}" for k, v in sorted(t["verdicts"].items())) or "none") + ".")
     rep.table(["Generator", "Leakage", "Fake characters", "Total", "Images"],
               [[g, *(f"{human[g][k]} / {counts_o[g][k]}" for k in (*ISSUES, "total", "labelled_images"))]
                for g in generators])
-    rep.text(f"Agreement over the {t['images_compared']} images with both an adjudicated label and an OCR "
+    rep.text(f"Agreement over the {counted(t['images_compared'], 'image')} with both an adjudicated label and an OCR "
              "result: precision = share of the OCR's finds that people confirmed, recall = share of people's "
              "labels the OCR found.")
     rep.table(["Issue type", "Adjudicated", "OCR", "Both", "Precision", "Recall"],
@@ -438,25 +441,24 @@ def _table4(rep: Report, t: Table4, split: str, nf: dict) -> None:
         rep.text("**Random weights.** These scores come from a tiny test model: they check the pipeline and measure nothing.")
     if t.warning:
         rep.text(f"**Warning.** {t.warning}.")
-    floor = floor_summary(nf)
+    floor = floor_summary(nf) if nf["enough"] else None  # none: the column is left out, the sentence says why
     rows = []
     for stat, label in STAT_LABELS.items():
         if stat in result:
             if stat == "kendall_tau":
-                label += f" ({result['kendall_tau_poems']} poems)"
+                label += f" ({counted(result['kendall_tau_poems'], 'poem')})"
             rows.append([label, fmt(result[stat]), fmt_interval(result.get(f"{stat}_ci"), 3),
-                         fmt(floor[stat]) if stat in floor else ""])
-    rep.table(["Statistic", "Value", "95 % interval (poems resampled)", "Human noise floor"], rows)
-    if nf["enough"]:
-        rep.text(f"Human noise floor: from the {nf['n_multi_rated_images']} multi-rated images of the {split} split, "
-                 "pooled over dimensions (every rater's leave-one-out deviation beside the mean absolute error, every "
-                 "pair of raters beside within one anchor step, one rater's per-poem τ against the others' beside "
-                 "Kendall τ).")
+                         *([fmt(floor.get(stat))] if floor is not None else [])])
+    rep.table(["Statistic", "Value", "95 % interval (poems resampled)",
+               *(["Human noise floor"] if floor is not None else [])], rows)
+    if floor is not None:
+        rep.text(f"Human noise floor: from the {counted(nf['n_multi_rated_images'], 'multi-rated image')} of the "
+                 f"{split} split, pooled over dimensions (every rater's leave-one-out deviation beside the mean "
+                 "absolute error, every pair of raters beside within one anchor step, one rater's per-poem τ against "
+                 "the others' beside Kendall τ); the other statistics have none (—).")
     else:
         rep.text(f"Human noise floor: too few multi-rated images in the {split} split ({nf['n_multi_rated_images']}; "
                  f"at least {MIN_MULTI_RATED} needed), so none is shown.")
-    if any(ci and ci[0] == ci[1] for ci in (result.get(f"{stat}_ci") for stat in STAT_LABELS)):
-        rep.text(ZERO_WIDTH_NOTE)
     if t.human_quality:
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", evaluator)
         rep.figure(f"scatter_{name}.png", scatter(t.human_quality, t.predicted_quality,
@@ -490,8 +492,6 @@ def _table4c(rep: Report, rows: list[Table4]) -> None:
                       fmt(a.get("pairwise_accuracy")), fmt(a.get("mae"))])
     rep.table(["Judge on", "Images", "Coverage [95 % CI]", "Mean width (of range)", "ECE → after T",
                "Kendall τ", "Pairwise accuracy", "MAE (every dimension)"], table)
-    if any(ZERO_WIDTH in row[2] for row in table):
-        rep.text(ZERO_WIDTH_NOTE)
     rep.text(f"Selective judging on `{rows[0].where}`: the images with the widest quality intervals left to people "
              "first, and the judge's quality on the images it keeps.")
     rep.table(["Left to people", "Kept", "MAE", "Within 0.05", "Spearman ρ", "Coverage"],
@@ -502,7 +502,8 @@ def _table4c(rep: Report, rows: list[Table4]) -> None:
         rep.text(f"**{sentence}**" if sentence else
                  f"On `{t.where}` the coverage is consistent with the promised {percent(first['level'])}.")
         if t.calibrated["unrated"] or t.calibrated["missing"]:
-            rep.text(f"`{t.where}`: {len(t.calibrated['unrated'])} images with a result but no human score (left "
+            rep.text(f"`{t.where}`: {counted(len(t.calibrated['unrated']), 'image')} with a result but no human "
+                     f"score (left "
                      f"out), {len(t.calibrated['missing'])} without a result (counted as misses).")
         dims = t.calibrated["per_dimension"]
         rep.table(["Dimension", "Pairs", "Coverage", "Mean width", "Set coverage", "Set size", "ECE → after T", "T"],
@@ -520,7 +521,8 @@ def _table4c(rep: Report, rows: list[Table4]) -> None:
 
 def _table5(rep: Report, nf: dict, rubric) -> None:
     rep.heading("Table 5 — agreement between raters (multi-rated images)")
-    rep.text(f"{nf['n_multi_rated_images']} multi-rated images (kept ratings of the `images` config, all splits). "
+    rep.text(f"{counted(nf['n_multi_rated_images'], 'multi-rated image')} (kept ratings of the `images` config, "
+             f"all splits). "
              "Within one level: the share of pairs of raters of an image, both judging the dimension applicable, "
              f"whose scores differ by at most one anchor step{_two_level(rubric)}; leave-one-out deviation: the mean "
              "over raters of |one rater − the mean of the image's other raters|; Krippendorff's α on the interval "
@@ -597,7 +599,7 @@ def _difficulty(rep: Report, diff: dict, name: dict, overall: str, language: str
     text = (f"A poem's difficulty is the mean {overall} over its images; it ranges from {fmt(diff['min'], 2)} "
             f"to {fmt(diff['max'], 2)}. Its correlation with poem length ({unit}) is "
             f"{findings.strength(diff['spearman_with_length'])} (ρ {fmt(diff['spearman_with_length'], 2)}, "
-            f"{diff['poems']} poems).")
+            f"{counted(diff['poems'], 'poem')}).")
     if gaps:
         top, low = gaps[0], gaps[-1]
         text += (f" Between the easiest and the hardest quartile the gap is largest on {name[top]} "
@@ -605,7 +607,7 @@ def _difficulty(rep: Report, diff: dict, name: dict, overall: str, language: str
                  f"({fmt(diff['easy_minus_hard_gap'][low], 2)}).")
     rep.text(text)
     rep.text(f"Quartiles: the {diff['quartile_size']} hardest and the {diff['quartile_size']} easiest of the "
-             f"{diff['poems']} poems, each with every poem tied at its boundary ({diff['hard_poems']} and "
+             f"{counted(diff['poems'], 'poem')}, each with every poem tied at its boundary ({diff['hard_poems']} and "
              f"{diff['easy_poems']} poems). The gap is the "
              "mean over the easy quartile's poems minus the mean over the hard quartile's, each poem weighing as one "
              f"(its mean over its images); {overall} defines the quartiles and is left out.")
@@ -622,7 +624,8 @@ def _depict_evoke(rep: Report, de: dict, generators: list[str], name: dict) -> N
         wider = [g for g in measured if by[g]["interval"][0] > 0]
         verdict = ("every generator depicts better than it evokes (the gap's 95 % interval lies above zero for each)"
                    if len(wider) == len(measured) else
-                   f"the gap's 95 % interval lies above zero for {len(wider)} of the {len(measured)} generators"
+                   f"the gap's 95 % interval lies above zero for {len(wider)} of the "
+                   f"{counted(len(measured), 'generator')}"
                    if wider else "for no generator does the gap's 95 % interval lie above zero")
         rep.text(f"Depiction ({depict}) minus evocation ({evoke}) ranges from "
                  f"{fmt(100 * min(by[g]['gap'] for g in measured), 1)} to "
@@ -633,8 +636,6 @@ def _depict_evoke(rep: Report, de: dict, generators: list[str], name: dict) -> N
     table = [[g, fmt(_hundred(by[g]["depict"]), 1), fmt(_hundred(by[g]["evoke"]), 1), fmt(_hundred(by[g]["gap"]), 1),
               fmt_interval(by[g]["interval"], 1, scale=100), str(by[g]["images"])] for g in generators]
     rep.table(["Generator", "Depiction (×100)", "Evocation (×100)", "Gap (×100)", "95 % interval", "Images"], table)
-    if any(ZERO_WIDTH in row[4] for row in table):
-        rep.text(ZERO_WIDTH_NOTE)
 
 
 def _hundred(value: float | None) -> float | None:
@@ -645,7 +646,7 @@ def _recognizability(rep: Report, rec: dict, generators: list[str], rubric: Rubr
     rep.heading("Recognizability and quality", 3)
     text = (f"Per image, the correlation of recognizability with quality is "
             f"{findings.strength(rec['spearman_with_quality'])} (ρ {fmt(rec['spearman_with_quality'], 2)}, "
-            f"{rec['spearman_with_quality_images']} images)")
+            f"{counted(rec['spearman_with_quality_images'], 'image')})")
     if rubric.overall is not None:
         text += (f" and with {rubric.dimension(rubric.overall).name['en'].lower()} "
                  f"{findings.strength(rec['spearman_with_overall'])} (ρ {fmt(rec['spearman_with_overall'], 2)})")
@@ -704,7 +705,7 @@ def _emotion(rep: Report, emo: dict, f: dict, table2: dict, generators: list[str
         dim_name = dim.name["en"].lower()
         rep.text(f"{most}, which avoids faces most ({_pct(emo['face_avoidance'][most]['rate'])} % of its applicable "
                  f"emotion ratings), has the {_ordinal(order.index(most) + 1, len(order))} {dim_name} of the "
-                 f"{len(order)} generators; across generators, face avoidance and {dim_name} have Spearman "
+                 f"{counted(len(order), 'generator')}; across generators, face avoidance and {dim_name} have Spearman "
                  f"ρ {fmt(f['face_avoidance_vs_emotion_spearman'], 2)}.")
     option = dim.option(emo["face_option"])
     rep.text(f"Face avoidance: the share of a generator's applicable {dim.name['en'].lower()} ratings (pooled over "
@@ -712,7 +713,8 @@ def _emotion(rep: Report, emo: dict, f: dict, table2: dict, generators: list[str
     rep.table(["Generator", "Face avoidance (%)", "Applicable ratings", f"{dim.name['en']} (×100)"],
               [[g, _pct(emo["face_avoidance"][g]["rate"]), str(emo["face_avoidance"][g]["ratings"]),
                 fmt(table2[g][emo["dimension"]], 1)] for g in generators])
-    rep.text(f"How the {emo['applicable_ratings']} applicable {dim.name['en'].lower()} ratings split over the options, "
+    rep.text(f"How the {counted(emo['applicable_ratings'], 'applicable ' + dim.name['en'].lower() + ' rating')} "
+             f"split over the options, "
              "all generators pooled:")
     rep.table(["Option", "Score", "Share (%)"],
               [[f"{letter}: {dim.option(letter).label['en']}", fmt(o["score"], 2), _pct(o["share"])]

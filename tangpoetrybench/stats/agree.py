@@ -26,11 +26,13 @@ def matched(data: AgreementData, results: ResultsFile, where: str) -> str | None
         folder = "" if results.datasets else (
             "; it scored a folder of images, and the human-data statistics need the dataset's own: rank a new "
             "generator's images with tpb leaderboard instead, which reads them beside the rated ones")
-        raise ValueError(f"{results.path} has results for none of the {len(data.image_ids)} images of {where} (its "
+        raise ValueError(f"{results.path} has results for none of the {counted(len(data.image_ids), 'image')} "
+                         f"of {where} (its "
                          f"{len(results.records)} results are for other images): check --dataset, --config and "
                          f"--split{folder}")
     if found < len(data.image_ids):
-        return (f"{len(data.image_ids) - found} of the {len(data.image_ids)} images of {where} have no result in "
+        return (f"{len(data.image_ids) - found} of the {counted(len(data.image_ids), 'image')} of {where} have "
+                f"no result in "
                 f"{results.path}: they count against coverage")
     return None
 
@@ -162,30 +164,33 @@ def format_table(result: dict) -> str:
         lines.append(f"WARNING: {result['warning']}")
     lines += [
         f"Agreement of {result['evaluator']} ({result['model']}) with human scores — {result.get('config', 'images')}, "
-        f"{result['split']} split, {a['n_images']} images, {a['n_poems']} poems",
+        f"{result['split']} split, {counted(a['n_images'], 'image')}, {counted(a['n_poems'], 'poem')}",
         f"answers: {result['parse_status']['ok']} ok, {result['parse_status']['repaired']} repaired, "
         f"{result['parse_status']['failed']} failed, {result['missing']} without a result",
         f"95% intervals: bootstrap over {unit}s, {a['bootstrap']['resamples']} resamples, seed {a['bootstrap']['seed']}",
         "",
-        f"{'statistic':<24}{'value   [95% CI]':<30}human noise floor",
+        f"{'statistic':<24}{'value   [95% CI]':<30}{'human noise floor' if nf['enough'] else ''}",
     ]
-    floor = floor_summary(nf)
+    floor = floor_summary(nf) if nf["enough"] else None  # none: its columns are left out, the last lines say why
     for stat in ("coverage", "mae", "within_0.05", "within_one_anchor", "kendall_tau", "spearman", "ccc",
                  "pairwise_accuracy"):
         if stat in a:
             label = {"kendall_tau": f"kendall_tau ({counted(a['kendall_tau_poems'], 'poem')})",
                      "pairwise_accuracy": f"pairwise ({a['n_judged_pairs']}/{a['n_human_pairs']})"}.get(stat, stat)
             lines.append(f"{label:<24}{_fmt(a[stat], a.get(f'{stat}_ci')):<30}"
-                         f"{_fmt(floor[stat]) if stat in floor else ''}")
+                         + (_fmt(floor.get(stat)) if floor is not None else ""))
     if "per_dimension" in a:
         lines += ["", f"{'dimension':<22}{'scored/pairs':>13}  {'MAE   [95% CI]':<27}{'within 0.05   [95% CI]':<27}"
-                      f"{'LOO dev':>9}{'±1 level':>10}{'α':>8}"]
+                      + (f"{'LOO dev':>9}{'±1 level':>10}{'α':>8}" if floor is not None else "")]
         for key, d in a["per_dimension"].items():
-            h = nf["per_dimension"][key] if nf["enough"] else {}
             scored = f"{d['n_scored_pairs']}/{d['n_pairs']}"
-            lines.append(f"{key:<22}{scored:>13}  {_fmt(d['mae'], d.get('mae_ci')):<27}"
-                         f"{_fmt(d['within_0.05'], d.get('within_0.05_ci')):<27}{_fmt(h.get('loo_deviation')):>9}"
-                         f"{_fmt(h.get('within_one_level')):>10}{_fmt(h.get('krippendorff_alpha')):>8}")
+            line = (f"{key:<22}{scored:>13}  {_fmt(d['mae'], d.get('mae_ci')):<27}"
+                    f"{_fmt(d['within_0.05'], d.get('within_0.05_ci')):<27}")
+            if floor is not None:
+                h = nf["per_dimension"][key]
+                line += (f"{_fmt(h.get('loo_deviation')):>9}{_fmt(h.get('within_one_level')):>10}"
+                         f"{_fmt(h.get('krippendorff_alpha')):>8}")
+            lines.append(line)
         lines += ["", f"{'dimension':<22}{'judged/pairs':>13}  {'pairwise acc.   [95% CI]':<27}"
                       f"{'SRCC   [95% CI]':<27}{'CCC   [95% CI]':<27}"]
         for key, d in a["per_dimension"].items():
@@ -204,7 +209,7 @@ def format_table(result: dict) -> str:
     if "calibration" in result:
         where = f"{result.get('config', 'images')}/{result['split']}"
         lines += ["", format_evaluation(result["calibration"], a, where)]
-    return "\n".join(lines)
+    return "\n".join(line.rstrip() for line in "\n".join(lines).splitlines())  # no padding at line ends
 
 
 def multi_rated(nf: dict) -> str:

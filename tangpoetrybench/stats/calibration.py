@@ -523,7 +523,8 @@ def format_evaluation(result: dict, agreement: dict | None = None, where: str = 
     before, after = result["reliability"]["before"], result["reliability"]["after"]
     if before["n"]:
         scaled_ece = f", after temperature scaling {fmt(after['ece'])}" if after["n"] else ""
-        lines += ["", f"confidence of the most likely anchor, pooled over dimensions ({before['n']} pairs): ECE "
+        lines += ["", f"confidence of the most likely anchor, pooled over dimensions "
+                      f"({counted(before['n'], 'pair')}): ECE "
                       f"{fmt(before['ece'])}{scaled_ece}"]
         lines += [f"  {'bin':<12}{'pairs':>6}{'confidence':>12}{'accuracy':>10}" + ("   after T: pairs, conf., acc."
                                                                                    if after["n"] else "")]

@@ -33,9 +33,10 @@ import numpy as np
 from scipy.special import expit
 
 from ..dataset.reading import dataset_rows
+from ..errors import Notice
 from ..judging.pairwise import pair_choices, pair_id, position_bias
 from ..judging.results import ResultsFile
-from ..numeric import fmt, fmt_ci
+from ..numeric import counted, fmt, fmt_ci
 from .agree import rating_table
 from .noise_floor import RatingTable
 from .agreement import (DEFAULT_BOOTSTRAP, DEFAULT_MARGIN, HumanPairs, bootstrap_draws, human_pairs, pair_credit,
@@ -346,7 +347,7 @@ def bradley_terry(generator_x: Sequence[str], generator_y: Sequence[str], choice
         intervals = [percentile_interval(col[np.isfinite(col)]) for col in np.array([f for f, _ in fits]).T]
     if not all(flags):
         warnings.warn(f"Bradley–Terry: {flags.count(False)} of {len(flags)} fits did not converge in {BT_ITERATIONS} "
-                      "Newton steps; their strengths are the last step's", RuntimeWarning, stacklevel=2)
+                      "Newton steps; their strengths are the last step's", Notice, stacklevel=2)
     games = wins + wins.T
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = np.where(games > 0, wins / games, np.nan)
@@ -392,15 +393,19 @@ def pair_agreement(dataset: str | Path, scores: ResultsFile | str | Path, split:
 def format_pairs(result: dict) -> str:
     """The pairwise part of `tpb agree`'s table."""
     acc, ceiling = result["accuracy"], result["human_ceiling"]
-    lines = [f"Pairwise, on {result['human_pairs']} human pairs of {result['poems']} poems (human quality apart by at "
+    lines = [f"Pairwise, on {counted(result['human_pairs'], 'human pair')} of "
+             f"{counted(result['poems'], 'poem')} (human quality apart by at "
              f"least {result['margin']:g}; equal scores or a tie count one half):",
              f"  accuracy {fmt(acc['accuracy'])}  {fmt_ci(acc['accuracy_ci'])}  ({acc['judged']} judged)   human ceiling "
-             f"{fmt(ceiling['accuracy'])}  {fmt_ci(ceiling['accuracy_ci'])}  ({ceiling['judged']} pairs of multi-rated "
+             f"{fmt(ceiling['accuracy'])}  {fmt_ci(ceiling['accuracy_ci'])}  "
+             f"({counted(ceiling['judged'], 'pair')} of multi-rated "
              "images: one rater against the rest)"]
     if "position_bias" in result:
         bias = result["position_bias"]
-        lines.append(f"  position bias: {fmt(bias['first_position_share'])} of {bias['answers']} answers chose the "
-                     f"first image (0.5: none); {fmt(bias['consistent_share'])} of {bias['pairs']} pairs answered the "
+        lines.append(f"  position bias: {fmt(bias['first_position_share'])} of "
+                     f"{counted(bias['answers'], 'answer')} chose the "
+                     f"first image (0.5: none); {fmt(bias['consistent_share'])} of "
+                     f"{counted(bias['pairs'], 'pair')} answered the "
                      "same in both orders")
     if "literal_bias" in result:
         lb = result["literal_bias"]

@@ -27,7 +27,7 @@ from scipy import stats
 
 from ..dataset.reading import dataset_rows
 from ..judging.results import RECOGNITION, ResultsFile
-from ..numeric import fmt, fmt_ci
+from ..numeric import counted, fmt, fmt_ci
 from .agreement import DEFAULT_BOOTSTRAP, resample_weights
 
 STATS = ("mae", "kendall_tau", "majority_accuracy", "judge_mean", "human_mean")
@@ -133,8 +133,8 @@ def recognition_rows(r: dict) -> list[list[str]]:
     """(statistic, value, interval) rows, for the terminal and the report."""
     rows = []
     for name in STATS:
-        label = LABELS[name] + (f" ({r['kendall_tau_poems']} poems)" if name == "kendall_tau" else "") \
-            + (f" ({r['majority_images']} images)" if name == "majority_accuracy" else "")
+        label = LABELS[name] + (f" ({counted(r['kendall_tau_poems'], 'poem')})" if name == "kendall_tau" else "") \
+            + (f" ({counted(r['majority_images'], 'image')})" if name == "majority_accuracy" else "")
         rows.append([label, fmt(r[name]), fmt_ci(r.get(f"{name}_ci"))])
     return rows
 
@@ -143,8 +143,8 @@ def format_recognition(result: dict, note: Sequence[str] = ()) -> str:
     r = result["recognition"]
     lines = list(note)
     lines += [f"Recognizability of {result['model']} (orders: {result['settings'].get('orders')}) against the human "
-              f"Phase-1 track — {result['config']}, {result['split']} split, {r['n_images']} images, {r['n_poems']} "
-              f"poems; chance 0.25",
+              f"Phase-1 track — {result['config']}, {result['split']} split, {counted(r['n_images'], 'image')}, "
+              f"{counted(r['n_poems'], 'poem')}; chance 0.25",
               f"answers: {result['parse_status']['ok']} ok, {result['parse_status']['repaired']} repaired, "
               f"{result['parse_status']['failed']} failed; {r['judge_missing']} human-rated images without a judge "
               "share",

@@ -31,7 +31,9 @@ from typing import Mapping
 import numpy as np
 from tqdm.auto import tqdm
 
+from ...errors import Notice
 from ...files import atomic_folder, ensure_free, write_csv
+from ...numeric import counted
 from ...fonts import cjk_font
 from ...poems import Poem, write_poems
 from ..raw_release import RATING_COLUMNS, TEXT_LABEL_COLUMNS, main_tradition
@@ -134,7 +136,7 @@ def write_demo_release(
     ensure_free(out, overwrite)
     if n_poems is not None:
         if not 1 <= n_poems <= len(poems):
-            raise ValueError(f"--poems {n_poems}: the poem source has {len(poems)} poems")
+            raise ValueError(f"--poems {n_poems}: the poem source has {counted(len(poems), 'poem')}")
         poems = poems[:n_poems]
     try:
         by_tradition = {t: rubric_for_tradition(t, rubrics) for t in dict.fromkeys(p.tradition for p in poems)}
@@ -147,14 +149,15 @@ def write_demo_release(
                          "set of rating columns: write a release per tradition (a poems file each)")
     labelled = any(r.adjudicated_dimension for r in by_tradition.values())
     if labelled and cjk_font() is None:
-        warnings.warn(glyph_note(), stacklevel=2)
+        warnings.warn("no Chinese font is installed, so the planted text is drawn as stroke patterns an OCR cannot "
+                      "read (install fonts-noto-cjk to draw real characters)", Notice, stacklevel=2)
     rng = np.random.default_rng(seed)
     images = _plan_images(poems, by_tradition, rng, seed)
     ratings = _simulate_ratings(images, poems, by_tradition, rng)
     with atomic_folder(out) as tmp:
         _write_images(images, tmp, size, progress)
         write_poems(poems, tmp / "poems.jsonl")
-        (tmp / "release.json").write_text(json.dumps(_release_json(seed, labelled), ensure_ascii=False, indent=1)
+        (tmp / "release.json").write_text(json.dumps(_release_json(main, seed, labelled), ensure_ascii=False, indent=1)
                                           + "\n", encoding="utf-8")
         write_csv(tmp / "ratings.csv", RATING_COLUMNS + main.keys, ratings)
         if labelled:
@@ -179,9 +182,9 @@ def glyph_note() -> str:
     return f"Its planted text is drawn with the font {font.name}."
 
 
-def _release_json(seed: int, labelled: bool) -> dict:
+def _release_json(main: Rubric, seed: int, labelled: bool) -> dict:
     return {
-        "name": "TangPoetryBench demo",
+        "name": f"{main.display['en']} demo",  # the tradition's name: "Tang poetry demo", "Haiku demo"
         "version": f"demo-seed{seed}",
         "synthetic": True,
         "license": "mit",

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import torch
 
-from ...models import chat_inputs, has_random_weights, load_qwen_vl, model_label
+from ...models import chat_inputs, has_random_weights, load_qwen_vl, model_label, trained_rubric
 from ..readout import read_batch
 from . import Answer, Question
 
@@ -50,14 +50,15 @@ class TransformersBackend:
         self.random_weights = has_random_weights(self.model)
         self.quantize = quantize
         self.use_adapter = True
+        self.adapter_rubric = trained_rubric(adapter)  # the rubric the adapter was trained on, where it says
 
     @classmethod
     def from_loaded(cls, model, processor, model_name: str = "in-memory") -> "TransformersBackend":
         """A backend around a model already in memory (e.g. the one being trained), loading nothing."""
         self = cls.__new__(cls)
         self.processor, self.model, self.device = processor, model, next(model.parameters()).device
-        self.model_name, self.random_weights, self.quantize, self.use_adapter = (
-            model_name, has_random_weights(model), None, True)
+        self.model_name, self.random_weights, self.quantize, self.use_adapter, self.adapter_rubric = (
+            model_name, has_random_weights(model), None, True, None)
         return self
 
     def without_adapter(self) -> "TransformersBackend":
@@ -72,7 +73,8 @@ class TransformersBackend:
         return {k: v for k, v in self.__dict__.items() if k != "model"}
 
     def settings(self) -> dict[str, Any]:
-        return {"quantize": self.quantize} if self.quantize else {}
+        return {**({"quantize": self.quantize} if self.quantize else {}),
+                **({"adapter_rubric": self.adapter_rubric} if self.adapter_rubric and self.use_adapter else {})}
 
     def prepare(self, questions: Sequence[Question]) -> list[tuple[list[int], list]]:
         """(indices, model inputs) per group of questions asked together; a choices group is cut into forward

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ...models import model_label
+from ...models import model_label, trained_rubric
 from ..prompt import with_image_parts
 from ..readout import vllm_read
 from . import Answer, Question
@@ -95,12 +95,13 @@ class VLLMBackend:
         self.lora = LoRARequest("pae", 1, adapter) if adapter else None
         self.model_name = model_label(model, adapter)
         self.random_weights = False
+        self.adapter_rubric = trained_rubric(adapter)  # the rubric the adapter was trained on, where it says
 
     def __getstate__(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k != "llm"}
 
     def settings(self) -> dict[str, Any]:
-        return {}
+        return {"adapter_rubric": self.adapter_rubric} if self.adapter_rubric else {}
 
     def prepare(self, questions: Sequence[Question]) -> list[list[dict]]:
         return [pil_parts(q.messages) for q in questions]

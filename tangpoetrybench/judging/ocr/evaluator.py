@@ -3,7 +3,8 @@
 RapidOCR (Apache-2.0) ships PP-OCRv6's detection and recognition models and PP-OCRv4's orientation classifier as
 ONNX files inside its wheel; they are loaded from there by path, so nothing is downloaded (its `.vis()`, which
 fetches a font, is never called). Each image gets its text regions (box, text, confidence), a verdict (see
-`tangpoetrybench.judging.ocr.evidence`) and `scores = {"text_integrity": ...}` on the rubric's scale; the regions and the
+`tangpoetrybench.judging.ocr.evidence`) and the rubric's adjudicated dimension as its score (Tang: `scores =
+{"text_integrity": ...}`), on that dimension's scale; the regions and the
 verdict go to the result's `evidence`, `raw_output` holds the lines read.
 
     >>> ocr = load_evaluator("text-ocr")
@@ -25,7 +26,6 @@ from .evidence import RULES_VERSION, TextRegion, judge
 from ..evaluators.base import EvalResult, Evaluator, ScoringItem
 from ...models import DEFAULT_MAX_PIXELS, fit_pixels
 
-DIMENSION = "text_integrity"
 MODEL_FILES = {"Det": "PP-OCRv6_det_small.onnx", "Cls": "ch_ppocr_mobile_v2.0_cls_mobile.onnx",
                "Rec": "PP-OCRv6_rec_small.onnx"}
 INSTALL_HINT = 'the text-ocr evaluator needs rapidocr and onnxruntime: pip install "tangpoetrybench[ocr]"'
@@ -87,11 +87,17 @@ class TextOCR(Evaluator):
     def _run(self, inputs: list[np.ndarray], items: Sequence[ScoringItem]) -> list[EvalResult]:
         results = []
         for image, item in zip(inputs, items):
+            rubric = self.rubric_for(item)
+            key = rubric.adjudicated_dimension  # the text dimension (Tang: text_integrity)
+            if key is None:
+                results.append(self.result(item, {}, None, None, "failed", f"the rubric {rubric.name} names no "
+                                           "adjudicated (text) dimension for the OCR's verdict", kind="input"))
+                continue
             judgement = judge(read_regions(self.engine, image), item.poem, image)
-            scale = self.rubric_for(item).dimension(DIMENSION).scores  # best first: no text issue … text issue
+            scale = rubric.dimension(key).scores  # best first: no text issue … text issue
             score = scale[-1] if judgement.text_issue else scale[0]
             raw = json.dumps([r.text for r in judgement.regions], ensure_ascii=False)
-            result = self.result(item, {DIMENSION: score}, score, raw, "ok", None)
+            result = self.result(item, {key: score}, score, raw, "ok", None)
             result.evidence = judgement.evidence()
             results.append(result)
         return results
