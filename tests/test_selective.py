@@ -15,7 +15,8 @@ from scipy import stats
 from tangpoetrybench.errors import DataError
 from tangpoetrybench.judging.abstention import Abstention, SelectiveOptions
 from tangpoetrybench.judging.calibrated import FORMAT, FORMAT_2, Calibration, Target, load_calibration
-from tangpoetrybench.stats.selective import GRID, Uncertifiable, fit_abstention, hb_p_value, kept_error, poem_losses
+from tangpoetrybench.stats.selective import (GRID, Uncertifiable, abstention_sentence, fit_abstention, hb_p_value,
+                                             kept_error, poem_losses)
 
 EPSILON, DELTA = 0.08, 0.1
 SPLITS = 60
@@ -196,6 +197,10 @@ def test_held_out_kept_error_and_a_shift_that_breaks_it():
     pred, human, spread, poem_of = held
     shifted = kept_error(abstention, np.clip(pred + 0.3, 0, 1), human, spread, poem_of, n_bootstrap=500)
     assert not shifted["holds"] and shifted["error_ci"][0] > EPSILON
+    assert abstention_sentence(found, "`held`") is None
+    assert abstention_sentence(shifted, "`held`").startswith(
+        f"The judge's kept error on `held` is {shifted['error']:.3f}, above the certified ε = 0.08 (its 95 % interval "
+        "lies above it): these images are not like the calibration poems — a shift")
 
 
 # --- the calibration file ---
@@ -280,6 +285,7 @@ def test_tpb_calibrate_fits_a_threshold_or_says_the_smallest_epsilon_it_can(demo
     assert "error: 10 calibration poems certify no threshold at ε = 0.1, δ = 0.1 for the mean |human − score| of " \
            "the kept quality scores: the smallest ε they certify at δ = 0.1 is " in err and not cal.exists()
     smallest = err.strip().rsplit(" ", 1)[1]
+    assert smallest == "0.476"  # docs/calibration.md quotes it
     assert main([*fit, "--epsilon", smallest]) == 0
     assert "Selective judging: keep a quality score whose readout spread (quality_sd) is at most" in \
         capsys.readouterr().out
