@@ -248,7 +248,7 @@ def test_a_calibrations_new_fields_are_checked_each_named(tmp_path):
              ({"abstention": {k: v for k, v in data["abstention"].items() if k != "n_poems"}},
               "abstention.n_poems: missing or not a whole number ≥ 1"),
              ({"human_quality": [[0.6, 0.5], [0.2, 0.5]]}, "human_quality: values must rise"),
-             ({"human_quality": None}, "human_quality: missing or not a list of"),
+             ({"human_quality": [[0.5, 1.0, 2.0]]}, "human_quality: missing or not a list of"),
              ({"format": FORMAT_2}, "human_quality: a file of format 'tangpoetrybench-calibration/2' holds none")]
     for change, message in cases:
         path.write_text(json.dumps({**data, **change}))

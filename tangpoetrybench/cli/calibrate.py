@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> None:
     from ..judging.results import ResultsFile
     from ..stats.agree import calibrate
     from ..stats.calibration import format_fit, percent, widest, write_selection
+
     selective = dataclass_from(args, SelectiveOptions)
     selective.check()
     others = [f"--{k.replace('_', '-')}" for k in ("delta", "abstain_on")

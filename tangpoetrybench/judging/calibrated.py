@@ -302,7 +302,7 @@ def load_calibration(path: Path | str) -> Calibration:
                      for key in ("human_quality", "abstention") if key in data]
         human, abstention = None, None
     else:
-        human = _human_quality(data.get("human_quality"), where, problems)
+        human = _human_quality(data.get("human_quality"), where, problems)  # null: no percentiles
         abstention = None if data.get("abstention") is None else _abstention(data["abstention"], where, problems)
     if problems:
         raise DataError(problems)
@@ -374,8 +374,10 @@ def _abstention(raw: Any, where: str, problems: list[Problem]) -> Abstention | N
 
 
 def _human_quality(raw: Any, where: str, problems: list[Problem]) -> list[list[float]] | None:
-    """The people's distribution: [value, weight] pairs, values in the score range and rising, weights > 0 summing
-    to 1."""
+    """The people's distribution, or null: [value, weight] pairs, values in the score range and rising, weights > 0
+    summing to 1."""
+    if raw is None:
+        return None
     pairs = raw if isinstance(raw, list) and raw else None
     if pairs is None or not all(isinstance(p, list) and len(p) == 2 and all(_is(x, float) for x in p) for p in pairs):
         problems.append(Problem(where, "missing or not a list of [value, weight] pairs", field="human_quality"))

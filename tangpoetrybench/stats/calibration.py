@@ -10,13 +10,15 @@ Fitting, on a calibration split (validation: poem-disjoint from test), for quali
   after Dunn, Wasserman & Ramdas 2022): coverage ≥ 1 − α over a new poem and one of its images, whatever the
   poems' sizes (docs/calibration.md). A pair the judge gave no score counts as an infinite residual: a miss;
 - conformal prediction sets over each dimension's anchors: the same quantile of 1 − p(the people's anchor);
-- a temperature per dimension, the one that minimises the negative log-likelihood of the people's anchors.
+- a temperature per dimension, the one that minimises the negative log-likelihood of the people's anchors;
+- the people's quality distribution (each poem weighing one), for percentile rewards; and, asked for (`--epsilon`),
+  a selective-judging threshold with a guarantee (`stats.selective`).
 
 Evaluating, on held-out images: coverage of the intervals and sets as the guarantee counts it (the mean over poems of
 the share of a poem's pairs covered), with bootstrap intervals over poems; mean width,
 also as a share of the score range; expected calibration error (ECE) and the reliability diagram of the most likely
-anchor's probability, before and after the temperature; and the risk–coverage curve of selective judging (the
-images with the widest intervals left to people first).
+anchor's probability, before and after the temperature; the risk–coverage curve of selective judging (the
+images with the widest intervals left to people first); and, with a threshold, the error of the scores it keeps.
 
 The people's anchor of a dimension is the anchor nearest the human score (a mean of raters may lie between two;
 ties go to the higher), or null where the image was rated and the dimension excluded.
