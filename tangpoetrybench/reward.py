@@ -20,6 +20,13 @@ Flow-GRPO's per-prompt standardisation its advantage is then zero only where PAE
 holds the prompt's whole group; in a weighted sum with other scorers it is what those scorers give it. Or a fixed
 value, NaN (for a trainer that masks it), or an exception ("raise"). `info["status"]` says, per image,
 which (`ok`, `repaired`; `filled`, `nan`) and `info["error"]` why.
+
+With a calibration that holds a selective-judging threshold (`tpb calibrate --epsilon`), `abstain` makes the judge
+abstain where it is unsure (`Calibration.abstains`): such an image's score is not used, and the image gets what
+`abstain` says — its poem's mean as for a failure, NaN, a number, or the scalar of its intervals' lower bounds.
+`info["abstained"]` says which, `info["abstained_share"]` how many, a call where the judge abstains on most of a
+poem's images warns once, and `trl` logs the share per step. `scale="percentile"` gives the reward as its percentile
+among the people's scores of the calibration images, in [0, 1] (docs/reward.md).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import logging
 import math
 import os
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -38,7 +45,7 @@ from PIL import Image
 
 from .errors import ImageError
 from .files import DEFAULT_MAX_IMAGE_PIXELS, open_image
-from .judging.calibrated import Calibrated, interval_info, load_calibration
+from .judging.calibrated import SCORE_RANGE, Calibrated, interval_info, load_calibration
 from .judging.evaluators import load_evaluator
 from .judging.evaluators.base import EvalResult, Evaluator, as_poem
 from .judging.results import weights_word
@@ -51,6 +58,9 @@ logger = logging.getLogger(__name__)
 SLACK = 1e-5  # a float image may overshoot [0, 1] by rounding (a VAE's decode): that much is clipped, not refused
 
 ON_FAILURE = ("mean", "raise", "nan")  # or a number: the reward of an image that could not be scored
+ABSTAIN = ("mean", "nan", "lower")  # or a number, or True (as on_failure): the reward of an image abstained on
+SCALES = ("score", "percentile")
+ABSTAINED_METRIC = "pae/abstained"  # what `trl` logs through TRL's log_metric: the share abstained per call
 DEFAULT_DEADLINE = 300.0  # seconds a served judge's reward call may take, every request and retry included
 
 
@@ -167,14 +177,45 @@ def as_poems(poems: Mapping[str, Poem] | Iterable[Poem | Mapping]) -> dict[str, 
     return known
 
 
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def same_poem(poems: Sequence[Poem], i: int) -> np.ndarray:
+    """The call's images in image i's group: those of its poem (what a `mean` fill averages over)."""
+    return np.array([p.poem_id == poems[i].poem_id for p in poems])
+
+
+def lowered(result: EvalResult) -> EvalResult:
+    """The result with quality and each dimension at its interval's lower bound (the score range's bottom where it
+    has none): what `abstain="lower"` gives to the scalar."""
+    block = result.calibrated or {}
+
+    def bound(interval: list[float] | None, score: float | None) -> float | None:
+        return None if score is None else interval[0] if interval else SCORE_RANGE[0]
+
+    return replace(result, quality=bound(block.get("quality"), result.quality),
+                   scores={k: bound(block.get("scores", {}).get(k), v) for k, v in result.scores.items()})
+
+
 class PAEReward:
-    """The reward callable (built by `load_reward`). `on_failure` and `deadline`: see the module's docstring."""
+    """The reward callable (built by `load_reward`). `on_failure`, `deadline`, `abstain` and `scale`: see the
+    module's docstring."""
 
     def __init__(self, evaluator: Evaluator, poems: Mapping[str, Poem] | Iterable[Poem | Mapping] = (),
                  scalar: Scalar | None = None, batch_size: int = 16, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
-                 on_failure: str | float = "mean", deadline: float | None = None):
-        if not (on_failure in ON_FAILURE or isinstance(on_failure, (int, float)) and not isinstance(on_failure, bool)):
+                 on_failure: str | float = "mean", deadline: float | None = None,
+                 abstain: str | float | bool | None = None, scale: str = "score"):
+        if not (on_failure in ON_FAILURE or is_number(on_failure)):
             raise ValueError(f"on_failure must be {', '.join(map(repr, ON_FAILURE))} or a number, not {on_failure!r}")
+        self.calibration = getattr(evaluator, "calibration", None)
+        self.abstain = self.abstain_choice(abstain, on_failure)
+        if scale not in SCALES:
+            raise ValueError(f"scale must be {' or '.join(map(repr, SCALES))}, not {scale!r}")
+        if scale == "percentile" and (self.calibration is None or self.calibration.human_quality is None):
+            raise ValueError("scale='percentile' reads the people's scores of a calibration's images: give "
+                             "calibration= a file made by this version of tpb calibrate (format /3)")
+        self.scale = scale
         backend = getattr(evaluator, "backend", None)
         if deadline is not None and not hasattr(backend, "within"):
             raise ValueError("deadline= applies to a served judge (base_url=...): a local model's batch is not cut "
@@ -188,6 +229,22 @@ class PAEReward:
         self.told: set[str] = set()  # what was said once: the random-weights note, the readout's fallback
         if getattr(evaluator, "rubric", None) is not None:
             self.check_scalar(evaluator.rubric)
+
+    def abstain_choice(self, abstain: Any, on_failure: str | float) -> str | float | None:
+        """What an image abstained on gets (None: the judge never abstains), checked against the calibration."""
+        if abstain is None or abstain is False:
+            return None
+        if abstain is True:
+            if on_failure == "raise":
+                raise ValueError("abstain=True treats an abstention as on_failure says, and on_failure='raise' would "
+                                 "end the call: choose abstain='mean', 'nan', 'lower' or a number")
+            abstain = on_failure
+        if not (abstain in ABSTAIN or is_number(abstain)):
+            raise ValueError(f"abstain must be True, {', '.join(map(repr, ABSTAIN))} or a number, not {abstain!r}")
+        if self.calibration is None or self.calibration.abstention is None:
+            raise ValueError("abstain= needs calibration= a file with a selective-judging threshold: make one with "
+                             "tpb calibrate ... --epsilon E --delta D (docs/calibration.md)")
+        return abstain
 
     def check_scalar(self, rubric: Rubric) -> None:
         if rubric.fingerprint not in self.checked:
@@ -230,25 +287,63 @@ class PAEReward:
         with bound:
             return poems, self.evaluator(images, poems, batch_size=self.batch_size)
 
-    def rewards(self, poems: Sequence[Poem], results: Sequence[EvalResult]) -> tuple[np.ndarray, list[str]]:
-        """Each image's reward and status: the scalar of a scored image; `on_failure` for one that was not."""
+    def scaled(self, value: float) -> float:
+        """A scalar's value on the reward's scale: itself, or its percentile among the people's scores."""
+        return self.calibration.percentile(value) if self.scale == "percentile" else value
+
+    def value(self, result: EvalResult) -> float:
+        return self.scaled(self.scalar(result))
+
+    def abstains(self, result: EvalResult) -> bool:
+        """Whether the judge abstains on a scored result (`Calibration.abstains`; a result the calibration could not
+        be applied to, another rubric's, has no guarantee and is abstained on too)."""
+        if self.abstain is None or result.parse_status == "failed" or result.quality is None:
+            return False
+        return "quality" not in (result.calibrated or {}) or self.calibration.abstains(result.quality, result.readout)
+
+    def rewards(self, poems: Sequence[Poem], results: Sequence[EvalResult]
+                ) -> tuple[np.ndarray, list[str], np.ndarray]:
+        """Each image's reward, status and whether the judge abstained on it: the scalar of a kept image (on the
+        reward's scale); `on_failure` for one that could not be scored, `abstain` for one abstained on."""
         failed = [i for i, r in enumerate(results) if r.parse_status == "failed"]
         if failed and self.on_failure == "raise":
             raise RewardFailed(f"{len(failed)} of the {len(results)} images could not be scored: " + "; ".join(
                 f"image {i}: {results[i].error}" for i in failed[:5]) + ("; ..." if len(failed) > 5 else ""))
-        rewards = np.array([math.nan if i in failed else self.scalar(r) for i, r in enumerate(results)],
+        abstained = np.array([self.abstains(r) for r in results], dtype=bool)
+        rewards = np.array([math.nan if i in failed else self.value(r) for i, r in enumerate(results)],
                            dtype=np.float64)
         status = [r.parse_status if r.parse_status != "failed" else "nan" if self.on_failure == "nan" else "filled"
                   for r in results]
-        if self.on_failure == "mean":
-            scored = ~np.isnan(rewards)
-            overall = float(rewards[scored].mean()) if scored.any() else self.scalar.missing
-            for i in failed:
-                same = scored & np.array([p.poem_id == poems[i].poem_id for p in poems])
+        kept = ~np.isnan(rewards) & ~abstained  # what a mean fill averages
+        if self.abstain == "lower":
+            for i in np.flatnonzero(abstained):
+                rewards[i] = self.value(lowered(results[i]))
+        elif self.abstain is not None:
+            self.fill(rewards, np.flatnonzero(abstained), self.abstain, kept, poems)
+        self.fill(rewards, failed, self.on_failure, kept, poems)
+        return rewards, status, abstained
+
+    def fill(self, rewards: np.ndarray, which: Sequence[int], how: str | float, kept: np.ndarray,
+             poems: Sequence[Poem]) -> None:
+        """Give the images `which` what `how` says: the mean reward of the kept images of their poem, else of all the
+        kept images, else the scalar's `missing`; NaN; or a number."""
+        if how == "mean":
+            overall = float(rewards[kept].mean()) if kept.any() else self.scaled(self.scalar.missing)
+            for i in which:
+                same = kept & same_poem(poems, i)
                 rewards[i] = float(rewards[same].mean()) if same.any() else overall
-        elif self.on_failure != "nan":
-            rewards[failed] = float(self.on_failure)
-        return rewards, status
+        else:
+            rewards[list(which)] = math.nan if how == "nan" else float(how)
+
+    def tell_abstained(self, poems: Sequence[Poem], abstained: np.ndarray) -> None:
+        """Warn once where the judge abstained on most images of a group (a poem's)."""
+        groups = {p.poem_id: i for i, p in enumerate(poems)}
+        most = [poem for poem, i in groups.items() if abstained[same_poem(poems, i)].mean() > 0.5]
+        if most:
+            self.tell_once("abstained", f"the judge abstained on most images of {len(most)} of the call's "
+                                        f"{len(groups)} poems (e.g. {most[0]}): their rewards are abstain="
+                                        f"{self.abstain!r}'s, not the judge's; info['abstained'] says which "
+                                        "(said once)")
 
     def __call__(self, images: Any, prompts: Sequence[Any], metadata: Sequence[Mapping] | None = None
                  ) -> tuple[np.ndarray, dict[str, Any]]:
@@ -259,7 +354,9 @@ class PAEReward:
         instead (`readout_fallback`, None where it was not). The random-weights note and a fallback are also said
         once, as a warning."""
         poems, results = self.results(images, prompts, metadata)
-        rewards, status = self.rewards(poems, results)
+        rewards, status, abstained = self.rewards(poems, results)
+        if self.abstain is not None:
+            self.tell_abstained(poems, abstained)
         fallbacks = [readout_fallback(r.to_json()) for r in results]
         weights = weights_word(getattr(self.evaluator, "random_weights", False))
         if weights is True:
@@ -285,15 +382,24 @@ class PAEReward:
                 "quality_sd": vector((r.readout or {}).get("quality_sd") for r in results),
                 "status": status, "error": [r.error if r.parse_status == "failed" else None for r in results],
                 "random_weights": weights, "readout_fallback": fallbacks, **interval_info(results)}
+        if self.abstain is not None:
+            info.update(abstained=abstained, abstained_share=float(abstained.mean()) if len(abstained) else 0.0)
         return rewards, info
 
     def trl(self, prompts: Sequence[Any] | None = None, completions: Any = None, **kwargs) -> list[float]:
         """A TRL-style reward function: `completions` are the generated images, the poems come from a `poem_id` or
-        `poem` column (kwargs, one value per completion) or else from `prompts`."""
+        `poem` column (kwargs, one value per completion) or else from `prompts`. Where the judge may abstain and the
+        trainer passes TRL's `log_metric` and `log_extra`, the share abstained is logged as `pae/abstained` and each
+        completion's as the column `pae_abstained`."""
         n = len(completions)
         columns = {k: kwargs[k] for k in ("poem_id", "poem") if kwargs.get(k) is not None}
         metadata = [{k: v[i] for k, v in columns.items()} for i in range(n)]
-        scores, _ = self(completions, prompts if prompts is not None else [None] * n, metadata)
+        scores, info = self(completions, prompts if prompts is not None else [None] * n, metadata)
+        if "abstained" in info:
+            if callable(kwargs.get("log_metric")):
+                kwargs["log_metric"](ABSTAINED_METRIC, info["abstained_share"])
+            if callable(kwargs.get("log_extra")):
+                kwargs["log_extra"]("pae_abstained", info["abstained"].tolist())
         return scores.tolist()
 
 
@@ -302,7 +408,7 @@ def load_reward(model: str | None = None, adapter: str | None = None, *,
                 scalar: Scalar | None = None, readout: str = "expected", batch_size: int = 16,
                 calibration: str | Path | None = None, on_failure: str | float = "mean",
                 deadline: float | None = None, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
-                **kwargs) -> PAEReward:
+                abstain: str | float | bool | None = None, scale: str = "score", **kwargs) -> PAEReward:
     """The reward, its judge loaded once. Without `base_url`: a local PAE (`model`, `adapter`, and `device`,
     `quantize`, `max_pixels`, `rubric` in kwargs). With `base_url` (one server, a comma list or a list of them: a
     fleet, each request to the replica with the fewest in flight): the served judge (`model` is the name the servers
@@ -310,8 +416,10 @@ def load_reward(model: str | None = None, adapter: str | None = None, *,
     each call within `deadline` seconds (default 300). `poems`: what metadata's `poem_id` names (`as_poems`);
     `scalar`: how a result becomes the reward, checked against the rubric. `on_failure`: what an image that could not
     be scored gets (see the module's docstring). `calibration` (a `tpb calibrate` file for this judge as set up here)
-    adds each image's intervals to `info` (docs/calibration.md). Images over `max_image_pixels` are refused
-    (`as_images`)."""
+    adds each image's intervals to `info` (docs/calibration.md); with a selective-judging threshold in it,
+    `abstain` (True: as `on_failure` says; "mean", "nan", "lower" or a number) makes the judge abstain where it is
+    unsure, and `scale="percentile"` gives each reward as its percentile among the people's scores of the calibration
+    images. Images over `max_image_pixels` are refused (`as_images`)."""
     if base_url:
         evaluator = load_evaluator("api", model=model, base_url=base_url, readout=readout, **kwargs)
         deadline = DEFAULT_DEADLINE if deadline is None else deadline
@@ -319,4 +427,4 @@ def load_reward(model: str | None = None, adapter: str | None = None, *,
         evaluator = load_evaluator("pae", model=model, adapter=adapter, readout=readout, **kwargs)
     if calibration is not None:
         evaluator = Calibrated(evaluator, load_calibration(calibration))
-    return PAEReward(evaluator, poems, scalar, batch_size, max_image_pixels, on_failure, deadline)
+    return PAEReward(evaluator, poems, scalar, batch_size, max_image_pixels, on_failure, deadline, abstain, scale)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -9,11 +10,14 @@ import pytest
 import torch
 
 from conftest import tiny_pae_items
+from tangpoetrybench.judging.abstention import Abstention
+from tangpoetrybench.judging.calibrated import Calibrated, Calibration, Target
+from tangpoetrybench.judging.evaluators import load_evaluator
 from tangpoetrybench.judging.evaluators.base import EvalResult
 from tangpoetrybench.judging.prompt import format_answer
 from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.rubric import load_rubric
-from tangpoetrybench.reward import PAEReward, Scalar, as_images, as_poems, load_reward
+from tangpoetrybench.reward import ABSTAINED_METRIC, PAEReward, Scalar, as_images, as_poems, load_reward
 
 
 def result(scores, quality, confidences=None) -> EvalResult:
@@ -175,3 +179,203 @@ def test_a_flow_grpo_loop_through_a_served_judge(server):
         for scores, info, _ in flow_grpo_loop(reward, steps=2):
             assert scores.tolist() == [1.0, 1.0] and info["status"] == ["ok", "ok"]
             assert all(np.all(c == 1.0) for c in info["confidence"].values())
+
+
+# --- a reward that abstains where the judge is unsure ---
+
+def calibration_of(evaluator, max_spread: float | None, human_quality=None) -> Calibration:
+    """A calibration of `evaluator` as it is set up, its numbers SET BY HAND for the reward's plumbing (quantile
+    q̂ = 2 on the readout's spread, a threshold `max_spread`): nothing here is certified by data (tests/test_selective.py
+    tests the fitting)."""
+    grid = sorted({0.01, 0.04, *([max_spread] if max_spread is not None else [])}) + [None]
+    return Calibration(alpha=0.2, evaluator=evaluator.name, model=evaluator.model_name, settings=evaluator.settings(),
+                       dataset={}, poems=[], n_images=0, quality=Target(0, 0, 0.3, 2.0), dimensions={},
+                       human_quality=human_quality or [[0.0, 0.25], [0.5, 0.5], [1.0, 0.25]],
+                       abstention=Abstention("mae", 0.1, 0.1, max_spread, "set by hand", grid, 0.0, 0.0, 1, 1.0, 0.1))
+
+
+def served_judge(max_spread: float | None = 0.04, **reward):
+    """A reward around a served judge that is never asked (its server's port is closed): `rewards` is given
+    results made here."""
+    judge = load_evaluator("api", model="pae", base_url="http://127.0.0.1:9/v1", readout="expected")
+    return PAEReward(Calibrated(judge, calibration_of(judge, max_spread)), poems=sample_poems(), **reward)
+
+
+def made(reward: PAEReward, quality: float | None, sd: float | None) -> EvalResult:
+    """A result as the calibrated judge returns it (its `calibrated` block applied); quality None: a failed answer."""
+    failed = quality is None
+    result = EvalResult("x", "api", {} if failed else {"overall_impression": quality}, quality, None,
+                        "failed" if failed else "ok", "HTTP 503" if failed else None, 0.0,
+                        readout=None if failed else {"quality_sd": sd, "dimensions": {}})
+    return reward.evaluator.calibration.apply_result(result)
+
+
+CALL = [(0.8, 0.02), (0.1, 0.2), (0.6, 0.03), (None, None), (0.9, 0.3), (0.4, 0.01)]  # (quality, sd) per image
+GROUPS = [0, 0, 0, 1, 1, 1]  # the poem of each image: three of each
+
+
+def rewards_of(reward: PAEReward, call=CALL):
+    poems = [sample_poems()[g] for g in GROUPS]
+    return reward.rewards(poems, [made(reward, q, sd) for q, sd in call])
+
+
+def test_an_image_the_judge_abstains_on_is_treated_as_asked_by_hand():
+    """Threshold 0.04: images 1 and 4 (spreads 0.2, 0.3) are abstained on, image 3 failed. `mean`: an abstained
+    image gets its poem's mean over the kept images (poem 0: (0.8 + 0.6) / 2; poem 1: 0.4), as the failed one does;
+    its advantage per poem is then 0. NaN, a number, the lower bound of its quality interval (q̂·(sd + 0.01) below:
+    0.1 − 2·0.21 cut at 0; 0.9 − 0.62), and abstain=True as on_failure says."""
+    rewards, status, abstained = rewards_of(served_judge(abstain="mean"))
+    assert abstained.tolist() == [False, True, False, False, True, False] and status[3] == "filled"
+    assert rewards == pytest.approx([0.8, 0.7, 0.6, 0.4, 0.4, 0.4])
+    for group in ([0, 1, 2], [3, 4, 5]):
+        advantages = rewards[group] - rewards[group].mean()
+        assert advantages[[i for i, g in enumerate(group) if abstained[g]]] == pytest.approx(0.0, abs=1e-12)
+    rewards, _, _ = rewards_of(served_judge(abstain="nan", on_failure=0.0))
+    assert np.array_equal(rewards, [0.8, np.nan, 0.6, 0.0, np.nan, 0.4], equal_nan=True)
+    assert rewards_of(served_judge(abstain=-1.0))[0] == pytest.approx([0.8, -1, 0.6, 0.4, -1, 0.4])
+    assert rewards_of(served_judge(abstain="lower"))[0] == pytest.approx([0.8, 0.0, 0.6, 0.4, 0.28, 0.4])
+    assert np.isnan(rewards_of(served_judge(abstain=True, on_failure="nan"))[0][[1, 3, 4]]).all()
+    keep_all = rewards_of(served_judge(None, abstain="mean"))  # a threshold that keeps every score
+    assert not keep_all[2].any() and keep_all[0] == pytest.approx([0.8, 0.1, 0.6, 0.65, 0.9, 0.4])
+
+
+def test_abstaining_is_asked_for_and_checked():
+    with pytest.raises(ValueError, match="abstain=True treats an abstention as on_failure says"):
+        served_judge(abstain=True, on_failure="raise")
+    with pytest.raises(ValueError, match="abstain must be True, 'mean', 'nan', 'lower' or a number, not 'zero'"):
+        served_judge(abstain="zero")
+    judge = load_evaluator("api", model="pae", base_url="http://127.0.0.1:9/v1", readout="expected")
+    without = dataclasses.replace(calibration_of(judge, 0.04), abstention=None)
+    with pytest.raises(ValueError, match="abstain= needs calibration= a file with a selective-judging threshold: "
+                                         "make one with tpb calibrate ... --epsilon E --delta D"):
+        PAEReward(Calibrated(judge, without), abstain="mean")
+    with pytest.raises(ValueError, match="abstain= needs calibration="):
+        PAEReward(judge, abstain="mean")
+    with pytest.raises(ValueError, match="scale='percentile' reads the people's scores of a calibration's images"):
+        PAEReward(Calibrated(judge, dataclasses.replace(without, human_quality=None)), scale="percentile")
+    assert not served_judge(abstain=None).abstains(made(served_judge(), 0.1, 0.9))  # not asked: never
+
+
+def test_a_percentile_reward_is_bounded_and_its_fill_on_the_same_scale():
+    """scale='percentile': each kept reward is its quality's percentile among the people's scores (here 0, 0.5 and
+    1 weighing 1/4, 1/2, 1/4: mid-ranks 0.125, 0.5, 0.875, linear between), and a mean fill is the mean of those."""
+    rewards, _, _ = rewards_of(served_judge(abstain="mean", scale="percentile"))
+    p = {0.8: 0.5 + 0.3 / 0.5 * 0.375, 0.6: 0.5 + 0.1 / 0.5 * 0.375, 0.4: 0.125 + 0.4 / 0.5 * 0.375}
+    assert rewards == pytest.approx([p[0.8], (p[0.8] + p[0.6]) / 2, p[0.6], p[0.4], p[0.4], p[0.4]])
+    assert np.all((rewards >= 0) & (rewards <= 1))
+
+
+def test_a_call_that_abstains_on_most_of_a_group_warns_once(caplog):
+    import logging
+
+    reward = served_judge(abstain="mean")
+    poems = [sample_poems()[g] for g in GROUPS]
+    with caplog.at_level(logging.WARNING, logger="tangpoetrybench.reward"):
+        reward.tell_abstained(poems, np.array([False, True, False, False, True, False]))  # one of three each: quiet
+        assert not caplog.messages
+        for _ in range(2):
+            reward.tell_abstained(poems, np.array([True, True, False, False, False, False]))
+    assert len(caplog.messages) == 1 and caplog.messages[0].startswith(
+        f"the judge abstained on most images of 1 of the call's 2 poems (e.g. {poems[0].poem_id})")
+
+
+def assert_abstains_as_calibrated(reward: PAEReward, scores: np.ndarray, info: dict, poems: list[str]) -> None:
+    """What every path of the reward (in-process, Flow-GRPO's and TRL's signatures, a served fleet) must show: each
+    image abstained on exactly where `Calibration.abstains` says from its quality and spread, the share reported,
+    and (abstain="mean") an abstained image's reward its poem's mean over the kept ones: its advantage in its
+    group 0."""
+    calibration = reward.evaluator.calibration
+    expected = [calibration.abstains(None if math.isnan(q) else q, {"quality_sd": None if math.isnan(sd) else sd})
+                for q, sd in zip(info["quality"], info["quality_sd"])]
+    assert info["abstained"].tolist() == expected
+    assert info["abstained_share"] == pytest.approx(np.mean(expected))
+    assert info["quality_interval"].shape == (len(scores), 2)
+    for i in np.flatnonzero(info["abstained"]):
+        kept = [j for j, p in enumerate(poems) if p == poems[i] and not info["abstained"][j]]
+        if kept:
+            assert scores[i] == pytest.approx(np.mean(scores[kept]))
+            group = [j for j, p in enumerate(poems) if p == poems[i]]
+            assert scores[i] - np.mean(scores[group]) == pytest.approx(0.0, abs=1e-9)
+
+
+@pytest.mark.slow
+def test_the_local_reward_abstains_through_flow_grpos_and_trls_signatures(tiny_models, tmp_path, caplog):
+    """The tiny PAE (random weights) in-process: a threshold set between the spreads it reports (by hand, see
+    `calibration_of`), Flow-GRPO's loop and TRL's signature abstain the same way, TRL's log_metric gets the share."""
+    base = load_reward(model=str(tiny_models["qwen3-vl"]), device="cpu", poems=sample_poems(), batch_size=4)
+    poems = [p.poem_id for p in sample_poems()[:2] for _ in range(3)]
+    images = torch.rand(6, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    _, plain = base(images, poems)
+    threshold = float(np.median(plain["quality_sd"]))
+    path = calibration_of(base.evaluator, threshold).write(tmp_path / "calibration.json")
+    reward = load_reward(model=str(tiny_models["qwen3-vl"]), device="cpu", poems=sample_poems(), batch_size=4,
+                         calibration=path, abstain="mean")
+    scores, info = reward(images, poems, [{"poem_id": p} for p in poems])  # Flow-GRPO's signature
+    assert 0 < info["abstained"].sum() < 6 and np.allclose(info["quality"], plain["quality"])
+    assert_abstains_as_calibrated(reward, scores, info, poems)
+    logged, columns = [], {}
+    trl = reward.trl(prompts=poems, completions=list(images), poem_id=poems,
+                     log_metric=lambda name, value: logged.append((name, value)),
+                     log_extra=lambda name, values: columns.update({name: values}))
+    assert trl == pytest.approx(scores.tolist())
+    assert logged == [(ABSTAINED_METRIC, info["abstained_share"])]
+    assert columns == {"pae_abstained": info["abstained"].tolist()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("abstain", ["mean", "nan"])
+def test_a_trl_grpo_loop_with_the_abstaining_reward(tiny_models, tmp_path, abstain):
+    """A real `trl.GRPOTrainer` on the CPU, everything tiny and random: the policy (the tiny Qwen3-VL as a language
+    model) writes a prompt for each poem, the tiny text-to-image pipeline paints it, and PAE rewards the painting
+    through `reward.trl`, abstaining where its spread is above a threshold set by hand between the spreads it
+    reports. Two poems, four generations each, three steps: the trainer's logs carry `pae/abstained`, the share
+    abstained in that step, and an abstained completion's advantage is 0 — its poem's mean (`mean`), or masked by
+    TRL, which leaves a completion whose every reward is NaN out of its group's mean and gives it no advantage
+    (`nan`)."""
+    from datasets import Dataset
+    from diffusers import DiffusionPipeline
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    pipe = DiffusionPipeline.from_pretrained(tiny_models["text-to-image"])
+    pipe.set_progress_bar_config(disable=True)
+    poems = sample_poems()[:2]
+
+    def paint(texts: list[str]) -> torch.Tensor:
+        return pipe(texts, num_inference_steps=2, height=32, width=32, output_type="pt",
+                    generator=torch.Generator().manual_seed(0)).images
+
+    judge = str(tiny_models["qwen3-vl"])
+    base = load_reward(model=judge, device="cpu", poems=poems, batch_size=8)
+    _, before = base(paint([p.text + tail for p in poems for tail in ("", "月", "霜", "山")]),
+                     [p.poem_id for p in poems for _ in range(4)])
+    path = calibration_of(base.evaluator, float(np.median(before["quality_sd"]))).write(tmp_path / "cal.json")
+    reward = load_reward(model=judge, device="cpu", poems=poems, batch_size=8, calibration=path, abstain=abstain)
+
+    def pae(prompts, completions, poem_id, **kwargs):
+        return reward.trl(prompts, paint(completions), poem_id=poem_id, **kwargs)
+
+    steps = []
+
+    class EachStep(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if "pae/abstained" in logs:  # the step's batch, as the trainer holds it for its completions table
+                steps.append((logs["pae/abstained"], list(trainer._logs["extra"]["pae_abstained"]),
+                              list(trainer._logs["advantages"]), list(trainer._logs["rewards"]["pae"])))
+
+    args = GRPOConfig(output_dir=str(tmp_path / "grpo"), per_device_train_batch_size=8, num_generations=4,
+                      max_completion_length=8, max_steps=3, logging_steps=1, use_cpu=True, report_to="none",
+                      save_strategy="no", learning_rate=1e-5, bf16=False)
+    trainer = GRPOTrainer(model=judge, reward_funcs=[pae], args=args, callbacks=[EachStep()],
+                          train_dataset=Dataset.from_list([{"prompt": p.text, "poem_id": p.poem_id} for p in poems]))
+    trainer.train()
+    assert len(steps) == 3 and [h["pae/abstained"] for h in trainer.state.log_history[:3]] == [s[0] for s in steps]
+    mixed = 0
+    for share, abstained, advantages, rewards in steps:
+        assert len(abstained) == len(advantages) == 8 and share == pytest.approx(np.mean(abstained))
+        for group in (range(0, 4), range(4, 8)):
+            gone = [i for i in group if abstained[i]]
+            assert all(advantages[i] == pytest.approx(0.0, abs=1e-5) for i in gone), (abstained, advantages)
+            assert all(math.isnan(rewards[i]) for i in gone) if abstain == "nan" else True
+            mixed += 0 < len(gone) < 4
+    assert mixed, "no group had both kept and abstained completions: the threshold split nothing"

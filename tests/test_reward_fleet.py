@@ -402,3 +402,62 @@ def test_a_flow_grpo_step_with_one_failed_image(pae_server):
             assert advantages[0] == pytest.approx(from_brightness, rel=1e-9) and advantages[0] < 0  # darkest patch
         else:
             assert pae[0] == 0.0 and advantages[0] < 0 < min(advantages[1:3])
+
+
+def sent_image(request: dict):
+    """The image a chat completion request carries (its data URL), as PIL."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    part = next(p for m in request["messages"] if isinstance(m["content"], list) for p in m["content"]
+                if p.get("type") == "image_url")
+    return Image.open(io.BytesIO(base64.b64decode(part["image_url"]["url"].split(",", 1)[1])))
+
+
+@pytest.mark.slow
+def test_a_served_fleet_abstains_as_the_in_process_reward_does(pae_server, tmp_path):
+    """Two replicas (proxies in front of the served tiny PAE) whose answers carry a readout's logprobs, which
+    `transformers serve` does not return: sure (every anchor's mass on the answer) for an image with a grey corner,
+    unsure (a third of the mass off the answer's anchor on several dimensions) for one with a black corner. Three
+    distinct images per poem, one of them black-cornered. Through Flow-GRPO's signature and TRL's, the fleet abstains
+    on exactly the unsure images, where `Calibration.abstains` says (`assert_abstains_as_calibrated`, the check the
+    in-process reward passes too), and fills each with its poem's mean over the kept ones."""
+    from test_readout import served_logprobs
+    from test_reward import assert_abstains_as_calibrated, calibration_of
+
+    from tangpoetrybench.judging.prompt import format_answer
+    from tangpoetrybench.rubric import load_rubric
+
+    tang = load_rubric("tang")
+    answer = format_answer({k: tang.dimension(k).scores[0] for k in tang.keys}, tang)
+    sure, tokens = served_logprobs(answer, {}, {})
+    firsts = [i for i, t in enumerate(tokens) if t == "1"][:6]  # the first token of six dimensions' values
+    unsure, _ = served_logprobs(answer, {i: [("0", math.log(1 / 3))] for i in firsts},
+                                {i: math.log(2 / 3) for i in firsts})
+
+    def respond(request: dict, data: dict) -> dict:
+        black = sent_image(request).convert("RGB").getpixel((0, 0)) == (0, 0, 0)
+        data["choices"][0]["message"]["content"] = answer
+        data["choices"][0]["logprobs"] = unsure if black else sure
+        return data
+
+    pictures, poems = synthetic()
+    images = [variant for picture in pictures for variant in corner_variants(picture, 3)]
+    poems = [p for p in poems for _ in range(3)]
+    metadata = [{"poem": {"title": p.title, "author": p.author, "text": p.text}} for p in poems]
+    proxies = [FaultProxy(pae_server["url"], strip_fields=("logprobs", "top_logprobs"), rewrite=respond)
+               for _ in range(2)]
+    with proxies[0] as a, proxies[1] as b:
+        fleet = [a.url, b.url]
+        plain = load_reward(pae_server["model"], base_url=fleet, max_new_tokens=8)
+        path = calibration_of(plain.evaluator, 0.01).write(tmp_path / "calibration.json")
+        reward = load_reward(pae_server["model"], base_url=fleet, max_new_tokens=8, calibration=path, abstain="mean")
+        scores, info = reward(images, [p.text for p in poems], metadata)
+        trl = reward.trl(prompts=[p.text for p in poems], completions=images, poem=[m["poem"] for m in metadata])
+        assert chats(a) and chats(b)  # both replicas answered
+    assert info["status"] == ["ok"] * 9 and info["abstained"].tolist() == [True, False, False] * 3
+    assert info["quality_sd"][0] > 0.01 and info["quality_sd"][1] == 0.0
+    assert_abstains_as_calibrated(reward, scores, info, [p.text for p in poems])
+    assert trl == pytest.approx(scores.tolist())

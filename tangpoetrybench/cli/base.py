@@ -48,6 +48,23 @@ def add_bootstrap(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
 
 
+def add_dataclass_options(p: argparse.ArgumentParser, cls: type, title: str) -> None:
+    """An options dataclass's fields as a group of options, `--field-name` each, with the field's default and the
+    `help`, `choices`, `metavar` and `type` of its metadata (`type`: the default's own where it has one): options
+    declared once, for the command line and Python alike (`dataclass_from`)."""
+    group = p.add_argument_group(title)
+    for f in dataclasses.fields(cls):
+        meta = dict(f.metadata)
+        kwargs = {k: meta[k] for k in ("choices", "metavar") if k in meta}
+        group.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=f.default, help=meta["help"],
+                           type=meta.get("type", type(f.default) if f.default is not None else str), **kwargs)
+
+
+def dataclass_from(args: argparse.Namespace, cls: type):
+    """The options dataclass of the values a command was given (`add_dataclass_options`)."""
+    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+
+
 def number_or_off(cast: Callable[[str], float | int]) -> Callable[[str], float | int | None]:
     """An option's type: a number, or `off` / `none` for None (a rule turned off)."""
     def parse(text: str):

@@ -6,12 +6,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .base import add_dataset_arguments
+from ..judging.abstention import SelectiveOptions
 from ..numeric import counted
+from .base import add_dataclass_options, add_dataset_arguments, dataclass_from
 
 SUMMARY = ("conformal intervals for a judge's scores, fitted on a split poem-disjoint from test; the images to send "
            "to people first")
 EXAMPLE = ('tpb calibrate --dataset sample/dataset --scores val.jsonl --alpha 0.1 --out calibration.json\n'
+           'tpb calibrate --dataset D --scores val.jsonl --epsilon 0.1 --delta 0.1 --out calibration.json\n'
            'tpb calibrate --calibration calibration.json --select 50 --pool new.jsonl --select-out priority.txt')
 
 
@@ -30,6 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--select-out", type=Path, metavar="FILE",
                    help="with --select: FILE.jsonl gets JSON Lines (image_id, poem_id, quality, interval, width); any "
                         "other name a plain list of image ids, one per line, widest first")
+    add_dataclass_options(p, SelectiveOptions, "selective judging (docs/calibration.md)")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -38,15 +41,22 @@ def run(args: argparse.Namespace) -> None:
     from ..stats.agree import calibrate
     from ..stats.calibration import format_fit, percent, widest, write_selection
 
-    fitting = [f"--{k}" for k in ("dataset", "scores", "out") if getattr(args, k) is not None]
+    selective = dataclass_from(args, SelectiveOptions)
+    selective.check()
+    others = [f"--{k.replace('_', '-')}" for k in ("delta", "abstain_on")
+              if getattr(selective, k) != getattr(SelectiveOptions, k)]
+    if selective.epsilon is None and others:
+        raise ValueError(f"{' and '.join(others)} appl{'y' if len(others) > 1 else 'ies'} with --epsilon only")
+    fitting = [f"--{k}" for k in ("dataset", "scores", "out", "epsilon") if getattr(args, k) is not None]
     if args.calibration is not None:
         if fitting:
             raise ValueError(f"--calibration uses a calibration already made: give no {', '.join(fitting)}")
         calibration = load_calibration(args.calibration)
-    elif len(fitting) < 3:
+    elif len([f for f in fitting if f != "--epsilon"]) < 3:
         raise ValueError("give --dataset, --scores and --out to fit a calibration, or --calibration FILE to use one")
     else:
-        calibration, warnings = calibrate(args.dataset, args.scores, args.alpha, args.split, args.config)
+        calibration, warnings = calibrate(args.dataset, args.scores, args.alpha, args.split, args.config,
+                                          selective=selective)
         print(format_fit(calibration, warnings))
         print(f"\nWrote {calibration.write(args.out)}")
     chosen = [f"--{k.replace('_', '-')}" for k in ("pool", "select_out") if getattr(args, k) is not None]

@@ -12,7 +12,10 @@ dimension) and the calibration's quantiles for it:
 - a prediction set over a dimension's anchors: every anchor whose probability is at least 1 − t, t the quantile of
   1 − p(the people's anchor) (from the readout's distribution as it was recorded);
 - a calibrated confidence: the probability of the most likely anchor after temperature scaling, p_T ∝ p^(1/T), the
-  chance (on calibration-like images) that the most likely anchor is the people's.
+  chance (on calibration-like images) that the most likely anchor is the people's;
+- where the calibration holds a selective-judging threshold (`tpb calibrate --epsilon`, fitted in
+  `stats.selective`), whether the judge abstains on a result: `Calibration.abstains`, the one place that says so;
+- where it holds the people's quality distribution (format `/3`), a score's percentile in it (`percentile`).
 
 A calibration holds for results made the way its calibration results were (evaluator, model, every setting and
 the rubric): anything else is refused, naming the setting. See docs/calibration.md for what it guarantees.
@@ -25,16 +28,18 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import DataError, Problem
 from ..files import write_file
+from .abstention import ABSTAIN_TARGETS, Abstention
 from .evaluators.base import EvalResult, Evaluator, Prepared, ScoringItem
 from .results import PER_RESULT_SETTINGS, two_settings
 
-FORMAT = "tangpoetrybench-calibration/2"
+FORMAT = "tangpoetrybench-calibration/3"  # /2 with the people's quality distribution and an optional threshold
+FORMAT_2 = "tangpoetrybench-calibration/2"  # still read, and written back as it was (its fingerprint unchanged)
 EARLIER_FORMATS = ("tangpoetrybench-calibration/1",)  # quantiles ranked per image: not valid for unequal poems
 SCORE_RANGE = (0.0, 1.0)
 SPREAD_FLOOR = 0.01  # added to every spread, so that a readout sure of itself still gets an interval of some width
@@ -77,6 +82,8 @@ class Calibration:
     random_weights: bool = False
     synthetic: bool = False
     diagnostics: dict[str, Any] = field(default_factory=dict)  # what tpb calibrate found on the calibration images
+    human_quality: list[list[float]] | None = None  # [value, weight]: the people's quality, each poem weighing 1/K
+    abstention: Abstention | None = None  # a selective-judging threshold, where one was fitted
 
     @property
     def fingerprint(self) -> str:
@@ -93,8 +100,16 @@ class Calibration:
         """"images/validation": where it was fitted."""
         return f"{self.dataset.get('config')}/{self.dataset.get('split')}"
 
+    @property
+    def format(self) -> str:
+        """/3 where the file holds what /2 could not (the people's distribution, a threshold); else /2, so that a /2
+        file read and written again keeps its fingerprint."""
+        return FORMAT if self.human_quality is not None or self.abstention is not None else FORMAT_2
+
     def to_json(self) -> dict[str, Any]:
-        record = {"format": FORMAT, **asdict(self)}
+        record = {"format": self.format, **asdict(self)}
+        if self.format == FORMAT_2:
+            del record["human_quality"], record["abstention"]
         record["fingerprint"] = None
         return record
 
@@ -136,6 +151,39 @@ class Calibration:
                              "calibration results were; calibrate these (tpb calibrate) or score them that way")
 
     # --- applying it ---
+
+    def abstains(self, quality: float | None, readout: Mapping[str, Any] | None) -> bool:
+        """Whether the judge abstains on a result scored so (its quality, and its readout's `quality_sd`): False
+        without a threshold, and for a result without a score (a failure, not an abstention)."""
+        if self.abstention is None or quality is None:
+            return False
+        return not self.abstention.keeps((readout or {}).get("quality_sd"))
+
+    def max_width(self) -> float | None:
+        """The widest quality interval the judge keeps, before it is cut to the score range: 2 q̂ (max_spread +
+        floor) for normalised intervals, 2 q̂ for plain ones; None without a threshold or where it keeps every
+        score."""
+        a, q = self.abstention, self.quality
+        if a is None or a.max_spread is None or q.q_plain is None:
+            return None
+        return _round(2 * (q.q_normalised * (a.max_spread + self.spread_floor) if q.q_normalised is not None
+                           else q.q_plain))
+
+    def percentile(self, score: Any) -> Any:
+        """Where `score` (a number or an array) lies in the people's quality distribution on the calibration images
+        (each poem weighing one), in [0, 1]: linear between (0, 0), each value the people gave at its mid-rank
+        (the weight below it plus half its own), and (1, 1)."""
+        if self.human_quality is None:
+            raise ValueError(f"calibration {self.fingerprint} holds no distribution of the people's scores (a file of "
+                             f"format {FORMAT_2!r}): calibrate again for percentiles")
+        values = np.array([v for v, _ in self.human_quality], dtype=float)
+        weights = np.array([w for _, w in self.human_quality], dtype=float)
+        mid = np.cumsum(weights) - weights / 2
+        low, high = SCORE_RANGE
+        xs = np.concatenate([[low] if values[0] > low else [], values, [high] if values[-1] < high else []])
+        ys = np.concatenate([[0.0] if values[0] > low else [], mid, [1.0] if values[-1] < high else []])
+        found = np.interp(score, xs, ys)
+        return found if np.ndim(found) else float(found)
 
     def apply(self, scores: Mapping[str, float | None], quality: float | None,
               readout: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -240,14 +288,22 @@ def load_calibration(path: Path | str) -> Calibration:
         raise DataError(Problem(where, f"a calibration of an earlier version ({data['format']!r}), whose quantiles "
                                        "counted images, not poems, and held only where every poem had as many "
                                        "images: calibrate again", field="format"))
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise DataError(Problem(where, f"not a calibration file (expected format {FORMAT!r})", field="format"))
+    if not isinstance(data, dict) or data.get("format") not in (FORMAT, FORMAT_2):
+        raise DataError(Problem(where, f"not a calibration file (expected format {FORMAT!r}, or {FORMAT_2!r})",
+                                field="format"))
     problems = [Problem(where, f"missing or not {name}", field=key) for key, (kind, name) in FIELDS.items()
                 if not _is(data.get(key), kind)]
     if _is(data.get("alpha"), float) and not 0 < data["alpha"] < 1:
         problems.append(Problem(where, f"must lie strictly between 0 and 1, not {data['alpha']}", field="alpha"))
     raw = {"quality": data.get("quality"), **{f"dimensions.{k}": v for k, v in (data.get("dimensions") or {}).items()}}
     targets = {name: _target(value, where, name, problems) for name, value in raw.items()}
+    if data["format"] == FORMAT_2:
+        problems += [Problem(where, f"a file of format {FORMAT_2!r} holds none", field=key)
+                     for key in ("human_quality", "abstention") if key in data]
+        human, abstention = None, None
+    else:
+        human = _human_quality(data.get("human_quality"), where, problems)  # null: no percentiles
+        abstention = None if data.get("abstention") is None else _abstention(data["abstention"], where, problems)
     if problems:
         raise DataError(problems)
     calibration = Calibration(
@@ -255,12 +311,85 @@ def load_calibration(path: Path | str) -> Calibration:
         dataset=data["dataset"], poems=[str(p) for p in data["poems"]], n_images=data["n_images"],
         quality=targets.pop("quality"), dimensions={k.split(".", 1)[1]: t for k, t in targets.items()},
         spread_floor=float(data.get("spread_floor", SPREAD_FLOOR)), random_weights=bool(data.get("random_weights")),
-        synthetic=bool(data.get("synthetic")), diagnostics=data.get("diagnostics") or {})
+        synthetic=bool(data.get("synthetic")), diagnostics=data.get("diagnostics") or {}, human_quality=human,
+        abstention=abstention)
     if data.get("fingerprint") != calibration.fingerprint:
         raise DataError(Problem(where, f"{data.get('fingerprint')!r} does not match the file's content "
                                        f"({calibration.fingerprint}): it was edited; calibrate again",
                                 field="fingerprint"))
     return calibration
+
+
+def _unit(value: float) -> bool:
+    return 0 <= value <= 1
+
+
+def _open_unit(value: float) -> bool:
+    return 0 < value < 1
+
+
+def _grid(values: list) -> bool:
+    return bool(values) and all(v is None or (_is(v, float) and v >= 0) for v in values)
+
+
+# A threshold's fields: the types allowed (None: null), what the value must be, and a check of the value beyond its type.
+ABSTENTION_FIELDS: dict[str, tuple[tuple, str, Callable[[Any], bool] | None]] = {
+    "target": ((str,), f"one of {', '.join(ABSTAIN_TARGETS)}", lambda v: v in ABSTAIN_TARGETS),
+    "epsilon": ((float,), "a number strictly between 0 and 1", _open_unit),
+    "delta": ((float,), "a number strictly between 0 and 1", _open_unit),
+    "max_spread": ((float, None), "a number ≥ 0 or null", lambda v: v is None or v >= 0),
+    "method": ((str,), "a string", None),
+    "grid": ((list,), "a list of numbers ≥ 0 or null", _grid),
+    "p_value": ((float,), "a number in [0, 1]", _unit),
+    "risk": ((float,), "a number in [0, 1]", _unit),
+    "n_poems": ((int,), "a whole number ≥ 1", lambda v: v >= 1),
+    "kept": ((float,), "a number in [0, 1]", _unit),
+    "smallest_epsilon": ((float,), "a number strictly between 0 and 1", _open_unit),
+}
+
+
+def _abstention(raw: Any, where: str, problems: list[Problem]) -> Abstention | None:
+    """A threshold's fields (`ABSTENTION_FIELDS`), and that they agree: the threshold is one of the grid's, its
+    p-value within δ over the grid's size (Bonferroni)."""
+    if not isinstance(raw, dict):
+        problems.append(Problem(where, "not an object or null", field="abstention"))
+        return None
+    found = len(problems)
+    for key, (kinds, words, check) in ABSTENTION_FIELDS.items():
+        value = raw.get(key)
+        if not any(value is None if kind is None else _is(value, kind) for kind in kinds) or (
+                value is not None and check is not None and not check(value)):
+            problems.append(Problem(where, f"missing or not {words}", field=f"abstention.{key}"))
+    if len(problems) > found:
+        return None
+    a = Abstention(**{k: float(raw[k]) if float in kinds and raw[k] is not None else raw[k]
+                      for k, (kinds, _, _) in ABSTENTION_FIELDS.items()})
+    if a.max_spread not in a.grid:
+        problems.append(Problem(where, f"{a.max_spread} is not one of the grid's thresholds", field="abstention"
+                                                                                                    ".max_spread"))
+    if a.p_value > a.delta / len(a.grid) + SLACK:
+        problems.append(Problem(where, f"{a.p_value:g} is above δ / {len(a.grid)} = {a.delta / len(a.grid):g}: the "
+                                       "threshold is not certified", field="abstention.p_value"))
+    return a
+
+
+def _human_quality(raw: Any, where: str, problems: list[Problem]) -> list[list[float]] | None:
+    """The people's distribution, or null: [value, weight] pairs, values in the score range and rising, weights > 0
+    summing to 1."""
+    if raw is None:
+        return None
+    pairs = raw if isinstance(raw, list) and raw else None
+    if pairs is None or not all(isinstance(p, list) and len(p) == 2 and all(_is(x, float) for x in p) for p in pairs):
+        problems.append(Problem(where, "missing or not a list of [value, weight] pairs", field="human_quality"))
+        return None
+    values, weights = [float(v) for v, _ in pairs], [float(w) for _, w in pairs]
+    low, high = SCORE_RANGE
+    if not (all(low <= v <= high for v in values) and all(a < b for a, b in zip(values, values[1:]))
+            and all(w > 0 for w in weights) and abs(sum(weights) - 1) <= 1e-3):
+        problems.append(Problem(where, f"values must rise within [{low:g}, {high:g}] and weights be > 0 and sum to 1",
+                                field="human_quality"))
+        return None
+    return [[v, w] for v, w in zip(values, weights)]
 
 
 def _target(raw: Any, where: str, name: str, problems: list[Problem]) -> Target:

@@ -41,6 +41,7 @@ from ..stats.agree import RATING_COLUMNS as AGREE_RATING_COLUMNS
 from ..stats.agree import agreement_data_of, matched, rating_table_of
 from ..stats.agreement import DEFAULT_BOOTSTRAP, STAT_LABELS, agreement
 from ..stats.calibration import Judged, evaluate_records, percent, shift_sentence
+from ..stats.selective import abstention_sentence, held_out_words
 from ..stats.noise_floor import MIN_MULTI_RATED, floor_summary, noise_floor
 from ..stats.pairs import pair_table_of
 from .plots import radar, reliability_diagram, ring_floor, scatter
@@ -501,6 +502,9 @@ def _table4c(rep: Report, rows: list[Table4]) -> None:
         sentence = shift_sentence(t.calibrated, f"`{t.where}`")
         rep.text(f"**{sentence}**" if sentence else
                  f"On `{t.where}` the coverage is consistent with the promised {percent(first['level'])}.")
+        if t.calibrated.get("abstention"):
+            kept = abstention_sentence(t.calibrated["abstention"], f"`{t.where}`")
+            rep.text(f"**{kept}**" if kept else f"On `{t.where}`, {held_out_words(t.calibrated['abstention'])[0]}.")
         if t.calibrated["unrated"] or t.calibrated["missing"]:
             rep.text(f"`{t.where}`: {counted(len(t.calibrated['unrated']), 'image')} with a result but no human "
                      f"score (left "

@@ -13,6 +13,7 @@ from .agreement import DEFAULT_BOOTSTRAP, DEFAULT_MARGIN, AgreementData, agreeme
 from .calibration import DEFAULT_ALPHA, Judged, evaluate_records, fit, format_evaluation, one_way
 from ..dataset.reading import config_rubric, dataset_identity, dataset_rows
 from ..judging.calibrated import SPREAD_FLOOR, Calibration
+from ..judging.abstention import SelectiveOptions
 from .noise_floor import MIN_MULTI_RATED, RatingTable, floor_summary, noise_floor
 from ..judging.results import SCALAR, ResultsFile
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, counted, fmt, fmt_interval
@@ -89,12 +90,13 @@ def judged_file(dataset: str | Path, scores: ResultsFile | Path | str, split: st
 
 
 def calibrate(dataset: str | Path, scores: ResultsFile | Path | str, alpha: float = DEFAULT_ALPHA,
-              split: str = "validation", config: str = "images",
-              floor: float = SPREAD_FLOOR) -> tuple[Calibration, list[str]]:
-    """`tpb calibrate`: (the calibration, warnings) from a rubric judge's results on a split of a built dataset."""
+              split: str = "validation", config: str = "images", floor: float = SPREAD_FLOOR,
+              selective: SelectiveOptions | None = None) -> tuple[Calibration, list[str]]:
+    """`tpb calibrate`: (the calibration, warnings) from a rubric judge's results on a split of a built dataset;
+    with `selective.epsilon`, its selective-judging threshold too."""
     judged, results, warnings = judged_file(dataset, scores, split, config)
     return fit(judged, one_way(results.records, results.path), dataset_identity(dataset, config, split), alpha,
-               floor), warnings
+               floor, selective), warnings
 
 
 RATING_COLUMNS = ["image_id", "image_config", "poem_id", "rater_id"]

@@ -10,13 +10,15 @@ Fitting, on a calibration split (validation: poem-disjoint from test), for quali
   after Dunn, Wasserman & Ramdas 2022): coverage ≥ 1 − α over a new poem and one of its images, whatever the
   poems' sizes (docs/calibration.md). A pair the judge gave no score counts as an infinite residual: a miss;
 - conformal prediction sets over each dimension's anchors: the same quantile of 1 − p(the people's anchor);
-- a temperature per dimension, the one that minimises the negative log-likelihood of the people's anchors.
+- a temperature per dimension, the one that minimises the negative log-likelihood of the people's anchors;
+- the people's quality distribution (each poem weighing one), for percentile rewards; and, asked for (`--epsilon`),
+  a selective-judging threshold with a guarantee (`stats.selective`).
 
 Evaluating, on held-out images: coverage of the intervals and sets as the guarantee counts it (the mean over poems of
 the share of a poem's pairs covered), with bootstrap intervals over poems; mean width,
 also as a share of the score range; expected calibration error (ECE) and the reliability diagram of the most likely
-anchor's probability, before and after the temperature; and the risk–coverage curve of selective judging (the
-images with the widest intervals left to people first).
+anchor's probability, before and after the temperature; the risk–coverage curve of selective judging (the
+images with the widest intervals left to people first); and, with a threshold, the error of the scores it keeps.
 
 The people's anchor of a dimension is the anchor nearest the human score (a mean of raters may lie between two;
 ties go to the higher), or null where the image was rated and the dimension excluded.
@@ -34,6 +36,8 @@ import numpy as np
 from scipy import optimize, special, stats
 
 from .agreement import AgreementData, bootstrap_draws, per_unit_sums, percentile_interval
+from ..judging.abstention import SelectiveOptions
+from .selective import abstention_sentence, fit_abstention, fit_words, held_out_words, kept_error
 from ..dataset.reading import dataset_fingerprint
 from ..judging.calibrated import PROB_FLOOR, SCORE_RANGE, SPREAD_FLOOR, Calibration, Target, spread_of
 from ..judging.prompt import format_value
@@ -249,9 +253,20 @@ def fit_sets(target: Target, probs: np.ndarray, labels: np.ndarray, poem_of: np.
                    temperature=fit_temperature(probs[fit], labels[fit]))
 
 
+def people_distribution(human: np.ndarray, poem_of: np.ndarray) -> list[list[float]]:
+    """The people's quality over the pairs with one, each of the K poems weighing 1/K, shared by its pairs: the
+    distinct values, rising, each with its weight (what `Calibration.percentile` reads)."""
+    ok = np.isfinite(human)
+    sizes = np.bincount(poem_of[ok])
+    weights = 1.0 / (sizes[poem_of[ok]] * np.count_nonzero(sizes))
+    values, index = np.unique(np.round(human[ok], 6), return_inverse=True)
+    return [[float(v), round(float(w), 6)] for v, w in zip(values, np.bincount(index, weights))]
+
+
 def fit(judged: Judged, made: dict[str, Any], identity: dict[str, Any], alpha: float = DEFAULT_ALPHA,
-        floor: float = SPREAD_FLOOR) -> Calibration:
-    """The calibration of a judge from its results on the calibration images (`judged`)."""
+        floor: float = SPREAD_FLOOR, selective: SelectiveOptions | None = None) -> Calibration:
+    """The calibration of a judge from its results on the calibration images (`judged`); with `selective.epsilon`,
+    its selective-judging threshold too (`stats.selective`: refused where the poems cannot certify it)."""
     if not 0 < alpha < 1:
         raise ValueError(f"α must lie strictly between 0 and 1, not {alpha}")
     data, poem_of, rated = judged.data, judged.poem_of, judged.rated
@@ -273,7 +288,10 @@ def fit(judged: Judged, made: dict[str, Any], identity: dict[str, Any], alpha: f
         alpha=alpha, evaluator=made["evaluator"], model=made["model"], settings=made["settings"], dataset=identity,
         poems=sorted({p for p, k in zip(data.poem_ids, keep) if k}), n_images=int(keep.sum()), quality=quality,
         dimensions=dimensions, spread_floor=floor, random_weights=any(r.get("random_weights") for r in records),
-        synthetic=bool(made["settings"].get("synthetic")))
+        synthetic=bool(made["settings"].get("synthetic")), human_quality=people_distribution(human_quality, poem_of))
+    if selective is not None and selective.epsilon is not None:
+        calibration.abstention = fit_abstention(data.pred_quality, human_quality, judged.quality_spread(), poem_of,
+                                                selective)
     found = evaluate(calibration, judged, n_bootstrap=0)
     calibration.diagnostics = {k: found[k] for k in ("quality", "per_dimension", "reliability", "unrated", "missing")}
     return calibration
@@ -341,7 +359,10 @@ def evaluate(calibration: Calibration, judged: Judged, n_bootstrap: int = 0, see
             "missing": judged.missing(), "unrated": judged.unrated(), "quality": quality, "per_dimension": found,
             "reliability": {"before": reliability(*_pooled(before)), "after": reliability(*_pooled(after))},
             "risk_coverage": risk_coverage(data.pred_quality, data.human_quality,
-                                           [b and b["quality"] for b in blocks])}
+                                           [b and b["quality"] for b in blocks]),
+            "abstention": calibration.abstention and kept_error(
+                calibration.abstention, data.pred_quality, data.human_quality, judged.quality_spread(), poem_of,
+                n_bootstrap, seed)}
 
 
 def covered_by(intervals: Sequence[list[float] | None], human: np.ndarray, ok: np.ndarray
@@ -546,9 +567,11 @@ def format_evaluation(result: dict, agreement: dict | None = None, where: str = 
     for row in result["risk_coverage"]:
         lines.append(f"  {row['abstain']:<16.0%}{row['kept']:>6}{fmt(row['mae']):>8}{fmt(row['within_0.05']):>13}"
                      f"{fmt(row['spearman']):>10}{fmt(row['coverage']):>10}")
-    sentence = shift_sentence(result, where)
-    if sentence:
-        lines += ["", "WARNING: " + sentence]
+    if result.get("abstention"):
+        lines += ["", *held_out_words(result["abstention"])]
+    for sentence in (shift_sentence(result, where), abstention_sentence(result.get("abstention"), where)):
+        if sentence:
+            lines += ["", "WARNING: " + sentence]
     return "\n".join(lines)
 
 
@@ -583,4 +606,6 @@ def format_fit(calibration: Calibration, warnings: Sequence[str] = ()) -> str:
         lines.append(f"{name:<22}{target.n:>6}{target.n_poems:>6}{target.method:>12}{fmt(q):>9}"
                      f"{fmt(found['mean_width']):>19}{fmt(target.set_threshold):>8}{fmt(target.temperature, 2):>7}"
                      f"{ece:>28}")
+    if calibration.abstention is not None:
+        lines += ["", fit_words(calibration.abstention, calibration.max_width())]
     return "\n".join(lines)
