@@ -23,7 +23,7 @@ from .reasons import read_reasons
 from .scores import ParsedAnswer, answer_quality, excludable, parse_answer
 from .steps import read_json, schema_problems
 
-VERSIONS = {"scores": 5, "winner": 3, "letter": 3, "steps": 1}
+VERSIONS = {"scores": 6, "winner": 4, "letter": 4, "steps": 1}
 
 __all__ = ["VERSIONS", "ParsedAnswer", "ParsedLetter", "ParsedPair", "answer_quality", "excludable", "parse_answer",
            "parse_letter", "parse_pair_answer", "read_json", "read_reasons", "schema_problems"]
