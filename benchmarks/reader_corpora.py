@@ -5,8 +5,9 @@ one, or any value where the label says the answer admits no one reading); and, f
 (some dimension that always applies left null, so the answer's quality is null, every score read being right).
 
 The corpora (tests/data/): `parser_cases.jsonl` (scores), `reasons_cases.jsonl` (explain mode's scores),
-`winner_cases.jsonl`, `letter_cases.jsonl`, and `handwritten_answers.jsonl` (hand-written answers of all three
-tasks, written before the issue-44 readers). A row's label is its `intended` value where it has one, else the
+`winner_cases.jsonl`, `letter_cases.jsonl`, `handwritten_answers.jsonl` (hand-written answers of all three tasks,
+written before the issue-44 readers) and `handwritten_redteam.jsonl` (hand-written against those readers' design,
+before they were run on them). A row's label is its `intended` value where it has one, else the
 reading its table expects (`scores` or `expected`), `null` or "failed" meaning no one reading.
 
 It uses only the readers' public functions, whose signatures have not changed, so the same script measures any
@@ -30,7 +31,8 @@ from tangpoetrybench.rubric import load_rubric
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 CORPORA = {"parser_cases.jsonl": "scores", "reasons_cases.jsonl": "explain", "winner_cases.jsonl": "winner",
-           "letter_cases.jsonl": "letter", "handwritten_answers.jsonl": None}  # None: each row names its task
+           "letter_cases.jsonl": "letter", "handwritten_answers.jsonl": None,
+           "handwritten_redteam.jsonl": None}  # None: each row names its task
 
 
 def label(row: dict):

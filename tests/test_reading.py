@@ -72,6 +72,22 @@ def test_reasons_case(case):
         assert parsed.reasons == case["reasons"] and parsed.status == case.get("status", "repaired")
 
 
+HAND_WRITTEN = table("handwritten_answers.jsonl") + table("handwritten_redteam.jsonl")
+
+
+@pytest.mark.parametrize("case", HAND_WRITTEN, ids=[f"{c['task']}: {c['case']}" for c in HAND_WRITTEN])
+def test_hand_written_answers_are_never_read_wrong(case):
+    """The hand-written corpora (labelled with what a careful person reads, or null where no one reading exists):
+    every reader returns the labelled value or nothing."""
+    if case["task"] == "scores":
+        parsed = parse_answer(case["answer"], RUBRIC)
+        got = None if parsed.status == "failed" else [parsed.scores[k] for k in RUBRIC.keys]
+        assert got is None or case["intended"] is not None and got == pytest.approx(case["intended"]), parsed.notes
+    else:
+        got = chosen(case["task"], case)[0]
+        assert got is None or got == case["intended"]
+
+
 def test_the_tables_hold_enough_of_every_kind():
     for cases, least, kinds in ((WINNERS, 100, {"negation", "contradiction", "correction", "example", "chinese"}),
                                 (LETTERS, 100, {"negation", "contradiction", "correction", "example", "chinese"}),
@@ -103,7 +119,8 @@ def test_every_familys_reasoning_wrapper_is_set_apart():
         open_envelope("~~A~~ B")
     answer = 'I think A.</think>{"winner": "B", "reason": "snow"}'  # the reasoning concludes otherwise
     assert parse_pair_answer(answer).winner is None and "the reasoning concludes A" in parse_pair_answer(answer).error
-    assert parse_letter("C?</think>C").letter == "C" and parse_letter("A?</think>C").letter is None
+    assert parse_letter("C?</think>C").letter == "C" and parse_letter("A.</think>C").letter is None
+    assert parse_letter("A? or B?</think>C").letter == "C"  # a question concludes nothing
     assert read_json(answer)[0] == {"winner": "B", "reason": "snow"}  # SemJudge's steps: the thinking dropped
     assert drop_thinking("<think>A? B? C") == ("", True)
     assert read_json('<think>{"winner": "A"}')[1].startswith("not valid JSON")  # the answer never came

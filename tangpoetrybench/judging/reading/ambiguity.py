@@ -11,6 +11,9 @@ reason naming it. They never pick a reading; they only refuse one.
     OWN_SCALE  it states a scale or a direction of its own: "scale", "out of", "points", "percent", "%", "stars",
                "grade", "lower is better", "higher scores mean", "penalty", "deduct", "inverted", "risk", "severity",
                "分制", "满分", "扣分", "越低越好"
+    ADJUSTS    it says a score is too high or too low, or moves one (for scores: the prose around the answer and the
+               reasons): "deserves", "too", "more", "less", "higher", "lower", "overrated", "generous", "harsh",
+               "bump", "notch", "偏高", "偏低", "高估", "低估", "调高", "再低"
     PROVISIONAL  it calls something a draft, an example, a format or a template, not the answer: "draft",
                "for example", "e.g.", "format", "template", "schema", "placeholder", "preliminary", "草稿", "示例", "格式"
     NUMBERS    a number outside the answer's own values (for scores, where numbers are the values): any digit, or
@@ -64,6 +67,11 @@ OWN_SCALE = Detector("states a scale or a direction of its own", re.compile(
     r"signals?)\b|\bthe (?:lower|higher|smaller|larger)\b|\b(?:lower|higher|smaller|larger)\s+(?:scores?|numbers?|"
     r"values?|ratings?)\b|\bpenalt\w*|\bdeduct\w*|"
     r"\binvert\w*|\brevers\w*|\brisks?\b|\bseverity\b|\bdemerits?\b|分制|满分|扣分|罚分|越低越|越高越|分数越", re.I))
+ADJUSTS = Detector("says a score is too high or too low", re.compile(
+    r"\b(?:deserv\w*|too|more|less|higher|lower|overrat\w*|underrat\w*|overestimat\w*|underestimat\w*|generous|"
+    r"harsh|lenient|strict|stingy|bump\w*|notch|rais\w+|reduc\w+|increas\w+|decreas\w+|upgrad\w*|downgrad\w*|"
+    r"inflat\w*|lift|drop)\b|偏高|偏低|高了|低了|再高|再低|调高|调低|提高|降低|过高|过低|高估|低估|打高|打低|宽松|严苛|"
+    r"高一点|低一点|高一些|低一些", re.I))
 PROVISIONAL = Detector("calls something a draft, an example or a format", re.compile(
     r"\b(?:drafts?|examples?|for instance|e\.\s?g\.?|formats?|templates?|schemas?|placeholders?|preliminary|tentative|"
     r"initial(?:ly)?|sample)\b|草稿|初稿|示例|例如|比如|格式|模板|初步", re.I))

@@ -126,12 +126,12 @@ VERB_AFTER = (r"is|was|has|had|wins|won|beats|loses|lost|does|did|isn't|doesn't|
 def _references(options: Options) -> re.Pattern:
     """Every way an answer may name an option, its letter or otherwise; a letter found may be an article."""
     parts = [
-        rf"\b(?:{NOUNS})s?\s*#?\s*(?P<noun>[A-Za-z])(?![A-Za-z0-9])",
+        rf"\b(?:{NOUNS})s?\s*#?\s*(?P<noun>[A-Za-z])(?![A-Za-z0-9])",  # "image B", "option c", "Image A's"
         r"(?:图片?|选项|候选|答案)\s*(?P<zh>[A-Za-z])(?![A-Za-z0-9])|(?<![A-Za-z0-9])(?P<zh2>[A-Za-z])\s*(?:图|项|幅|张|首)",
         r"[(\[【]\s*(?P<bracket>[A-Za-z])\s*[)\]】]",
-        r"(?<![A-Za-z0-9_'’\-])(?P<capital>[A-Z])(?![A-Za-z0-9_'’])",
+        r"(?<![A-Za-z0-9_'’\-])(?P<capital>[A-Z])(?![A-Za-z0-9_]|['’](?![sS]\b))",  # "A", "A's moon"
         rf"(?<![A-Za-z0-9_'’\-])(?P<lower>a)(?=\s*(?:{VERB_AFTER})\b|\s*[<>=])",
-        rf"(?<![A-Za-z0-9_'’\-])(?P<lower2>[{options.labels[1:].lower()}])(?![A-Za-z0-9_'’])",
+        rf"(?<![A-Za-z0-9_'’\-])(?P<lower2>[{options.labels[1:].lower()}])(?![A-Za-z0-9_]|['’](?![sS]\b))",
         r"[《「『](?P<title>[^《》「」『』\n]{1,40})[》」』]",
         # renamed: numbers, places, ordinals, sides, "the former"
         rf"\b(?P<renamed>(?:{NOUNS}|no\.?|number|#)\s*(?:[1-9]|one|two|three|four|i{{1,3}}|iv)\b"
@@ -361,11 +361,19 @@ NEGATION = re.compile(r"\b(?:not|never|no|none|nothing|nor|neither|without|lacks
                       r"fails?|failed|loses|lost|lose|omits?|omitted|hardly|barely|leaves? out|left out|ignores?|"
                       r"ignored|drops?|dropped|forgets?|forgot)\b|n't|没有|没|无|不|未|缺|失去|丢失|"
                       r"少了|非", re.I)
-MORE = re.compile(r"\b(?:better|best|superior|stronger|richer|finer|closer|more|beats|outshines|outperforms|surpasses|"
+KNOWN_BETTER = r"better|stronger|richer|finer|closer|greater|sharper|clearer|truer|lovelier|nicer|prettier|crisper|livelier"
+# A comparative "than" follows whose sense the reader does not know ("calmer than", "brighter than"): refused.
+UNKNOWN_COMPARATIVE = re.compile(rf"\b(?!(?:{KNOWN_BETTER}|other|rather|worse|over|under|either|neither|whether|"
+                                 r"blurrier|darker|duller|muddier|busier|flatter|harsher|cruder|messier|uglier|noisier|"
+                                 r"stranger|odder|weaker|poorer|fewer)\b)\w{2,}(?:ier|er)\s+than\b", re.I)
+MORE = re.compile(rf"\b(?:{KNOWN_BETTER}|best|superior|more|beats|outshines|outperforms|surpasses|"
                   r"edges out|wins over|over|rather than|instead of|prefer(?:red|able)? to)\b|>|比|更|胜过|优于|强于|好于|超过",
                   re.I)
 LESS = re.compile(r"\b(?:worse|worst|weaker|poorer|inferior|less|fewer|falls? short|loses to|lost to|lags?|trails?|"
-                  r"not (?:as|so) \w+ as)\b|<|不如|逊于|逊色|差于|弱于|比不上|不及", re.I)
+                  r"not (?:as|so) \w+ as|blurrier|darker|duller|muddier|busier|flatter|"
+                  r"harsher|cruder|messier|uglier|noisier|stranger|odder|more (?:blurry|blurred|muddy|cluttered|busy|"
+                  r"dark|dull|flat|garish|harsh|distorted|crude|messy|awkward|artificial|modern|generic|bland|noisy|"
+                  r"jarring|chaotic))\b|<|不如|逊于|逊色|差于|弱于|比不上|不及|更(?:差|弱|模糊|乱|暗|俗|生硬)", re.I)
 PRAISE = re.compile(r"\b(?:good|great|nice|fine|excellent|perfect\w*|beautiful\w*|lovely|stunning|elegant\w*|vivid\w*|"
                     r"faithful\w*|accurate\w*|evocative|poetic|atmospheric|striking|impressive|pleasing|charming|"
                     r"subtle|harmonious|balanced|refined|delicate|graceful|expressive|authentic|appropriate|suitable|"
@@ -404,7 +412,10 @@ def _check_reason(reason: str, winner: str, options: Options) -> None:
 
 
 def _favours(clause: str, refs: list[str], winner: str) -> bool:
-    """Whether a clause about the options `refs` (in order) is consistent with `winner` winning."""
+    """Whether a clause about the options `refs` (in order) is consistent with `winner` winning. A comparative
+    before "than" whose sense is not known ("lovelier than", "richer than") counts both ways, and so refuses."""
+    if re.search(r"\bless \w+", clause, re.I) and FLAW.search(clause) or UNKNOWN_COMPARATIVE.search(clause):
+        return False  # "less blurry": a fault denied, which ranks the other way; "calmer than": which way?
     less = bool(LESS.search(clause))
     rest = LESS.sub(" ", clause)
     more, negations = bool(MORE.search(rest)), len(NEGATION.findall(rest))

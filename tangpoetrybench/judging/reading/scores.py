@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 
 from ...numeric import whole_mean
 from ...rubric import Dimension, Rubric
-from .ambiguity import CORRECTS, DOUBTS, NUMBERS, OWN_SCALE, PROVISIONAL, SENTENCE, conclusion_differs, refuse_if
+from .ambiguity import (ADJUSTS, CORRECTS, DOUBTS, NUMBERS, OWN_SCALE, PROVISIONAL, SENTENCE, conclusion_differs,
+                        refuse_if)
 from .core import Conflict, Pairs, loads, segments, split_comments
 from .dimensions import alias, key_pattern, mention_pattern, name_forms, names, normal, word_pattern
 from .envelope import Unreadable, open_envelope
@@ -167,7 +168,7 @@ def _objects(body: str, rubric: Rubric, notes: list[str]) -> tuple[list[dict], s
         found.append(scores)
         _check_reasons(reasons_of(seg.text, seg.closed) or {}, scores, rubric)
         for comment in comments:
-            refuse_if(comment, "a comment in the JSON", NUMBERS, CORRECTS, DOUBTS, OWN_SCALE, PROVISIONAL)
+            refuse_if(comment, "a comment in the JSON", NUMBERS, CORRECTS, DOUBTS, OWN_SCALE, PROVISIONAL, ADJUSTS)
         prose = prose[:seg.start] + re.sub(r"[^\n]", " ", seg.text) + prose[seg.end:]
     if len(found) and body.strip() != prose.strip() and prose.strip():
         notes.append("read the JSON object and the text around it")
@@ -409,7 +410,7 @@ def _table(rows: list[str], rubric: Rubric) -> list[tuple[str, float | None]]:
 def _check_remark(remark: str, dim: str, score: float | None, rubric: Rubric, where: str) -> None:
     """A remark beside a value (a line's tail, a table's reason): no number, correction, doubt or scale of its own,
     and no option's label or letter of the dimension that is not its value's."""
-    refuse_if(remark, where, NUMBERS, CORRECTS, DOUBTS, OWN_SCALE, PROVISIONAL)
+    refuse_if(remark, where, NUMBERS, CORRECTS, DOUBTS, OWN_SCALE, PROVISIONAL, ADJUSTS)
     _check_levels(remark, dim, score, rubric, where)
 
 
@@ -437,7 +438,7 @@ def _check_prose(prose: str, scores: dict[str, float | None], rubric: Rubric) ->
     in any form, no option's label or letter for a dimension that is not the answer's value."""
     if not prose.strip():
         return
-    refuse_if(prose, "the text around the answer", NUMBERS, CORRECTS, DOUBTS, OWN_SCALE, PROVISIONAL)
+    refuse_if(prose, "the text around the answer", NUMBERS, CORRECTS, DOUBTS, OWN_SCALE, PROVISIONAL, ADJUSTS)
     prose = re.sub(r"[*_`]+", "", prose)
     if m := key_pattern(names(rubric)).search(prose):
         raise Unreadable(f"the text around the answer gives {alias(rubric, m.group(1))} a value in a form the answer "
@@ -449,12 +450,13 @@ def _check_prose(prose: str, scores: dict[str, float | None], rubric: Rubric) ->
 
 
 def _check_reasons(reasons: dict, scores: dict[str, float | None], rubric: Rubric) -> None:
-    """Explain mode's reasons: a reason that writes a score (0.5, 2/3, 80 %) gives its dimension's, and nothing
-    else of a scale."""
+    """Explain mode's reasons: a reason that writes a score (0.5, 2/3, 80 %) gives its dimension's, and none says
+    its score is too high or too low, or corrects it."""
     for key, sentence in reasons.items():
         dim = alias(rubric, key)
         if dim is None or not isinstance(sentence, str):
             continue
+        refuse_if(sentence, f"the reason for {dim}", CORRECTS, ADJUSTS, OWN_SCALE)
         for m in SCORE_LIKE.finditer(sentence):
             written = re.sub(r"\s", "", m.group(0))
             number = float(written) if "/" not in written and "%" not in written else None
@@ -469,13 +471,19 @@ THOUGHT_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(?:0?\.\d+|1\.0+|[01](?=\s*(?:$|
                             r"|\(\s*[a-f]\s*\)|(?<=[:=])\s*[a-f](?![A-Za-z])|\b(?:null|n/a|excluded|none)\b|不适用", re.I)
 
 
+DECIMAL = re.compile(r"(?<![A-Za-z0-9_.])(?:0?\.\d+|1\.0+)(?![\d.]*\d)")
+
+
 def _concluded(thought: str, rubric: Rubric) -> dict[str, float | None]:
     """What a reasoning block concludes, dimension by dimension: the last score it gives each (a JSON object's, or
-    the last number written after the dimension's name, loosely named, in a sentence)."""
+    the last number written after the dimension's name, loosely named, in a sentence). A score it gives no
+    dimension the reader can name ("the central figure gets 0.33") is `Unreadable`: which one would it be?"""
     said: dict[str, float | None] = {}
     words = word_pattern(names(rubric))
     for sentence in SENTENCE.split(thought):
+        plain = sentence
         for seg in segments(sentence):
+            plain = plain[:seg.start] + " " * len(seg.text) + plain[seg.end:]
             value = loads(seg.text, []) if seg.closed else None
             for key, given in (value.items() if isinstance(value, dict) else ()):
                 dim = alias(rubric, key)
@@ -485,6 +493,9 @@ def _concluded(thought: str, rubric: Rubric) -> dict[str, float | None]:
                     except Unreadable:
                         pass
         found = list(words.finditer(sentence))
+        head = plain if not found else "" if len(found) == 1 else plain[:found[0].start()]
+        if stray := DECIMAL.search(head):
+            raise Unreadable(f"the reasoning gives {stray.group(0)} to no dimension the reader can name")
         for m, nxt in zip(found, found[1:] + [None]):
             dim = rubric.keys[next(i for i, g in enumerate(m.groups()) if g)]
             window = sentence[m.end(): nxt.start() if nxt else len(sentence)]
