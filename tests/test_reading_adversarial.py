@@ -173,26 +173,35 @@ def compose_scores(rng: random.Random):
     scores = draw_scores(rng)
     form = rng.choice(SCORE_FORMS)
     kinds = draw_kinds(rng, ["scale", "hedge", "duplicate", "wrapper", "correction", "truncation", "label", "missing",
-                             "scaled", "prose number", "struck", "benign", "wrapper same"])
+                             "scaled", "prose number", "struck", "benign", "wrapper same", "adjust", "stray",
+                             "reason", "remark"])
     bad: dict = {}
     if "hedge" in kinds:
-        dim = rng.choice(DIMS)
-        a = scores[dim.key] if scores[dim.key] is not None else 0.5
-        bad[dim.key] = rng.choice(HEDGES).format(a=shown(a), b=shown(other_value(rng, dim, a) or 0.5))
+        hedged = rng.choice(DIMS)
+        a = scores[hedged.key] if scores[hedged.key] is not None else 0.5
+        bad[hedged.key] = rng.choice(HEDGES).format(a=shown(a), b=shown(other_value(rng, hedged, a) or 0.5))
     if "scaled" in kinds:
         factor = rng.choice([5, 10, 100])
-        for dim in DIMS:
-            if scores[dim.key] is not None and dim.key not in bad:
-                bad[dim.key] = f"{round(scores[dim.key] * factor):g}"
+        for scaled in DIMS:
+            if scores[scaled.key] is not None and scaled.key not in bad:
+                bad[scaled.key] = f"{round(scores[scaled.key] * factor):g}"
     text = render_scores(rng, scores, form, bad)
-    if "missing" in kinds:
-        dim = rng.choice(DIMS)
+    dim = rng.choice(DIMS)
+    other = other_value(rng, dim, scores[dim.key])
+    reasoned = "reason" in kinds and form == "explain"
+    if reasoned:
+        obj = json.loads(text)
+        obj["reasons"][dim.key] = rng.choice([f"Worth {shown(other)} at most.", "This should be higher.",
+                                             "Honestly I overrated this.", f"A {shown(other)} would be fairer."])
+        text = json.dumps(obj, ensure_ascii=False)
+    if "missing" in kinds:  # another dimension than the one the other compositions speak of
+        gone = rng.choice([d for d in DIMS if d is not dim])
         if form in ("lines", "table"):
-            text = "\n".join(line for line in text.split("\n") if dim.key not in line and dim.name["en"] not in line
-                             and dim.name["zh"] not in line)
+            text = "\n".join(line for line in text.split("\n") if gone.key not in line and gone.name["en"] not in line
+                             and gone.name["zh"] not in line)
         else:
-            text = json.dumps({k: v for k, v in scores.items() if k != dim.key})
-    strict = bool(bad) or "missing" in kinds
+            text = json.dumps({k: v for k, v in scores.items() if k != gone.key})
+    strict = bool(bad) or "missing" in kinds or reasoned
     intended = dict(scores)
     if "truncation" in kinds:
         text = truncate(rng, text)
@@ -206,8 +215,6 @@ def compose_scores(rng: random.Random):
         text += "\n" + rng.choice(["Overall I'd call it a 7/10 illustration.", "Core imagery feels like a 3.",
                                    "整体印象大约七分。", "If pressed: 0.4 overall."])
         strict = True
-    dim = rng.choice(DIMS)
-    other = other_value(rng, dim, scores[dim.key])
     if "duplicate" in kinds:
         name = name_of(rng, dim, rng.choice(["key", "en", "zh"]))
         text = rng.choice([
@@ -236,6 +243,20 @@ def compose_scores(rng: random.Random):
             strict = True
     if "struck" in kinds:
         text = f"~~{shown(other)}~~ " + text
+    if "adjust" in kinds:
+        text += "\n" + rng.choice([f"The {dim.name['en'].lower()} deserves less than I gave it.",
+                                   f"I'd bump {dim.name['en'].lower()} up a notch.", f"{dim.name['zh']}偏高了。",
+                                   f"I was too generous with the {dim.name['en'].lower()}.",
+                                   f"In hindsight the {dim.name['en'].lower()} is overrated above."])
+        strict = True
+    if "remark" in kinds and form == "lines":
+        differing = [o for o in dim.options if o.score != scores[dim.key]]
+        if differing:
+            label = rng.choice(differing).label[rng.choice(["en", "zh"])]
+            names = {dim.key, dim.name["en"], dim.name["zh"]}
+            text = "\n".join(line + f" ({label})" if any(n in line for n in names) else line
+                             for line in text.split("\n"))
+            strict = True
     if "wrapper same" in kinds:  # wrappers last: they hold only their own reasoning
         same = rng.choice(DIMS)
         opening, closing = rng.choice(WRAPPERS)
@@ -244,10 +265,15 @@ def compose_scores(rng: random.Random):
         opening, closing = rng.choice(WRAPPERS)
         wrong = other_value(rng, dim, intended[dim.key])
         name = name_of(rng, dim, rng.choice(["key", "en", "zh"]))
+        loose = dim.name["en"].split()[-1].lower()
         thought = rng.choice([f"So {name} should be {shown(wrong)}.", f"{name}: {shown(wrong)}",
                               json.dumps({dim.key: wrong}), f"I'd settle on {shown(wrong)} for {name}.",
-                              f"Final call on {name}: {shown(wrong)}."])
+                              f"Final call on {name}: {shown(wrong)}.", f"The {loose} gets {shown(wrong)}."])
         text = f"{opening}Let me look at each dimension. {thought}{closing}\n{text}"
+        strict = True
+    if "stray" in kinds:
+        opening, closing = rng.choice(WRAPPERS)
+        text = f"{opening}The central figure gets 0.{rng.randint(1, 9)}5 at most.{closing}\n{text}"
         strict = True
     return text, (None if strict else intended), strict
 
@@ -277,6 +303,9 @@ AGAINST = ["Image {L} better captures the cold loneliness of the poem.", "{L} is
            "{L} is excellent.", "{W} keeps the boat, but {L} is more poetic.", "Unlike {W}, {L} keeps the snow.",
            "{L} wins on mood.", "{L} is as good as {W}.", "{L} isn't worse.", "{L} has no equal here.",
            "{W} falls short of {L}.", "{L} beats {W}.", "{L} > {W}", "{W} < {L}", "{L}, with its moon, is lovely.",
+           "{L}'s moon is lovely; {W}'s snow is lovelier.", "{W} is blurrier than {L}.", "{W} is more cluttered than {L}.",
+           "{L} is calmer than {W}.", "{L} is less blurry than {W}.", "{W} is darker and {L} is brighter.",
+           "{L} lacks nothing.", "{L} misses nothing.", "{L} is not without charm.", "图{L}也不错。", "图{W}不如图{L}。",
            "The first image is better.", "Image 1 keeps the snow.", "The left one is better.", "图一更好。"]
 
 

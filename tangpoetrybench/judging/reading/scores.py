@@ -54,7 +54,9 @@ OPTION_HEADERS = {"option", "options", "letter", "choice", "anchor", "选项"}
 REASON_HEADERS = {"reason", "reasons", "comment", "comments", "justification", "explanation", "rationale", "note",
                   "notes", "理由", "说明", "备注", "解释"}
 REASONS_KEY = "reasons"
-SCORE_LIKE = re.compile(r"(?<![A-Za-z0-9_.])(?:\d*\.\d+|\d+\s*/\s*\d+|\d+\s*%)")  # a score written in a reason
+# A number in a reason: a count where a plural noun or a Chinese measure word follows it ("3 herons", "两只" is no
+# digit), else a score, which must be the dimension's own.
+REASON_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(\d*\.?\d+)(?!\s*(?:[A-Za-z]+s\b|[个只座位条棵艘人株朵处幅张行句字首]))")
 
 
 @dataclass
@@ -450,18 +452,16 @@ def _check_prose(prose: str, scores: dict[str, float | None], rubric: Rubric) ->
 
 
 def _check_reasons(reasons: dict, scores: dict[str, float | None], rubric: Rubric) -> None:
-    """Explain mode's reasons: a reason that writes a score (0.5, 2/3, 80 %) gives its dimension's, and none says
-    its score is too high or too low, or corrects it."""
+    """Explain mode's reasons: a number in a reason is a count ("3 herons") or its dimension's score, and no reason
+    says its score is too high or too low, corrects it, or states a scale."""
     for key, sentence in reasons.items():
         dim = alias(rubric, key)
         if dim is None or not isinstance(sentence, str):
             continue
         refuse_if(sentence, f"the reason for {dim}", CORRECTS, ADJUSTS, OWN_SCALE)
-        for m in SCORE_LIKE.finditer(sentence):
-            written = re.sub(r"\s", "", m.group(0))
-            number = float(written) if "/" not in written and "%" not in written else None
-            if number is None or scores[dim] is None or not math.isclose(number, scores[dim], abs_tol=1e-9):
-                raise Unreadable(f"the reason for {dim} writes {written}, its score is {_shown(scores[dim])}")
+        for m in REASON_NUMBER.finditer(sentence):
+            if scores[dim] is None or not math.isclose(float(m.group(1)), scores[dim], abs_tol=1e-9):
+                raise Unreadable(f"the reason for {dim} writes {m.group(1)}, its score is {_shown(scores[dim])}")
 
 
 # --- the reasoning's conclusion ------------------------------------------------------------------------------------
