@@ -15,6 +15,8 @@ version of the package: run it with `PYTHONPATH` pointing at an older checkout f
 
     python benchmarks/reader_corpora.py                    # the table
     python benchmarks/reader_corpora.py --wrong            # and every confident-wrong read
+    python benchmarks/reader_corpora.py --speed            # and answers/s on one core (the schema's object, and
+                                                           # the corpora's answers of every kind)
     PYTHONPATH=/path/to/old/checkout python benchmarks/reader_corpora.py --data tests/data
 """
 
@@ -102,10 +104,33 @@ def measure(data: Path) -> tuple[list[dict], list[str]]:
     return rows, wrong
 
 
+def speed(data: Path, seconds: float = 3.0) -> dict[str, float]:
+    """Answers read per second on this core: the schema's object (what a constrained or a structured-output judge
+    answers), and the scores corpora's answers of every kind, each read in turn."""
+    import time
+
+    from tangpoetrybench.judging.prompt import format_answer
+
+    rubric = load_rubric("tang")
+    exact = format_answer({k: 0.5 for k in rubric.keys}, rubric)
+    mixed = [json.loads(line)["answer"] for name in ("parser_cases.jsonl", "handwritten_answers.jsonl")
+             for line in (data / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+    out = {}
+    for label_, answers in (("schema object", [exact]), ("scores corpora", mixed)):
+        n, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            for answer in answers:
+                parse_answer(answer, rubric)
+            n += len(answers)
+        out[label_] = n / (time.perf_counter() - start)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DATA, help="the folder of the corpora (default: tests/data)")
     parser.add_argument("--wrong", action="store_true", help="list every confident-wrong and partial read")
+    parser.add_argument("--speed", action="store_true", help="also measure answers/s on one core")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here too")
     args = parser.parse_args()
     rows, wrong = measure(args.data)
@@ -117,9 +142,12 @@ def main() -> None:
     print("| all | | " + " | ".join(str(sum(r[k] for r in rows)) for k in columns) + " |")
     if args.wrong:
         print("\n".join(["", *wrong]))
+    rates = speed(args.data) if args.speed else {}
+    for what, rate in rates.items():
+        print(f"parse_answer, {what}: {rate:,.0f} answers/s on one core")
     if args.out:
-        args.out.write_text(json.dumps({"rows": rows, "wrong": wrong}, ensure_ascii=False, indent=1) + "\n",
-                            encoding="utf-8")
+        args.out.write_text(json.dumps({"rows": rows, "wrong": wrong, "answers_per_s": rates}, ensure_ascii=False,
+                                       indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Then the envelope every reader opens answers with (every family's reasoning wrap
 duplicate keys, SemJudge's steps, the versions, and a resume across versions refused."""
 
 import json
+import re
 import shutil
 from importlib import resources
 from pathlib import Path
@@ -35,6 +36,8 @@ def table(name: str) -> list[dict]:
 
 
 WINNERS, LETTERS, REASONS = table("winner_cases.jsonl"), table("letter_cases.jsonl"), table("reasons_cases.jsonl")
+FORMS = table("forms.jsonl")
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "reading.md"
 
 
 def chosen(task: str, case: dict) -> tuple[str | None, str, str | None]:
@@ -72,6 +75,32 @@ def test_reasons_case(case):
         assert parsed.reasons == case["reasons"] and parsed.status == case.get("status", "repaired")
 
 
+def read_any(case: dict) -> tuple[object, str, str | None]:
+    """(the value read, the status, the error) of a row of any task."""
+    if case["task"] == "scores":
+        parsed = parse_answer(case["answer"], RUBRIC, explain=case.get("explain", False))
+        return (None if parsed.status == "failed" else [parsed.scores[k] for k in RUBRIC.keys]), parsed.status, \
+            parsed.error
+    return chosen(case["task"], case)
+
+
+@pytest.mark.parametrize("case", FORMS, ids=[f"{c['form']} {c['task']}: {c['answer'][:40]!r}" for c in FORMS])
+def test_every_form_and_refusal_in_the_docs(case):
+    """docs/reading.md's grammar, row by row: every form reads its example (ok only where the table says so), every
+    refusal fails its example with the error the table quotes."""
+    found, status, error = read_any(case)
+    if case["expected"] == "failed":
+        assert found is None and status == "failed" and case["refused"] in error, (found, error)
+    else:
+        assert found == (pytest.approx(case["expected"]) if case["task"] == "scores" else case["expected"]), error
+        assert status == case.get("status", "repaired"), error
+
+
+def test_the_docs_table_and_the_forms_file_name_the_same_forms():
+    documented = set(re.findall(r"^\| ([SWLR]\d+) \|", DOCS.read_text(encoding="utf-8"), re.M))
+    assert documented == {c["form"] for c in FORMS} and len(documented) == 34
+
+
 HAND_WRITTEN = table("handwritten_answers.jsonl") + table("handwritten_redteam.jsonl")
 
 
@@ -79,13 +108,9 @@ HAND_WRITTEN = table("handwritten_answers.jsonl") + table("handwritten_redteam.j
 def test_hand_written_answers_are_never_read_wrong(case):
     """The hand-written corpora (labelled with what a careful person reads, or null where no one reading exists):
     every reader returns the labelled value or nothing."""
-    if case["task"] == "scores":
-        parsed = parse_answer(case["answer"], RUBRIC)
-        got = None if parsed.status == "failed" else [parsed.scores[k] for k in RUBRIC.keys]
-        assert got is None or case["intended"] is not None and got == pytest.approx(case["intended"]), parsed.notes
-    else:
-        got = chosen(case["task"], case)[0]
-        assert got is None or got == case["intended"]
+    found, _, error = read_any(case)
+    assert found is None or case["intended"] is not None and found == (
+        pytest.approx(case["intended"]) if case["task"] == "scores" else case["intended"]), error
 
 
 def test_the_tables_hold_enough_of_every_kind():

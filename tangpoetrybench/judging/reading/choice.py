@@ -298,6 +298,9 @@ def read_choice(text: str | None, options: Options) -> Choice:
 
 def _read(body: str, options: Options, notes: list[str]) -> tuple[str, str | None]:
     """(the option, the reason) of an answer's body by the grammar, or `Unreadable`."""
+    refuse_if(body, "the answer", TIES)  # before any value: no form calls a tie
+    if renamed := next((r for r in references(body, options) if r.how == "renamed"), None):
+        raise Unreadable(f"the answer names an option by another name ({renamed.text.strip()!r}), not its letter")
     chosen: list[tuple[str, str]] = []  # (option, how)
     reasons: list[str] = []
     prose = body
@@ -356,7 +359,7 @@ def _concluded(thought: str, options: Options) -> dict[str, str]:
 # --- the pairwise reason, clause by clause --------------------------------------------------------------------------
 
 CLAUSE = re.compile(r"[.;!?。；！？\n,，、:：]+|\s[—–-]\s|[—–]|\b(?:but|while|whereas|although|though|however|yet|and|"
-                    r"so|because|since|as|which|where|whose|unlike)\b|但是?|而且?|却|不过|然而|虽然|并且|因为|所以|而", re.I)
+                    r"so|because|since|as|which|that|who|where|whose|unlike)\b|但是?|而且?|却|不过|然而|虽然|并且|因为|所以|而", re.I)
 NEGATION = re.compile(r"\b(?:not|never|no|none|nothing|nor|neither|without|lacks?|lacking|missing|misses|miss|absent|"
                       r"fails?|failed|loses|lost|lose|omits?|omitted|hardly|barely|leaves? out|left out|ignores?|"
                       r"ignored|drops?|dropped|forgets?|forgot)\b|n't|没有|没|无|不|未|缺|失去|丢失|"

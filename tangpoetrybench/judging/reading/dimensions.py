@@ -23,9 +23,14 @@ def normal(key: str) -> str:
 def alias(rubric: Rubric, key) -> str | None:
     """The dimension a key names, or None (see the module's docstring); a parenthesis that names no dimension is a
     remark (`Safety (a–c)`)."""
-    text = normalise(str(key))
+    return _alias(names(rubric), str(key))
+
+
+@functools.lru_cache(maxsize=4096)
+def _alias(dims: tuple[tuple[str, ...], ...], key: str) -> str | None:
+    text = normalise(key)
     outside, *inside = [p for p in re.split(r"[()]", text) if p.strip()] or [""]
-    table, hits = _name_table(names(rubric)), []
+    table, hits = _name_table(dims), []
     for i, part in enumerate([outside, *inside]):
         form = normal(part)
         dims = {table[f] for f in (form, KEY_SUFFIX.sub("", form)) if f in table}
@@ -36,7 +41,14 @@ def alias(rubric: Rubric, key) -> str | None:
 
 
 def names(rubric: Rubric) -> tuple[tuple[str, ...], ...]:
-    return tuple((d.key, *d.name.values()) for d in rubric.dimensions)  # English, then the tradition's own
+    """Each dimension's key, English name and own-language name (a rubric is read many times: kept by identity)."""
+    kept = _NAMES.get(id(rubric))
+    if kept is None or kept[0] is not rubric:
+        kept = _NAMES[id(rubric)] = (rubric, tuple((d.key, *d.name.values()) for d in rubric.dimensions))
+    return kept[1]
+
+
+_NAMES: dict[int, tuple[Rubric, tuple]] = {}
 
 
 @functools.lru_cache(maxsize=16)

@@ -41,7 +41,7 @@ from .ambiguity import (ADJUSTS, CORRECTS, DOUBTS, NUMBERS, OWN_SCALE, PROVISION
                         refuse_if)
 from .core import Conflict, Pairs, loads, segments, split_comments
 from .dimensions import alias, key_pattern, mention_pattern, name_forms, names, normal, word_pattern
-from .envelope import Unreadable, open_envelope
+from .envelope import MAX_CHARS, STRUCK, Unreadable, open_envelope
 from .reasons import read_reasons, reasons_of
 
 NULL_WORDS = {"null", "none", "n/a", "na", "excluded", "not applicable", "不适用"}
@@ -87,32 +87,48 @@ def parse_answer(text: str | None, rubric: Rubric, explain: bool = False) -> Par
     """Read a model's answer against `rubric` (with `explain`, its reasons too); never raises."""
     notes: list[str] = []
     try:
+        if (exact := _exact(text or "", rubric, explain)) is not None:  # S1: nothing around it to watch
+            scores, explained = exact
+            parsed = ParsedAnswer(scores, "ok", [], answer_quality(scores, rubric))
+            parsed.reasons = read_reasons(text or "", rubric) if explain else {}
+            return parsed
         scores, explained = _read(text or "", rubric, explain, notes)
     except Unreadable as why:
         return ParsedAnswer({k: None for k in rubric.keys}, "failed", notes + [str(why)])
     except Exception as exc:  # the contract is "never raises": a reader bug must not stop a scoring run
         return ParsedAnswer({k: None for k in rubric.keys}, "failed", [f"reader error: {type(exc).__name__}: {exc}"])
-    exact = _exact(text or "", rubric, explain)
-    parsed = ParsedAnswer(scores, "ok" if exact else "repaired", [] if exact else notes or ["read with repairs"])
+    parsed = ParsedAnswer(scores, "repaired", notes or ["read with repairs"])
     parsed.quality = answer_quality(scores, rubric)
     if explain and explained:
         parsed.reasons = read_reasons(text or "", rubric)
     return parsed
 
 
-def _exact(text: str, rubric: Rubric, explain: bool) -> bool:
-    """Whether the answer is exactly the schema's object (S1), nothing around it."""
+def _exact(text: str, rubric: Rubric, explain: bool) -> tuple[dict[str, float | None], bool] | None:
+    """(the scores, whether explained) of an answer that is exactly the schema's object (S1), nothing around it,
+    its reasons (explain mode) saying nothing against its scores; else None (the envelope's bounds and refusals
+    are then the full read's)."""
+    if len(text) > MAX_CHARS or STRUCK.search(text):
+        return None
     try:
         pairs = json.loads(text.strip(), object_pairs_hook=Pairs)
     except ValueError:
-        return False
+        return None
+    reasons = None
     if explain:
         if not isinstance(pairs, Pairs) or [k for k, _ in pairs] != ["scores", REASONS_KEY]:
-            return False
-        pairs = pairs[0][1]
-    if not isinstance(pairs, Pairs) or len(pairs) != len(rubric.keys) or {k for k, _ in pairs} != set(rubric.keys):
-        return False
-    return all(v is None and excludable(rubric, k) or type(v) in (int, float) and 0 <= v <= 1 for k, v in pairs)
+            return None
+        pairs, reasons = pairs[0][1], pairs[1][1]
+    keys = rubric.keys
+    if not isinstance(pairs, Pairs) or len(pairs) != len(keys) or {k for k, _ in pairs} != set(keys):
+        return None
+    given = dict(pairs)
+    if not all(v is None and excludable(rubric, k) or type(v) in (int, float) and 0 <= v <= 1 for k, v in pairs):
+        return None
+    scores = {k: None if given[k] is None else float(given[k]) for k in keys}
+    if isinstance(reasons, Pairs):
+        _check_reasons(dict(reasons), scores, rubric)  # Unreadable: the caller's failed read
+    return scores, explain
 
 
 # --- the forms -----------------------------------------------------------------------------------------------------
@@ -122,6 +138,7 @@ def _read(text: str, rubric: Rubric, explain: bool, notes: list[str]) -> tuple[d
     envelope = open_envelope(text)
     notes += envelope.notes
     body = envelope.body
+    refuse_if(body, "the answer", OWN_SCALE)  # before any value: no value form holds these words
     objects, prose, explained = _objects(body, rubric, notes)
     given, prose, cut = _free_text(prose, rubric, notes)
     if objects:
@@ -162,7 +179,8 @@ def _objects(body: str, rubric: Rubric, notes: list[str]) -> tuple[list[dict], s
             value = loads(scores_text, notes)
             notes.append("read the scores object beside a reasons object that does not load")
             value = {"scores": value, REASONS_KEY: None}
-        _, comments = split_comments(scores_text or seg.text)
+        written = scores_text or seg.text
+        comments = split_comments(written)[1] if "//" in written or "/*" in written else []
         scores = _object_scores(value, rubric, notes)
         if scores is None:
             continue
@@ -170,7 +188,7 @@ def _objects(body: str, rubric: Rubric, notes: list[str]) -> tuple[list[dict], s
         found.append(scores)
         _check_reasons(reasons_of(seg.text, seg.closed) or {}, scores, rubric)
         for comment in comments:
-            refuse_if(comment, "a comment in the JSON", NUMBERS, CORRECTS, DOUBTS, OWN_SCALE, PROVISIONAL, ADJUSTS)
+            refuse_if(comment, "a comment in the JSON", CORRECTS, DOUBTS, OWN_SCALE, ADJUSTS, PROVISIONAL, NUMBERS)
         prose = prose[:seg.start] + re.sub(r"[^\n]", " ", seg.text) + prose[seg.end:]
     if len(found) and body.strip() != prose.strip() and prose.strip():
         notes.append("read the JSON object and the text around it")
@@ -314,6 +332,8 @@ def _free_text(body: str, rubric: Rubric, notes: list[str]) -> tuple[dict[str, f
             i = j
             continue
         items = _line_items(lines[i], rubric)
+        if items is None and (named := _given_otherwise(lines[i], rubric)):
+            raise Unreadable(f"{named[0]}: {named[1][:60]!r} is not one value on the 0–1 scale")
         if items is None:
             prose.append(lines[i])
         else:
@@ -326,6 +346,14 @@ def _free_text(body: str, rubric: Rubric, notes: list[str]) -> tuple[dict[str, f
     cut = last_line is not None and not "\n".join(lines[last_line + 1:]).strip() and not body.rstrip(" ").endswith(
         "\n") and _may_go_on(lines[last_line])
     return found, "\n".join(prose), cut
+
+
+def _given_otherwise(line: str, rubric: Rubric) -> tuple[str, str] | None:
+    """(the dimension, what follows it) of a line that starts with a dimension's name and a separator but is no
+    item of S3 ("Core imagery: about 0.5", "Safety: 5"); None for any other line."""
+    start = re.match(r"\s*(?:[-*•+]\s+|\d{1,2}[.)]\s+)?[*_`\"']*", line)
+    m = key_pattern(names(rubric)).match(re.sub(r"[*_`]+", "", line[start.end():]))
+    return (alias(rubric, m.group(1)), re.sub(r"[*_`]+", "", line[start.end():])[m.end():].strip()) if m else None
 
 
 def _may_go_on(line: str) -> bool:
@@ -359,7 +387,7 @@ def _line_items(line: str, rubric: Rubric) -> list[tuple[str, float | None]] | N
         return None
     if key_pattern(names(rubric)).search(m.group("tail")):  # "a: 1, b: 0.5": several items on one line
         items = [pattern.match(piece) for piece in re.split(r"[,;，；]", line)]
-        if not all(items) or any(i.group("tail").strip() for i in items):
+        if not all(items) or any(i.group("tail").strip(" .。") for i in items):
             raise Unreadable(f"a line that gives several dimensions is not one value each: {line.strip()[:80]!r}")
         return [_item(i, rubric) for i in items]
     return [_item(m, rubric)]
@@ -371,8 +399,9 @@ def _item(m: re.Match, rubric: Rubric) -> tuple[str, float | None]:
         raise Unreadable(f"{dim}: {m.group(0).strip()[:80]!r} names it with a remark the reader does not take")
     score = _text_value(m.group("value"), rubric.dimension(dim))
     tail = m.group("tail")
-    if tail.strip() and not re.match(r"\s*(?:[—–\-;,:(.]|\s)", tail):
-        raise Unreadable(f"{dim}: {m.group(0).strip()[:80]!r} is not one value")
+    if tail.strip() and not re.match(r"\s*(?:[—–\-;,:(.]|\s)", tail) or re.match(
+            r"\s*(?:[-–—~/]|to\b|or\b|and\b|,\s*or\b|\(?(?:maybe|or|could be|perhaps)\b)\s*[\d.(]", tail, re.I):
+        raise Unreadable(f"{dim}: {m.group(0).strip()[:80]!r} is not one value (a range, a pair or a hedge?)")
     _check_remark(tail, dim, score, rubric, f"{dim}'s line")
     return dim, score
 
@@ -412,7 +441,7 @@ def _table(rows: list[str], rubric: Rubric) -> list[tuple[str, float | None]]:
 def _check_remark(remark: str, dim: str, score: float | None, rubric: Rubric, where: str) -> None:
     """A remark beside a value (a line's tail, a table's reason): no number, correction, doubt or scale of its own,
     and no option's label or letter of the dimension that is not its value's."""
-    refuse_if(remark, where, NUMBERS, CORRECTS, DOUBTS, OWN_SCALE, PROVISIONAL, ADJUSTS)
+    refuse_if(remark, where, CORRECTS, DOUBTS, OWN_SCALE, ADJUSTS, PROVISIONAL, NUMBERS)
     _check_levels(remark, dim, score, rubric, where)
 
 
@@ -440,7 +469,7 @@ def _check_prose(prose: str, scores: dict[str, float | None], rubric: Rubric) ->
     in any form, no option's label or letter for a dimension that is not the answer's value."""
     if not prose.strip():
         return
-    refuse_if(prose, "the text around the answer", NUMBERS, CORRECTS, DOUBTS, OWN_SCALE, PROVISIONAL, ADJUSTS)
+    refuse_if(prose, "the text around the answer", CORRECTS, DOUBTS, ADJUSTS, PROVISIONAL, NUMBERS)
     prose = re.sub(r"[*_`]+", "", prose)
     if m := key_pattern(names(rubric)).search(prose):
         raise Unreadable(f"the text around the answer gives {alias(rubric, m.group(1))} a value in a form the answer "
