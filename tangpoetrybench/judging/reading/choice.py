@@ -298,7 +298,7 @@ def read_choice(text: str | None, options: Options) -> Choice:
 
 def _read(body: str, options: Options, notes: list[str]) -> tuple[str, str | None]:
     """(the option, the reason) of an answer's body by the grammar, or `Unreadable`."""
-    refuse_if(body, "the answer", TIES)  # before any value: no form calls a tie
+    refuse_if(body, "the answer", TIES, CORRECTS, DOUBTS)  # before any value: no form, no reason may say these
     if renamed := next((r for r in references(body, options) if r.how == "renamed"), None):
         raise Unreadable(f"the answer names an option by another name ({renamed.text.strip()!r}), not its letter")
     chosen: list[tuple[str, str]] = []  # (option, how)
