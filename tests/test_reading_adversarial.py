@@ -306,6 +306,8 @@ AGAINST = ["Image {L} better captures the cold loneliness of the poem.", "{L} is
            "{L}'s moon is lovely; {W}'s snow is lovelier.", "{W} is blurrier than {L}.", "{W} is more cluttered than {L}.",
            "{L} is calmer than {W}.", "{L} is less blurry than {W}.", "{W} is darker and {L} is brighter.",
            "{L} lacks nothing.", "{L} misses nothing.", "{L} is not without charm.", "图{L}也不错。", "图{W}不如图{L}。",
+           "The other image captures the snow better.", "It is worse at the snow.", "另一张图更好。",
+           "This one is weaker than the other.", "{W} keeps the snow; the other keeps it better.",
            "The first image is better.", "Image 1 keeps the snow.", "The left one is better.", "图一更好。"]
 
 

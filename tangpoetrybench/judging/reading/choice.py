@@ -136,9 +136,10 @@ def _references(options: Options) -> re.Pattern:
         # renamed: numbers, places, ordinals, sides, "the former"
         rf"\b(?P<renamed>(?:{NOUNS}|no\.?|number|#)\s*(?:[1-9]|one|two|three|four|i{{1,3}}|iv)\b"
         rf"|(?:first|second|third|fourth|1st|2nd|3rd|4th|last|left|right|top|bottom|upper|lower|leftmost|rightmost|"
-        rf"earlier|later)\s+(?:{NOUNS}|one)s?\b|(?:the\s+)?(?:former|latter)\b)",
+        rf"earlier|later|other|another|this|that|these|those|rival|alternative|competing|opposing|remaining|"
+        rf"losing|winning|chosen|preferred)\s+(?:{NOUNS}|ones?)s?\b|(?:the\s+)?(?:former|latter)\b|the\s+others?\b)",
         r"(?P<renamedzh>图\s*[1-9一二三四五六七八]|第\s*[1-9一二三四五六七八]\s*[张幅个首项]|前者|后者|[左右上下]图|"
-        r"[左右上下]边的?(?:图|那张|这张))",
+        r"[左右上下]边的?(?:图|那张|这张)|另[一外]\s*[张幅个首]?|其他|其余|这[张幅首]|那[张幅首])",
     ]
     return re.compile("|".join(parts), re.I)
 
@@ -407,9 +408,9 @@ def _check_reason(reason: str, winner: str, options: Options) -> None:
     for refs in named:  # a clause that names no option speaks of the one named last before it
         subject = refs[-1] if refs else subject
         subjects.append(refs if refs else [subject] if subject else [])
-    first = next((refs[0] for refs in named if refs), None)
+    first = next((refs[0] for refs in named if refs), winner)  # a reason that names neither speaks of the winner
     for clause, refs in zip(clauses, subjects):
-        refs = refs or ([first] if first else [])  # a clause before any option is named speaks of the first named
+        refs = refs or [first]  # a clause before any option is named speaks of the first named
         if refs and not _favours(clause, refs, winner):
             raise Unreadable(f"the reason does not show that it favours {winner}: {clause.strip()[:80]!r}")
 
