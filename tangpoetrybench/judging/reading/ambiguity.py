@@ -16,8 +16,8 @@ reason naming it. They never pick a reading; they only refuse one.
                "bump", "notch", "偏高", "偏低", "高估", "低估", "调高", "再低"
     PROVISIONAL  it calls something a draft, an example, a format or a template, not the answer: "draft",
                "for example", "e.g.", "format", "template", "schema", "placeholder", "preliminary", "草稿", "示例", "格式"
-    NUMBERS    a number outside the answer's own values (for scores, where numbers are the values): any digit, or
-               a Chinese numeral with 分
+    NUMBERS    a number outside the answer's own values (for scores, where numbers are the values): any digit, a
+               Chinese numeral with 分, or a value in words ("zero", "half", "full marks", "the highest", "满分")
 
 Which part of an answer each reader watches with which detectors is its grammar's business (docs/reading.md's
 table); the reasoning's conclusion is checked against the value read by `conclusion_differs`.
@@ -76,7 +76,9 @@ PROVISIONAL = Detector("calls something a draft, an example or a format", re.com
     r"\b(?:drafts?|examples?|for instance|e\.\s?g\.?|formats?|templates?|schemas?|placeholders?|preliminary|tentative|"
     r"initial(?:ly)?|sample)\b|草稿|初稿|示例|例如|比如|格式|模板|初步", re.I))
 NUMBERS = Detector("gives a number of its own", re.compile(
-    r"\d|[零〇一二三四五六七八九十百半两]+\s*分(?!析|别|辨|类|开|布|享|配|钟|子|量|明|外|之)"))
+    r"\d|[零〇一二三四五六七八九十百半两]+\s*分(?!析|别|辨|类|开|布|享|配|钟|子|量|明|外|之)|\b(?:zero|half|quarter|"
+    r"full (?:marks|score)|perfect score|top (?:marks|score)|maximum|minimum|max|min|lowest|highest|null)\b|一半|最高分|"
+    r"最低分|零分", re.I))
 
 
 def refuse_if(text: str, where: str, *detectors: Detector) -> None:
