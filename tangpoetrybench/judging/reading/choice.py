@@ -126,7 +126,7 @@ VERB_AFTER = (r"is|was|has|had|wins|won|beats|loses|lost|does|did|isn't|doesn't|
 def _references(options: Options) -> re.Pattern:
     """Every way an answer may name an option, its letter or otherwise; a letter found may be an article."""
     parts = [
-        rf"\b(?:{NOUNS})s?\s*#?\s*(?P<noun>[A-Za-z])(?![A-Za-z0-9])",  # "image B", "option c", "Image A's"
+        rf"\b(?:{NOUNS})s?(?:\s+#?\s*|\s*#\s*)(?P<noun>[A-Za-z])(?![A-Za-z0-9])",  # "image B", "option c", "Image A's"
         r"(?:图片?|选项|候选|答案)\s*(?P<zh>[A-Za-z])(?![A-Za-z0-9])|(?<![A-Za-z0-9])(?P<zh2>[A-Za-z])\s*(?:图|项|幅|张|首)",
         r"[(\[【]\s*(?P<bracket>[A-Za-z])\s*[)\]】]",
         r"(?<![A-Za-z0-9_'’\-])(?P<capital>[A-Z])(?![A-Za-z0-9_]|['’](?![sS]\b))",  # "A", "A's moon"
@@ -391,7 +391,7 @@ FLAW = re.compile(r"\b(?:flaws?|problems?|issues?|errors?|artifacts?|mistakes?|d
                   r"flat|garish|gaudy|harsh|distorted|deformed|garbled|broken|melted|incorrect|inaccurate|off|modern|"
                   r"anachronistic|cartoonish|cheap|bland|generic|sloppy|crude|messy|awkward|weak|ugly|unrelated|"
                   r"irrelevant|mismatched|inconsistent|jarring|clashing|odd|strange|unnatural|artificial|plastic|"
-                  r"oversaturated|noisy|pixelated|empty)\b|差|弱|模糊|杂乱|失真|变形|错误|问题|瑕疵|缺点|不足|突兀|俗|粗糙|生硬|偏离",
+                  r"oversaturated|noisy|pixelated|empty|too \w+|overly \w+)\b|差|弱|模糊|杂乱|失真|变形|错误|问题|瑕疵|缺点|不足|突兀|俗|粗糙|生硬|偏离",
                   re.I)
 
 
