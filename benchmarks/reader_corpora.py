@@ -35,6 +35,7 @@ DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 CORPORA = {"parser_cases.jsonl": "scores", "reasons_cases.jsonl": "explain", "winner_cases.jsonl": "winner",
            "letter_cases.jsonl": "letter", "handwritten_answers.jsonl": None,
            "handwritten_redteam.jsonl": None}  # None: each row names its task
+COLUMNS = ("n", "ok", "repaired", "failed", "lost", "partial", "wrong")
 
 
 def label(row: dict):
@@ -99,8 +100,7 @@ def measure(data: Path) -> tuple[list[dict], list[str]]:
             if got is not None and (found := verdict(task, got, want, rubric)):
                 c[found] += 1
                 wrong.append(f"{name} [{task}] {row['case']!r}: {found}, read {got!r}, labelled {want!r}")
-        rows += [{"corpus": name, "task": task, **{k: c[k] for k in ("n", "ok", "repaired", "failed", "lost",
-                                                                      "partial", "wrong")}} for task, c in counts.items()]
+        rows += [{"corpus": name, "task": task, **{k: c[k] for k in COLUMNS}} for task, c in counts.items()]
     return rows, wrong
 
 
@@ -134,12 +134,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write the figures as JSON here too")
     args = parser.parse_args()
     rows, wrong = measure(args.data)
-    columns = ("n", "ok", "repaired", "failed", "lost", "partial", "wrong")
     print("| corpus | task | answers | ok | repaired | failed | of them lost | partial | confident-wrong |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['corpus']} | {r['task']} | " + " | ".join(str(r[k]) for k in columns) + " |")
-    print("| all | | " + " | ".join(str(sum(r[k] for r in rows)) for k in columns) + " |")
+        print(f"| {r['corpus']} | {r['task']} | " + " | ".join(str(r[k]) for k in COLUMNS) + " |")
+    print("| all | | " + " | ".join(str(sum(r[k] for r in rows)) for k in COLUMNS) + " |")
     if args.wrong:
         print("\n".join(["", *wrong]))
     rates = speed(args.data) if args.speed else {}

@@ -132,7 +132,8 @@ def test_every_familys_reasoning_wrapper_is_set_apart():
                              ("[THINK]", "[/THINK]"), ("◁think▷", "◁/think▷"),
                              ("<|begin_of_thought|>", "<|end_of_thought|>"),
                              ("Here is my thought process:", "Here is my response:"),
-                             ("<|channel|>analysis<|message|>", "<|end|><|start|>assistant<|channel|>final<|message|>")]:
+                             ("<|channel|>analysis<|message|>",
+                              "<|end|><|start|>assistant<|channel|>final<|message|>")]:
         opened = open_envelope(f"{opening}A? maybe.{closing}\nB")
         assert opened.body.strip() == "B" and [t.strip() for t in opened.thoughts] == ["A? maybe."], opening
         with pytest.raises(Unreadable, match="never closed|no final answer"):

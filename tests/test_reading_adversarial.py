@@ -303,7 +303,8 @@ AGAINST = ["Image {L} better captures the cold loneliness of the poem.", "{L} is
            "{L} is excellent.", "{W} keeps the boat, but {L} is more poetic.", "Unlike {W}, {L} keeps the snow.",
            "{L} wins on mood.", "{L} is as good as {W}.", "{L} isn't worse.", "{L} has no equal here.",
            "{W} falls short of {L}.", "{L} beats {W}.", "{L} > {W}", "{W} < {L}", "{L}, with its moon, is lovely.",
-           "{L}'s moon is lovely; {W}'s snow is lovelier.", "{W} is blurrier than {L}.", "{W} is more cluttered than {L}.",
+           "{L}'s moon is lovely; {W}'s snow is lovelier.", "{W} is blurrier than {L}.",
+           "{W} is more cluttered than {L}.",
            "{L} is calmer than {W}.", "{L} is less blurry than {W}.", "{W} is darker and {L} is brighter.",
            "{L} lacks nothing.", "{L} misses nothing.", "{L} is not without charm.", "图{L}也不错。", "图{W}不如图{L}。",
            "The other image captures the snow better.", "It is worse at the snow.", "另一张图更好。",
@@ -376,7 +377,8 @@ def compose_winner(rng: random.Random):
                                    "Hard to say.", "Probably."])
         strict = True
     if "prose" in kinds:
-        text += "\n" + rng.choice([f"Image {loser} has the moon.", f"{loser} is nice too.", f"Image {winner} is better."])
+        text += "\n" + rng.choice([f"Image {loser} has the moon.", f"{loser} is nice too.",
+                                   f"Image {winner} is better."])
         strict = strict or "nice" in text or "moon" in text
     if "wrapper same" in kinds:  # wrappers last: they hold only their own reasoning
         opening, closing = rng.choice(WRAPPERS)

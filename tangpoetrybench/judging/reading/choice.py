@@ -1,30 +1,18 @@
 """Reading a choice among labelled options by an explicit grammar: the pairwise winner (A or B) and the Phase-1
 letter (A–D), one reader parameterised by the question's `Options`. Never raises, and never guesses.
 
-A value comes only from a form of the grammar below (docs/reading.md's table gives each form with the condition
-under which it is unambiguous); the text around it is only *watched*: a reference to an option there, a
-correction, a doubt, a tie, a renamed option, a reason that does not favour the winner, or a reasoning block that
-concludes otherwise fails the read, whose note names the condition. Finding references is deliberately generous (a
-capital "A" is a reference even where it may be an article): a reference found only ever refuses a read.
+A value comes only from a form of the grammar (docs/reading.md's table: W1–W6 for the winner, L1–L7 for the letter,
+each with the condition under which it is unambiguous): the answer object, a labelled line (`Winner: B`,
+`Answer: C`), the letter alone, a short choosing sentence (`Image B is better.`, `C is correct.`), and for the
+letter a candidate's title, alone or beside its letter. The rest of the answer is only *watched*: a reference to an
+option there (its letter, a renamed option, a candidate's title), a correction, a doubt, a tie, a reason that does
+not favour the winner, or a reasoning block that concludes otherwise fails the read, whose note names the
+condition. Finding references is deliberately generous (a capital "A" is a reference even where it may be an
+article): a reference found only ever refuses a read.
 
-Forms, after the envelope (`envelope`: reasoning set apart, wrappers and fences off, NFKC):
-
-- pairwise: **W1** `{"winner": "A" | "B", "reason": "…"}` exactly (`ok`); **W2** that object with repairs (wrapped,
-  JSON syntax repaired, `"b"` or `"Image B"` as the winner, no reason, repeated); **W3** a line `Winner: B` (also
-  `Answer:`, `Final answer:`, `Verdict:`, `Better image:`, `胜者：`, `答案：`), maybe with a `Reason: …` line; **W4**
-  the letter alone (`B`, `(B)`, `B.`, `Image B`).
-- letter: **L1** the letter alone (`C`, `(C)`, `C.`: `ok`; lower case, bold, quoted: `repaired`); **L2** a line
-  `Answer: C` (also `Final answer:`, `The answer is`, `The correct answer is`, `答案：`, `答案是`, `选`), maybe with
-  the candidate's title after the letter (`C. 《登鹳雀楼》`) or the letter after the title (`《登鹳雀楼》 (C)`); **L3**
-  a candidate's title alone (`《江雪》`, `「江雪」`, `江雪`), matched exactly after the normalisations that cannot
-  merge two titles (brackets, traditional to simplified characters, width); **L4** `{"answer": "C"}` (or
-  `letter`, `choice`, `option`).
-
-Unambiguous only where: every form given says the same option; the text around the forms names no option in any way
-(letter, renamed, title) and neither corrects, doubts nor calls a tie; a title matches exactly one candidate (and,
-written without brackets, begins no other candidate's title: it may have been cut off); the pairwise reason, clause by
-clause, speaks of the other image only to find fault with it or to rank it below the winner, and never of the winner
-as worse; a reasoning block's last sentence that names an option names the one read.
+Titles are matched exactly after the normalisations that cannot merge two titles (brackets and spaces dropped, NFKC
+width, middle dots alike, traditional characters as simplified ones by OpenCC): a title of two candidates, or one
+written without brackets that begins another candidate's title (cut off?), fails.
 """
 
 from __future__ import annotations
@@ -86,14 +74,16 @@ def _to_simplified():
     return opencc.OpenCC("t2s")
 
 
-@functools.lru_cache(maxsize=4096)
-def fold_title(title: str) -> str:
-    """A title compared as the letter reader compares titles: NFKC (width), brackets and spaces dropped, middle dots
-    alike, traditional characters as simplified ones. Two candidates whose titles fold alike cannot be told apart
-    by their titles (`_titled` refuses both)."""
-    folded = TITLE_MARKS.sub("", normalise(title))
+def fold(text: str) -> str:
+    """A text as the letter reader compares titles: NFKC (width), brackets and spaces dropped, middle dots alike,
+    traditional characters as simplified ones. Two candidates whose titles fold alike cannot be told apart by their
+    titles (`_titled` refuses both)."""
+    folded = TITLE_MARKS.sub("", normalise(text))
     folded = re.sub(r"[·・•‧･]", "·", folded)
     return _to_simplified().convert(folded).lower()
+
+
+fold_title = functools.lru_cache(maxsize=1024)(fold)  # titles recur: a candidate set is asked in four orders
 
 
 def _is_title(written: str, options: Options) -> bool:
@@ -146,7 +136,6 @@ def _references(options: Options) -> re.Pattern:
 
 @dataclass
 class _Ref:
-    start: int
     label: str | None  # None: it names no option (E of four, a renamed option, an unknown title)
     text: str
     how: str = "letter"  # "capital" (a capital letter alone, maybe an article), "renamed", "title" or "letter"
@@ -157,8 +146,8 @@ def references(text: str, options: Options) -> list[_Ref]:
     written anywhere in it, brackets or none."""
     out = []
     if options.titles:
-        folded = fold_title(text)
-        out += [_Ref(0, LETTERS[i], title, "title") for i, title in enumerate(options.titles)
+        folded = fold(text)
+        out += [_Ref(LETTERS[i], title, "title") for i, title in enumerate(options.titles)
                 if fold_title(title) in folded]
     for m in _references(options).finditer(text):
         group, value = m.lastgroup, m.group(m.lastgroup)
@@ -174,7 +163,7 @@ def references(text: str, options: Options) -> list[_Ref]:
         else:
             label = value.upper() if value.upper() in options.labels else None
         how = "renamed" if group.startswith("renamed") else group if group in ("capital", "title") else "letter"
-        out.append(_Ref(m.start(), label, m.group(0), how))
+        out.append(_Ref(label, m.group(0), how))
     return out
 
 
@@ -246,7 +235,7 @@ def _letter(letter: str, options: Options) -> str:
 
 
 def _object_choice(value, options: Options) -> tuple[str | None, str | None] | None:
-    """(the option, the reason) of a JSON object that gives the choice (W1, W2, L4); None for a value that gives
+    """(the option, the reason) of a JSON object that gives the choice (W1, W2, L6); None for a value that gives
     none; `Unreadable` for one that gives it otherwise."""
     if not isinstance(value, dict):
         return None
@@ -360,12 +349,14 @@ def _concluded(thought: str, options: Options) -> dict[str, str]:
 # --- the pairwise reason, clause by clause --------------------------------------------------------------------------
 
 CLAUSE = re.compile(r"[.;!?。；！？\n,，、:：]+|\s[—–-]\s|[—–]|\b(?:but|while|whereas|although|though|however|yet|and|"
-                    r"so|because|since|as|which|that|who|where|whose|unlike)\b|但是?|而且?|却|不过|然而|虽然|并且|因为|所以|而", re.I)
+                    r"so|because|since|as|which|that|who|where|whose|unlike)\b"
+                    r"|但是?|而且?|却|不过|然而|虽然|并且|因为|所以|而", re.I)
 NEGATION = re.compile(r"\b(?:not|never|no|none|nothing|nor|neither|without|lacks?|lacking|missing|misses|miss|absent|"
                       r"fails?|failed|loses|lost|lose|omits?|omitted|hardly|barely|leaves? out|left out|ignores?|"
                       r"ignored|drops?|dropped|forgets?|forgot)\b|n't|没有|没|无|不|未|缺|失去|丢失|"
                       r"少了|非", re.I)
-KNOWN_BETTER = r"better|stronger|richer|finer|closer|greater|sharper|clearer|truer|lovelier|nicer|prettier|crisper|livelier"
+KNOWN_BETTER = (r"better|stronger|richer|finer|closer|greater|sharper|clearer|truer|lovelier|nicer|prettier|crisper|"
+                r"livelier")
 # A comparative "than" follows whose sense the reader does not know ("calmer than", "brighter than"): refused.
 UNKNOWN_COMPARATIVE = re.compile(rf"\b(?!(?:{KNOWN_BETTER}|other|rather|worse|over|under|either|neither|whether|"
                                  r"blurrier|darker|duller|muddier|busier|flatter|harsher|cruder|messier|uglier|noisier|"
@@ -391,8 +382,8 @@ FLAW = re.compile(r"\b(?:flaws?|problems?|issues?|errors?|artifacts?|mistakes?|d
                   r"flat|garish|gaudy|harsh|distorted|deformed|garbled|broken|melted|incorrect|inaccurate|off|modern|"
                   r"anachronistic|cartoonish|cheap|bland|generic|sloppy|crude|messy|awkward|weak|ugly|unrelated|"
                   r"irrelevant|mismatched|inconsistent|jarring|clashing|odd|strange|unnatural|artificial|plastic|"
-                  r"oversaturated|noisy|pixelated|empty|too \w+|overly \w+)\b|差|弱|模糊|杂乱|失真|变形|错误|问题|瑕疵|缺点|不足|突兀|俗|粗糙|生硬|偏离",
-                  re.I)
+                  r"oversaturated|noisy|pixelated|empty|too \w+|overly \w+)\b"
+                  r"|差|弱|模糊|杂乱|失真|变形|错误|问题|瑕疵|缺点|不足|突兀|俗|粗糙|生硬|偏离", re.I)
 
 
 def _check_reason(reason: str, winner: str, options: Options) -> None:
@@ -403,21 +394,17 @@ def _check_reason(reason: str, winner: str, options: Options) -> None:
     if bad := next((r for c in clauses for r in references(c, options) if r.label is None and r.how != "capital"),
                    None):  # a capital letter of no option ("C", "F") is no name of the other image
         raise Unreadable(f"the reason names {bad.text.strip()!r}, not the option's letter")
-    subject = None
-    subjects = []
-    for refs in named:  # a clause that names no option speaks of the one named last before it
-        subject = refs[-1] if refs else subject
-        subjects.append(refs if refs else [subject] if subject else [])
-    first = next((refs[0] for refs in named if refs), winner)  # a reason that names neither speaks of the winner
-    for clause, refs in zip(clauses, subjects):
-        refs = refs or [first]  # a clause before any option is named speaks of the first named
-        if refs and not _favours(clause, refs, winner):
+    # before any option is named, a clause speaks of the first named; in a reason that names none, of the winner
+    subject = next((refs[0] for refs in named if refs), winner)
+    for clause, refs in zip(clauses, named):
+        subject = refs[-1] if refs else subject  # a clause that names no option speaks of the one named last before it
+        if not _favours(clause, refs or [subject], winner):
             raise Unreadable(f"the reason does not show that it favours {winner}: {clause.strip()[:80]!r}")
 
 
 def _favours(clause: str, refs: list[str], winner: str) -> bool:
     """Whether a clause about the options `refs` (in order) is consistent with `winner` winning. A comparative
-    before "than" whose sense is not known ("lovelier than", "richer than") counts both ways, and so refuses."""
+    before "than" whose sense is not known ("calmer than", "brighter than") counts both ways, and so refuses."""
     if re.search(r"\bless \w+", clause, re.I) and FLAW.search(clause) or UNKNOWN_COMPARATIVE.search(clause):
         return False  # "less blurry": a fault denied, which ranks the other way; "calmer than": which way?
     less = bool(LESS.search(clause))

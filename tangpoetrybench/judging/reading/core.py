@@ -17,7 +17,8 @@ import re
 import warnings
 from dataclasses import dataclass
 
-FENCE = re.compile(r"```[\w+\-]*[ \t]*\n?(.*?)```", re.S)
+from .envelope import FENCE
+
 THINK_BLOCK = re.compile(r"<think>.*?</think>", re.S)
 
 
