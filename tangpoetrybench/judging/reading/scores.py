@@ -14,10 +14,11 @@ Forms (after the envelope: reasoning set apart, answer wrappers and code fences 
   values written as number strings, option letters (`"b"`, `"(b)"`) or N/A words for a dimension that can be
   excluded; the explain form's scores in plain mode and the plain form in explain mode; the same object repeated;
   text around it (S5's conditions).
-- **S3, lines** `Name: value` (or `=`), one dimension a line (or several on one line, `,` or `;` between them),
+- **S3, lines** `Name: value` (or `=`, or a dash), one dimension a line (or several on one line, `,` or `;` between them),
   maybe bulleted, numbered or bold; the value a number in [0, 1], an option letter (`b`, `(b)`) or an N/A word,
   maybe followed by a remark after a separator.
-- **S4, a markdown table** `| Dimension | Score |`, maybe with a third `Reason` column.
+- **S4, a markdown table** `| Dimension | Score |`, or with an `Option` column beside or instead of the score (the
+  two must agree), maybe with a `Reason` column.
 - **S5, text around the form**: no digit, no correction, doubt or scale of its own, no dimension given a value
   (`Core imagery: …`, or an option's label or letter that is not the answer's).
 
