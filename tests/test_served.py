@@ -242,7 +242,7 @@ def test_a_malformed_answer_gets_one_repair_round(server, demo_built, tmp_path, 
     assert first["raw_output"] == MALFORMED and first["parse_status"] == "repaired"
     assert first["repair"] == {"raw_output": GOOD, "parse_status": "ok", "error": None}
     assert first["scores"]["core_imagery"] == 0.33 and first["quality"] is not None
-    assert first["error"].startswith("the first answer did not parse (") and "two readings" in first["error"]
+    assert first["error"].startswith("the first answer did not parse (") and "is not one value" in first["error"]
     assert first["usage"]["prompt_tokens"] > 1.5 * second["usage"]["prompt_tokens"]  # two requests' tokens
     assert second["raw_output"] == GOOD and second["parse_status"] == "ok" and "repair" not in second
 
@@ -253,6 +253,64 @@ def test_a_malformed_answer_gets_one_repair_round(server, demo_built, tmp_path, 
     [row] = records(off)
     assert len(proxy.requests) == 1 and row["parse_status"] == "failed" and "repair" not in row
     assert row["settings"]["repair"] == 0
+
+
+# Free-text answers the issue-44 readers refuse (each old reader read a value from it) and the repair round's answer.
+REFUSED = {
+    "scores": (GOOD + "\nNote: for safety, lower numbers mean fewer problems.", GOOD, "a direction of its own"),
+    "pairwise": (json.dumps({"winner": "A", "reason": "B is not worse than A in any respect."}),
+                 json.dumps({"winner": "B", "reason": "the moon is there"}), "does not show that it favours A"),
+    "letter": ("Probably C.", "C", "hedges or doubts"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", REFUSED)
+def test_the_repair_round_reads_what_the_reader_refused(task, server, demo_built, demo_raw, tmp_path):
+    """Through a real `transformers serve` behind the fault proxy, each task's first answer is free text that the
+    reader refuses (it admits two readings); the repair round asks for the exact form and the record holds what the
+    second answer says, the first kept as the raw output with the condition it failed."""
+    from tangpoetrybench.dataset.distractors import choose_distractors, write_candidates
+    from tangpoetrybench.judging.pairwise import compare_to_jsonl, dataset_pairs
+    from tangpoetrybench.poems import read_poems
+    from tangpoetrybench.stats.pairs import pair_table
+
+    first, second, condition = REFUSED[task]
+
+    def answer(request: dict, response: dict) -> dict:
+        last = request["messages"][-1]["content"]  # the repair's text alone is a plain string on the wire
+        repair = isinstance(last, str) and last.startswith("Reply with")
+        response["choices"][0]["message"]["content"] = second if repair else first
+        return response
+
+    item = next(iter(DatasetSource(demo_built, "images", "test"))).load()
+    with FaultProxy(server["url"], rewrite=answer) as proxy:
+        if task == "scores":
+            judge = load_evaluator("api", model=server["model"], base_url=proxy.url, max_new_tokens=8)
+            [result] = judge.score([item])
+            assert result.parse_status == "repaired" and result.scores == json.loads(GOOD)
+            assert result.raw_output == first and result.repair == {"raw_output": GOOD, "parse_status": "ok",
+                                                                    "error": None}
+            assert result.error.startswith("the first answer did not parse (") and condition in result.error
+        elif task == "pairwise":
+            judge = load_evaluator("api", task="pairwise", model=server["model"], base_url=proxy.url, max_new_tokens=8)
+            pairs, load = dataset_pairs(demo_built, "images", "test", pair_table(demo_built, "test").id_pairs()[:1])
+            compare_to_jsonl(judge, pairs, load, tmp_path / "pairs.jsonl")
+            [row] = [line.record for line in read_lines(tmp_path / "pairs.jsonl")]
+            for order in row["orders"]:
+                assert order["status"] == "repaired" and order["winner"] == "B" and order["raw"] == first, order
+                assert condition in order["error"]
+        else:
+            poems = read_poems(demo_raw / "poems.jsonl")
+            candidates = write_candidates(choose_distractors(poems, seed=0), poems, tmp_path / "candidates.jsonl",
+                                          {"seed": 0})
+            judge = load_evaluator("recognize", model=server["model"], base_url=proxy.url, candidates=candidates,
+                                   max_new_tokens=4)
+            [result] = judge.score([item])
+            assert result.parse_status == "repaired" and result.evidence["letters"] == ["C"] * 4
+            assert json.loads(result.raw_output) == [first] * 4 and condition in result.error
+    chats = [r for r in proxy.requests if r["path"].endswith("/chat/completions")]
+    assert len(chats) == {"scores": 2, "pairwise": 4, "letter": 8}[task]  # every question asked, then repaired once
 
 
 @pytest.mark.slow

@@ -79,10 +79,8 @@ def test_rewards_give_nothing_for_answers_that_are_not_the_format():
     cases = [sevens, fives, nulls, above, stated]
     assert rewards.format_reward(cases, tradition=["tang"] * 5) == [0.0] * 5
     accuracy = rewards.accuracy_reward(cases, targets=[TARGET] * 5, tradition=["tang"] * 5)
-    assert accuracy[:3] == [0.0, 0.0, 0.0]
-    assert accuracy[3] == pytest.approx(1 - 1.0 / 9)  # the out-of-range value counts as the largest error
-    # a stated 1–5 scale is read ((v − 1) / 4: 0.75 for a human 0.67 twice, 0.25 for 0.33), but earns no format reward
-    assert accuracy[4] == pytest.approx(1 - 3 * 0.08 / 9)
+    # none of them reads (a value off the 0–1 scale, a scale of the answer's own: no one reading): no accuracy either
+    assert accuracy == [0.0] * 5
 
 
 def test_rows(demo_built):

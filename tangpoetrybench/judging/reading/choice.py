@@ -1,45 +1,18 @@
-"""Reading a choice among labelled options: the pairwise winner (A or B) and the Phase-1 letter (A–D), one reader
-parameterised by the task's `Options` (the labels, and the other names each option goes by).
+"""Reading a choice among labelled options by an explicit grammar: the pairwise winner (A or B) and the Phase-1
+letter (A–D), one reader parameterised by the question's `Options`. Never raises, and never guesses.
 
-The rule: a careful person reading the answer beside the question agrees with the option returned, or none is
-(a failed read, never a guess). After the core (`prepare`: thinking, NFKC, fences, struck-through text), the reader
-finds every *reference* to an option: its letter (`B`, `(b)`, `Ｂ`, `option c`, `Image A`, `图B`, `B项`), and where the
-task names them so, its number or place (`Image 2`, `the second image`, `第二张`, `图一`, `the third poem`, `第三首`),
-its title (`《江雪》`, given `titles`), or "the former"/"the latter" (`前者`/`后者`: of the two options named before
-it, or with none named, of the question's two: the pairwise prompt names A first). A capital "A" followed on its line
-by a word that is not a verb ("A lone fisherman") is an article, and a lower-case letter followed by a word is not a
-letter; a capital "A" that ends its line ("Winner: A" then a reason on the next) is a letter. References written as
-one (`B (the second image)`, `C — 《江雪》`, `《江雪》, letter B`) must agree. Each reference is then:
+A value comes only from a form of the grammar (docs/reading.md's table: W1–W6 for the winner, L1–L7 for the letter,
+each with the condition under which it is unambiguous): the answer object, a labelled line (`Winner: B`,
+`Answer: C`), the letter alone, a short choosing sentence (`Image B is better.`, `C is correct.`), and for the
+letter a candidate's title, alone or beside its letter. The rest of the answer is only *watched*: a reference to an
+option there (its letter, a renamed option, a candidate's title), a correction, a doubt, a tie, a reason that does
+not favour the winner, or a reasoning block that concludes otherwise fails the read, whose note names the
+condition. Finding references is deliberately generous (a capital "A" is a reference even where it may be an
+article): a reference found only ever refuses a read.
 
-- *chosen*: named as the answer (`Winner: B`, `Answer: (B)`, `the answer is B`, `I'd choose C`, `Prefer B over A`,
-  `it's C`, `that is 《江雪》`, `选C`, `答案：A`), said to be better (`B is better`, `Image B wins`, `B > A`, `Image A
-  better captures the snow`, `A loses to B` for B, `图一更符合诗意`, `A isn't, B is`), given alone (`B`, `B.`, a line or
-  a clause of its own, the first word of the answer followed by a full stop or a dash), set against another where the
-  sentence ends (`C rather than A.`, `D over B.`), ending its sentence after "but", "overall", "points to" or a
-  correction word (`Not A but C.`, `Just kidding, A.`), or in a JSON field that holds the choice (`winner`,
-  `better_image`, `answer`, `choice`, `答案` …, also nested under `answer`), whose value is read by these same rules;
-- *rejected*: denied (`not B`, `Definitely not A`, `B is not better`, `rather than A`, `better than B`, `不是B`,
-  `B > A` for A), or the claim a negation governs (`I don't think A is better`, `I'm not sure it's B`, `No way A is
-  better`, `It is not the case that A …`);
-- *hedged*: `maybe B`, `B might be better`, `Maybe B?`;
-- *offered*, none chosen: `A or B`, `A, B, C, or D`;
-- or only mentioned (`Image A shows the moon`, `between A and C`, a walk through the options line by line, `A would
-  be better if it had the moon`, a concession: `Although A better captures the moon, …`).
-
-A reference takes the reading of the one before it where the text says so (`B is wrong, so is C`, `A isn't, nor is
-B`, `C is about spring; so is D`), and the members of a list that ends its sentence share the first's reading
-(`Answer: A and B.` chooses two). The answer is the option chosen, where every choice agrees and none of it is
-rejected. A later choice introduced by a correction word ("Actually, on second thought, B", "Wait — …", "but
-honestly B", "Just kidding, A", a JSON object labelled "Correction:") or labelled final ("Final answer: B") replaces
-the earlier ones. The read fails when nothing is chosen ("The answer is not B.", "Definitely not A.", "It's a
-tie"), when two options are ("Image A is better" beside `{"winner": "B"}`, two JSON objects that disagree, a `winner`
-key given twice, "Winner: A" and "Winner: B" on two lines), when the chosen option is not one (`E`, `C` of two
-images, a title that is no candidate's, `tie`, "the former" with three named), when it is also rejected, or when the
-answer wavers, doubts or takes it back after choosing ("Hmm, actually B might be better", "On second thought, I'm
-not sure", "The answer is C. Actually, I am not sure.", "Just kidding."). Objects and lines introduced as a format,
-an example or a draft are not answers. A reason inside the answer object is read as prose: a reason that prefers the
-other image (`{"winner": "B", "reason": "Image A better captures the snow."}`) fails the answer, even in the exact
-form asked for.
+Titles are matched exactly after the normalisations that cannot merge two titles (brackets and spaces dropped, NFKC
+width, middle dots alike, traditional characters as simplified ones by OpenCC): a title of two candidates, or one
+written without brackets that begins another candidate's title (cut off?), fails.
 """
 
 from __future__ import annotations
@@ -50,47 +23,34 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .core import (CORRECTION, DENIED_CLAIM, DOUBT, NEGATION_BEFORE, STRONG_CORRECTION, Conflict, Pairs, is_final, kind,
-                   label, loads, prepare, provisional, segments)
+from .ambiguity import CORRECTS, DOUBTS, PROVISIONAL, TIES, conclusion_differs, last_sentence_with, refuse_if
+from .core import Conflict, Pairs, loads, segments
+from .envelope import Unreadable, normalise, open_envelope
 
 LETTERS = "ABCDEFGH"
-NEAR = 120  # characters around a reference that its cues are looked for in
-ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8,
-            "1st": 1, "2nd": 2, "3rd": 3, "4th": 4, "5th": 5, "6th": 6, "7th": 7, "8th": 8}
-CHINESE_NUMBERS = {c: i + 1 for i, c in enumerate("一二三四五六七八")}
+EMPHASIS = r"(?:\*\*|__|\*|`)?"
 
 
 @dataclass(frozen=True)
 class Options:
-    """A closed set of labelled options and the names that refer to them, as the task's question defines them."""
+    """A closed set of labelled options, as the task's question defines them."""
 
     labels: str  # the options' letters in order: "AB", "ABCD"
-    nouns: tuple[str, ...]  # words that name an option with its letter ("image A", "option c")
-    numbered: bool  # whether a number names an option in order ("Image 2", "图2"): the question numbered them so
-    ordinal_nouns: tuple[str, ...]  # "the second image", "the third poem"
-    counters: str  # Chinese measure words after an ordinal: 第二张, 第三首
-    fields: frozenset[str]  # JSON fields that hold the choice, compared without case, spaces or punctuation
-    verbs: str = ""  # words before a reference that choose it in this task ("the image illustrates 《江雪》")
-    titles: tuple[str, ...] = ()  # the options' titles in order (《江雪》 names its option)
+    noun: str  # what an option is: "image", "poem"
+    fields: tuple[str, ...]  # JSON keys that hold the choice
+    line_labels: str  # a regex of the labels of a line that gives the choice ("winner|answer|…")
+    titles: tuple[str, ...] = ()  # the options' titles in order (the letter task: `《江雪》` names its candidate)
 
 
-# The pairwise question: "Image A is the first image, image B the second."
-WINNER = Options("AB", ("image", "picture", "pic", "illustration", "painting", "artwork", "option", "candidate"), True,
-                 ("image", "picture", "pic", "illustration", "painting", "one", "artwork"), "张幅个",
-                 frozenset({"winner", "better", "betterimage", "best", "bestimage", "choice", "chosen", "preferred",
-                            "preference", "selected", "selection", "answer", "verdict", "pick", "final", "finalanswer",
-                            "胜者", "答案", "选择", "更好"}))
+WINNER = Options("AB", "image", ("winner",), r"winner|final answer|answer|verdict|better image|better one|choice|"
+                                                  r"preferred|preference|胜者|答案|答")
 
 
 def letter_options(n_options: int = 4, titles: Sequence[str] | None = None) -> Options:
     """The Phase-1 question: candidate poems lettered A, B, … in order."""
-    return Options(LETTERS[:n_options], ("option", "choice", "letter", "candidate", "poem"), False,
-                   ("poem", "option", "candidate", "choice", "one"), "首个项",
-                   frozenset({"answer", "letter", "choice", "option", "selected", "selection", "pick", "final",
-                              "finalanswer", "result", "prediction", "poem", "答案", "选项", "选择"}),
-                   r"\b(?:illustrates?|depicts?|shows?|portrays?|represents?|matches|is about|is from|is|"
-                   r"corresponds to|belongs to|refers to)|描绘的是|表现的是|画的是|对应的是|对应",
-                   tuple(titles or ()))
+    return Options(LETTERS[:n_options], "poem", ("answer", "letter", "choice", "option"),
+                   r"final answer|correct answer|my answer|answer|correct option|letter|option|choice|candidate|"
+                   r"答案是|答案为|答案|答", tuple(titles or ()))
 
 
 @dataclass
@@ -99,437 +59,366 @@ class Choice:
 
     label: str | None
     notes: list[str] = field(default_factory=list)
-    reason: str | None = None  # the answer object's reason, where one gave the choice
+    reason: str | None = None  # the reason given with the choice (pairwise)
 
 
-# --- the words around a reference ----------------------------------------------------------------------------------
+# --- titles ---------------------------------------------------------------------------------------------------------
 
-FILLER_MARKS = " \t*_\"'`“”‘’"
-FILLER_WORDS = set("the clearly definitely obviously certainly surely probably likely undoubtedly indeed still simply "
-                   "just honestly frankly really truly".split())
-CHOSEN_BEFORE = re.compile(
-    r"(?:\b(?:answer|winner|verdict|choice|pick|selection|decision|conclusion|preference|output|result)s?"
-    r"|\bbetter (?:one|image|illustration|picture|match|choice|fit)|\bbest (?:one|image|illustration|match|fit|choice)"
-    r"|\b(?:correct|right) (?:one|answer|option|poem|choice|letter|image)|\bfinal(?: answer| choice| verdict)?"
-    r"|\bthe one|答案|胜者|结论|选择|最终答案|最终选择|更好的(?:一张|一幅)?)[\"']?\s*"
-    r"(?:is|would be|will be|must be|has to be|should be|:|=|-|—|–|→|是|为|应为|应是|应该是)?\s*$"
-    r"|\b(?:i|we)(?:'d|’d|'ll|’ll| would| will| shall)?\s+(?:choose|chose|pick|picked|select|selected|go with|"
-    r"went with|vote for|prefer|opt for|lean towards?|lean to|favou?r|say|recommend|take|go for)\s*[:：]?\s*$"
-    r"|(?:^|[\n.!?;:]\s*)(?:prefer|choose|pick|select|go with|vote for|opt for)\s*[:：]?\s*$"
-    r"|\b(?:to choose|to pick|goes to|go to|preferred|my vote)\s*[,:：]?\s*$|\byes\s*[,:;—–\-]*\s*$"
-    r"|\b(?:better|best)\b[^.?!\n]{0,40}\bis\s*$"  # "the illustration that better matches the poem is …"
-    r"|\b(?:closest|nearest|likeliest)(?: one| match| poem| image)?\s*(?:is|:)\s*$"
-    r"|\b(?:i'm|i am|we're|we are)\s+(?:going with|choosing|picking|selecting|voting for)\s*$"
-    r"|\bmy (?:answer|choice|pick|vote|verdict|selection)\s*(?:is|:)?\s*$"
-    r"|\b(?:it's|it’s|it is|it must be|it has to be|it should be|that's|that’s|that is|this is|that would be|"
-    r"must be|has to be|should be|so it's|so|thus|therefore|hence|i think|i believe|i'd say|i would say|i guess)\s*$"
-    r"|\b(?:actually|on second thought|on reflection|wait|no|rather|instead|i mean|i meant|correction|"
-    r"make (?:it|that))\s*[,:;—–\-]*\s*$"
-    r"|(?:选择?|我选|应选|应该选|就选|选定|是|就是|应是|应为|应该是|乃|为|答案是|答案为)\s*[:：]?\s*$", re.I)
-DEPICTS = (r"(?:captures?|fits?|matches|conveys?|depicts?|shows?|illustrates?|reflects?|renders?|evokes?|portrays?|"
-           r"expresses|represents?|suits?|follows?|embodies)\b")
-CHOSEN_AFTER = re.compile(
-    r"^\s*(?:,?\s*(?:which|that)\s+)?(?:is|was|'s|seems|looks|appears|would be|must be|remains)\s+"
-    r"(?:(?:clearly|definitely|obviously|certainly|probably|much|far|slightly|overall|still|simply|just|really|truly)"
-    r"\s+)*(?:the\s+)?"
-    r"(?:better|best|correct|right|winner|superior|stronger|preferable|preferred|closer|more faithful|more fitting|"
-    r"more accurate|answer|one)\b(?!\s+(?:in|at|for|on|with|regarding|when|of|if|unless|were|had)\b)"
-    r"|^\s*(?:wins|won|fits|matches|prevails)(?:\s+(?:best|better|most|overall|the (?:image|picture|poem) best))?"
-    r"(?=\s*(?:$|[.,;!。，；！)—–]|\s-\s|\s(?:and|but|because|since|as|here)\b))"
-    r"|^\s*(?:takes it|gets my vote|it is|is it|is my (?:answer|choice|pick)|is (?:the )?most likely|is likeliest)\b"
-    r"|^\s*(?:outshines|outperforms|beats|surpasses|edges out|is preferred)\b"
-    r"|^\s*(?:(?:much|far|clearly|simply)\s+)?(?:better|best|more (?:faithfully|closely|fully|accurately|vividly))\s+"
-    rf"{DEPICTS}"  # "Image A better captures the snow"
-    rf"|^\s*{DEPICTS}[^.;,!?\n。，；！？]{{0,40}}?\b(?:better|best|more (?:faithfully|closely|fully|accurately))\b"
-    r"|^\s*>{1,2}(?=\s|[A-H]\b)"  # "B > A"
-    r"|^\s*(?:is|does)\s*(?=[.!。！]|$)"  # "A isn't, B is."
-    r"|^\s*[—–:-]\s*(?:(?:much|clearly|definitely)\s+)?(?:better|best|the better one|the winner|winner)\b"
-    r"|^\s*(?:更好|更佳|更符合|更贴切|更契合|更胜一筹|胜出|获胜|较好|为佳|最好|最佳|最符合|正确|是正确|是答案|更合适|最合适)", re.I)
-INVERSE_BEFORE = re.compile(r"\b(?:worse|weaker|poorer|inferior|less \w+)\s+(?:than|to)\s*$|\bnot (?:as|so) \w+ as\s*$"
-                            r"|\b(?:loses?|lost|losing|yields?)\s+(?:out\s+)?to\s*$"  # "A loses to B"
-                            r"|\bfalls? short of\s*$"
-                            r"|\b(?:beaten|outdone|outshone|outperformed|surpassed|bested|eclipsed)\s+by\s*$"
-                            r"|[^\s<>=-]\s*<\s*$", re.I)  # "A < B"
-# A negated inverse comparison says only that the reference does not win: "B is no worse than A", "not inferior to A".
-NEGATED_INVERSE = re.compile(r"(?:\bnot|n't|\bno|\bnever|\bhardly|\bscarcely|\bbarely)\s+(?:\w+\s+)?$", re.I)
-LOSER_BEFORE = re.compile(r"[^\s<>=-]\s*>{1,2}\s*$")  # "B > A" (not an arrow "->", not a quoted line "> A")
-REJECTED_AFTER = re.compile(
-    r"^\s*(?:is|was|'s|seems|looks)?\s*(?:not|n't|never)\b|^\s*(?:isn't|isn’t|wasn't|doesn't|does not|did not|"
-    r"didn't|can't|cannot|fails?|loses?|lost)\b|^\s*(?:is|was|seems|looks)\s+(?:wrong|incorrect|worse|weaker|"
-    r"inferior|out|less|off|a poor)\b|^\s*<(?=\s|[A-H]\b)"
-    r"|^\s*(?:不对|不是(?=\s*(?:$|[。.,，!！;；]))|错|不符|较差|更差|不行|不如|不正确)", re.I)
-HEDGE_BEFORE = re.compile(r"\b(?:maybe|perhaps|possibly|might be|may be|could be|either)\s*$|也许|可能|或许", re.I)
-# A clause that concedes what it says of a reference: "Although A better captures the moon, B wins".
-CONCESSION = re.compile(r"\b(?:although|though|even though|even if|while|whereas|despite|granted|admittedly)\b"
-                        r"[^.;:!?\n,。；：！？，]*$", re.I)
-HEDGE_AFTER = re.compile(r"^\s*(?:might|may|could|possibly)\b|^\s*\?", re.I)
-EXAMPLE_BEFORE = re.compile(r"(?:\bfor (?:example|instance)|\be\.g\.?|\bsuch as|\bexample|例如|比如)\s*[:,]?\s*$", re.I)
-# What joins references written one after another: "A or B", "A, B, C, or D" (offered, none chosen), "A and B", "A, B"
-# (a list: after a cue, every member shares the first's reading: "Answer: A and B." chooses two).
-JOINER = re.compile(r"^[\s\"']*(?:(?P<alternative>,?\s*(?:or|and/or|/|或者?|还是|vs\.?|versus)"
-                    r"\s*(?:maybe|perhaps|possibly)?)"
-                    r"|(?P<list>,?\s*(?:and|&|和|与|及)|[,、]))[\s\"']*$", re.I)
-# A reference that takes the reading of the one before it: "B is wrong, so is C", "A isn't, nor is B".
-ANAPHORA = re.compile(r"\b(?:so|nor|neither|as)\s+(?:is|was|does|did|are|do|has|would|could|can)\s*$"
-                      r"|\b(?:the )?same (?:goes )?(?:for|with)\s*$|\blikewise\s*,?\s*$", re.I)
-# "C rather than A", "B over A", "B, not A": between two references, the first chosen where the sentence is theirs.
-CONTRAST = re.compile(r"^\s*,?\s*(?:rather than|instead of|over|and not|but not|not|>)\s*$", re.I)
-# Cues that choose a reference that ends its sentence: "Not A but C.", "A careful reading points to C.", "Overall, B.",
-# a correction word ("Just kidding, A.", "Wait, A.").
-END_CUE = re.compile(rf"\bbut\s*$|\b(?:points?|pointing|leads?|leading)\s+(?:\w+\s+)?to\s*$"
-                     rf"|\b(?:overall|on balance|in the end|ultimately|all in all)[\s,:]*$"
-                     rf"|(?:{CORRECTION.pattern})[\s,:;—–\-]*$", re.I)
-APPOSITION = re.compile(r"^\s*(?:[(\[（【]|[—–]|\s-\s|[:：]|i\.e\.,?|namely|即)\s*$", re.I)
-SEPARATED = re.compile(r"(?:[:：=→?？]|\s[—–-]|[—–])\s*$|[.!。！;；]\s*$")  # "…: C", "… — B", "Which is better? B",
-# and a reference that is a sentence or a clause of its own ("… matters more. B.", "B is wrong, so is C; D.")
-QUESTION = re.compile(r"^[^.!?。！？\n]*[?？]")  # the sentence a reference stands in is a question
-ENDS = re.compile(r"^[\s)\]）】\"'*_`]*(?:[.。!！]\s*)?(?:$|\n)")  # the sentence (or the answer) ends here
-LEADS = re.compile(r"^[\s)\]）】\"'*_`]*(?:$|[.。!！,，;；]|\(|\n)")  # an answer given first, then more
-DASHED = re.compile(r"^[\s)\]）】\"'*_`]*(?:\s[—–-]|[—–])")  # "B — it keeps the snow" (a letter's, not "Image A — …")
-LINE_START = re.compile(r"(?:^|\n)[ \t>*#\-•\"'`_]*(?:\d+[.)]\s*)?$")
-# A bare capital A followed by one of these is the option; followed by any other word, it is an article.
-AFTER_A = {"is", "was", "seems", "looks", "appears", "fits", "matches", "wins", "won", "has", "had", "shows",
-           "depicts", "captures", "illustrates", "conveys", "does", "did", "and", "or", "but", "because", "since",
-           "as", "over", "than", "vs", "versus", "better", "best", "would", "could", "might", "should", "will", "must",
-           "can", "for", "which", "that", "clearly", "definitely", "probably", "too", "also", "then", "so", "not",
-           "isn", "doesn", "remains", "lacks", "misses", "nor", "with", "without", "instead", "rather", "here",
-           "edges", "beats", "outshines", "outperforms", "surpasses", "prevails", "takes", "gets", "keeps",
-           "stands", "comes", "feels", "works", "suits", "shines", "definitely"}
+TITLE_MARKS = re.compile(r"[《》「」『』〈〉\"'“”‘’()\[\]\s]")
+
+
+@functools.lru_cache(maxsize=1)
+def _to_simplified():
+    import opencc
+
+    return opencc.OpenCC("t2s")
+
+
+def fold(text: str) -> str:
+    """A text as the letter reader compares titles: NFKC (width), brackets and spaces dropped, middle dots alike,
+    traditional characters as simplified ones. Two candidates whose titles fold alike cannot be told apart by their
+    titles (`_titled` refuses both)."""
+    folded = TITLE_MARKS.sub("", normalise(text))
+    folded = re.sub(r"[·・•‧･]", "·", folded)
+    return _to_simplified().convert(folded).lower()
+
+
+fold_title = functools.lru_cache(maxsize=1024)(fold)  # titles recur: a candidate set is asked in four orders
+
+
+def _is_title(written: str, options: Options) -> bool:
+    return any(fold_title(t) == fold_title(written) for t in options.titles)
+
+
+def _titled(written: str, options: Options, bracketed: bool) -> str:
+    """The letter of the one candidate whose title is `written`, or `Unreadable`."""
+    if not options.titles:
+        raise Unreadable(f"the answer names the title {written!r}, but the reader was given no candidates' titles")
+    folded = fold_title(written)
+    matches = [LETTERS[i] for i, t in enumerate(options.titles) if fold_title(t) == folded]
+    if not matches:
+        raise Unreadable(f"{written!r} is no candidate's title")
+    if len(matches) > 1:
+        raise Unreadable(f"{written!r} is the title of {len(matches)} candidates ({', '.join(matches)})")
+    if not bracketed and any(fold_title(t).startswith(folded) and fold_title(t) != folded for t in options.titles):
+        raise Unreadable(f"{written!r}, without its brackets, begins another candidate's title: it may be cut off")
+    return matches[0]
+
+
+# --- references: only ever refuse a read ----------------------------------------------------------------------------
+
+NOUNS = r"image|picture|pic|illustration|painting|artwork|panel|option|candidate|choice|letter|poem|answer"
+VERB_AFTER = (r"is|was|has|had|wins|won|beats|loses|lost|does|did|isn't|doesn't|seems|looks|captures|shows|"
+              r"depicts|conveys|fits|matches|and|or|but|over|vs|versus|better|worse")
 
 
 @functools.lru_cache(maxsize=32)
-def _reference(options: Options) -> re.Pattern:
-    nouns = "|".join(options.nouns)
-    parts = [rf"\b(?:{nouns})[\s_]*#?\s*(?P<noun>[A-Ha-h])(?![A-Za-z0-9])",
-             r"(?:图片?|选项|候选)\s*(?P<zh>[A-Ha-h])(?![A-Za-z0-9])|(?<![A-Za-z0-9'’])(?P<zh2>[A-Ha-h])\s*(?:图|项)",
-             r"[(\[【]\s*(?P<bracket>[A-Ha-h])\s*[)\]】]",
-             r"(?<![A-Za-z0-9'’_\-])(?P<bare>[A-Ha-h])(?![A-Za-z0-9_'’]|-[A-Za-z]|\.[A-Za-z])"]
-    if options.numbered:
-        parts = [rf"\b(?:{nouns})\s*(?:#|no\.?|number)?\s*(?P<number>[1-9])(?!\d)",
-                 r"图\s*(?P<zhnumber>[1-8一二三四五六七八])(?![\d])"] + parts
-    ordinal = "|".join(ORDINALS)
-    parts = [rf"(?:\bthe\s+)?\b(?P<ordinal>{ordinal})\s+(?:{'|'.join(options.ordinal_nouns)})\b",
-             rf"\bthe\s+(?P<place>{ordinal})\b(?![\s_-]*\w)",  # "is the first.", "— the second"
-             rf"第\s*(?P<zhordinal>[1-8一二三四五六七八])\s*[{options.counters}](?:图片?|画|诗)?",
-             r"《(?P<title>[^《》\n]{1,30})》", r"\bthe\s+(?P<former>former|latter)\b|(?P<formerzh>前者|后者)"] + parts
+def _references(options: Options) -> re.Pattern:
+    """Every way an answer may name an option, its letter or otherwise; a letter found may be an article."""
+    parts = [
+        rf"\b(?:{NOUNS})s?(?:\s+#?\s*|\s*#\s*)(?P<noun>[A-Za-z])(?![A-Za-z0-9])",  # "image B", "option c", "Image A's"
+        r"(?:图片?|选项|候选|答案)\s*(?P<zh>[A-Za-z])(?![A-Za-z0-9])|(?<![A-Za-z0-9])(?P<zh2>[A-Za-z])\s*(?:图|项|幅|张|首)",
+        r"[(\[【]\s*(?P<bracket>[A-Za-z])\s*[)\]】]",
+        r"(?<![A-Za-z0-9_'’\-])(?P<capital>[A-Z])(?![A-Za-z0-9_]|['’](?![sS]\b))",  # "A", "A's moon"
+        rf"(?<![A-Za-z0-9_'’\-])(?P<lower>a)(?=\s*(?:{VERB_AFTER})\b|\s*[<>=])",
+        rf"(?<![A-Za-z0-9_'’\-])(?P<lower2>[{options.labels[1:].lower()}])(?![A-Za-z0-9_]|['’](?![sS]\b))",
+        r"[《「『](?P<title>[^《》「」『』\n]{1,40})[》」』]",
+        # renamed: numbers, places, ordinals, sides, "the former"
+        rf"\b(?P<renamed>(?:{NOUNS}|no\.?|number|#)\s*(?:[1-9]|one|two|three|four|i{{1,3}}|iv)\b"
+        rf"|(?:first|second|third|fourth|1st|2nd|3rd|4th|last|left|right|top|bottom|upper|lower|leftmost|rightmost|"
+        rf"earlier|later|other|another|this|that|these|those|rival|alternative|competing|opposing|remaining|"
+        rf"losing|winning|chosen|preferred)\s+(?:{NOUNS}|ones?)s?\b|(?:the\s+)?(?:former|latter)\b|the\s+others?\b)",
+        r"(?P<renamedzh>图\s*[1-9一二三四五六七八]|第\s*[1-9一二三四五六七八]\s*[张幅个首项]|前者|后者|[左右上下]图|"
+        r"[左右上下]边的?(?:图|那张|这张)|另[一外]\s*[张幅个首]?|其他|其余|这[张幅首]|那[张幅首])",
+    ]
     return re.compile("|".join(parts), re.I)
 
 
 @dataclass
 class _Ref:
-    start: int
-    end: int
-    label: str | None  # None: it names something that is not an option (E of four, an unknown title)
+    label: str | None  # None: it names no option (E of four, a renamed option, an unknown title)
     text: str
-    bare: bool
+    how: str = "letter"  # "capital" (a capital letter alone, maybe an article), "renamed", "title" or "letter"
 
 
-def _references(text: str, options: Options) -> list[_Ref]:
+def references(text: str, options: Options) -> list[_Ref]:
+    """Every reference to an option in a text (see `_references`), and for the letter task each candidate's title
+    written anywhere in it, brackets or none."""
     out = []
-    for m in _reference(options).finditer(text):
-        group = m.lastgroup
-        value = m.group(group)
-        if group == "bare" and _not_a_letter(text, m):
-            continue
-        if group in ("number", "zhnumber", "ordinal", "zhordinal", "place"):
-            place = ORDINALS.get(value.lower()) or CHINESE_NUMBERS.get(value) or int(value)
-            found = options.labels[place - 1] if place <= len(options.labels) else None
+    if options.titles:
+        folded = fold(text)
+        out += [_Ref(LETTERS[i], title, "title") for i, title in enumerate(options.titles)
+                if fold_title(title) in folded]
+    for m in _references(options).finditer(text):
+        group, value = m.lastgroup, m.group(m.lastgroup)
+        if group == "capital" and value not in LETTERS:
+            continue  # "I", "X": not a letter of any question
+        if group in ("renamed", "renamedzh"):
+            label = None
         elif group == "title":
-            found = _titled(value, options.titles)
-        elif group in ("former", "formerzh"):
-            found = _former(value.lower() in ("former", "前者"), out, options)
+            try:
+                label = _titled(value, options, True)
+            except Unreadable:
+                label = None
         else:
-            found = value.upper() if value.upper() in options.labels else None
-        out.append(_Ref(m.start(), m.end(), found, m.group(0), group == "bare"))
+            label = value.upper() if value.upper() in options.labels else None
+        how = "renamed" if group.startswith("renamed") else group if group in ("capital", "title") else "letter"
+        out.append(_Ref(label, m.group(0), how))
     return out
 
 
-def _not_a_letter(text: str, m: re.Match) -> bool:
-    """Whether a letter standing alone is an English word or part of an abbreviation: "A lone fisherman", "a boat",
-    "e.g."."""
-    letter, after = m.group(0), text[m.end():m.end() + 40]
-    if re.search(r"[A-Za-z]\.\Z", text[max(0, m.start() - 2):m.start()]):
-        return True
-    word = re.match(r"[ \t]+([A-Za-z]+)", after)  # on its line: "Winner: A\nReason: …" is option A
-    if letter == "A":
-        return bool(word) and word.group(1).lower() not in AFTER_A
-    return letter.islower() and bool(re.match(r"\s*[A-Za-z]", after))
+def _refuse_references(text: str, options: Options, where: str) -> None:
+    if refs := references(text, options):
+        raise Unreadable(f"{where} names an option ({refs[0].text.strip()!r}): only the answer's form may")
 
 
-def _former(first: bool, before: list[_Ref], options: Options) -> str | None:
-    """The option "the former" (`first`) or "the latter" names: of the two options named before it, or where none
-    was, of the question's two (the pairwise prompt names A first); None where that is not two."""
-    named = list(dict.fromkeys(r.label for r in before if r.label))
-    two = named if named else list(options.labels)
-    return (two[0] if first else two[1]) if len(two) == 2 else None
+# --- the forms ------------------------------------------------------------------------------------------------------
+
+def _bare(options: Options) -> re.Pattern:
+    """An option's letter written alone, maybe with its noun, brackets, quotes or emphasis: `B`, `(b)`, `**Image B**`,
+    `option c`, `图B`, `B项`."""
+    return re.compile(rf"{EMPHASIS}[\"'“”‘’`(\[【]?\s*(?:(?:{options.noun}|option|candidate|letter)\s+|图|选项)?\s*"
+                      rf"(?P<letter>[A-Ha-h])\s*项?[\"'“”‘’`)\]】]?{EMPHASIS}", re.I)
 
 
-def _titled(written: str, titles: Sequence[str]) -> str | None:
-    """The option whose title is written (exactly, or the one title that it begins or that begins it)."""
-    written = written.strip()
-    if written in titles:
-        return LETTERS[titles.index(written)]
-    close = [i for i, t in enumerate(titles) if t.startswith(written) or written.startswith(t)]
-    return LETTERS[close[0]] if len(close) == 1 else None
+TITLE = (r"(?:《(?P<t1>[^《》\n]{1,40})》|「(?P<t2>[^「」\n]{1,40})」|『(?P<t3>[^『』\n]{1,40})』|\((?P<t4>[^()\n]{1,40})\)"
+         r"|(?P<t5>[\u4e00-\u9fff][\u4e00-\u9fff·・]{0,29}))")
+END = r"\s*[.。!！]?\s*"
+CHOSEN_AFTER = (r"(?:is|would be)\s+(?:the\s+)?(?:correct|right|best|better|winner|answer|correct answer|right answer|"
+                r"better one|better image|better illustration|better choice|preferable|superior)"
+                r"(?:\s+(?:one|image|illustration|choice|option|poem))?(?:\s+overall)?|wins")
+CHOSEN_BEFORE = (r"(?:i|we)\s*(?:'d|would|will|'ll)?\s*(?:prefer|choose|pick|select|go with|take|vote for)"
+                 r"|i(?:'m| am)\s+(?:choosing|picking|going with)|(?:i think |i believe |i'd say )?(?:it's|it is)|"
+                 r"我选择?|选择?")
 
 
-# --- reading -------------------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=32)
+def _forms(options: Options) -> list[tuple[str, re.Pattern]]:
+    """The forms of a line that gives the choice, each with its name (docs/reading.md's table)."""
+    letter = _bare(options).pattern
+    label = rf"{EMPHASIS}\s*(?:[-*•]\s*)?{EMPHASIS}(?:the\s+)?(?:{options.line_labels}){EMPHASIS}" \
+            rf"\s*(?:[:：=]|\s[-—–]\s|[—–]|\bis\b)?\s*"
+    forms = [("the letter alone", rf"{letter}{END}"),
+             ("a labelled line", rf"{label}{letter}{END}"),
+             ("a sentence that chooses the letter", rf"{letter}\s+(?:{CHOSEN_AFTER}){END}"),
+             ("a sentence that chooses the letter", rf"(?:{CHOSEN_BEFORE})\s*{letter}{END}"),
+             ("a sentence that chooses the letter", rf"{letter}(?:更好|更佳|更符合诗意|胜出|正确|是正确答案|是答案){END}")]
+    if options.titles:
+        forms += [("the letter with the title", rf"(?:{label})?{letter}\s*(?:[.:：)、,，]|\s[-—–]|[—–])?\s*{TITLE}{END}"),
+                  ("the letter with the title", rf"(?:{label})?{TITLE}\s*(?:[-—–:：,，]|\s[-—–])?\s*{letter}{END}"),
+                  ("the title alone", rf"(?:{label})?{EMPHASIS}{TITLE}{EMPHASIS}{END}")]
+    return [(name, re.compile(form, re.I)) for name, form in forms]
 
-@dataclass
-class _Claim:
-    at: float
-    end: int
-    label: str | None
-    text: str
-    corrects: bool = False  # introduced as a correction or labelled final: it replaces what came before
-    hedged: bool = False
-    clash: bool = False  # references written as one that name different options
+
+def _statement(line: str, options: Options) -> tuple[str, str] | None:
+    """(the option a line gives, the form's name) where the line is one of the forms; None for prose; `Unreadable`
+    where a form's letter and title disagree, or a title matches no one candidate."""
+    text = line.strip()
+    for name, form in _forms(options):
+        if m := form.fullmatch(text):
+            found = m.groupdict()
+            titles = [(k, found[k]) for k in ("t1", "t2", "t3", "t4", "t5") if found.get(k)]
+            if titles and titles[0][0] == "t5" and not _is_title(titles[0][1], options):
+                continue  # Chinese words that are no candidate's title: prose, watched as such
+            by_title = _titled(titles[0][1], options, titles[0][0] != "t5") if titles else None
+            by_letter = _letter(found["letter"], options) if found.get("letter") else None
+            if by_title and by_letter and by_title != by_letter:
+                raise Unreadable(f"{text!r} gives the letter {by_letter} and another candidate's title")
+            return by_letter or by_title, name
+    return None
+
+
+def _letter(letter: str, options: Options) -> str:
+    if letter.upper() not in options.labels:
+        raise Unreadable(f"{letter.upper()} is not one of the options ({', '.join(options.labels)})")
+    return letter.upper()
+
+
+def _object_choice(value, options: Options) -> tuple[str | None, str | None] | None:
+    """(the option, the reason) of a JSON object that gives the choice (W1, W2, L6); None for a value that gives
+    none; `Unreadable` for one that gives it otherwise."""
+    if not isinstance(value, dict):
+        return None
+    keys = {re.sub(r"[\W_]+", "", str(k).lower()): k for k in value}
+    given = [keys[f] for f in options.fields if f in keys]
+    if not given:
+        if any(k in keys for k in ("winner", "better", "betterimage", "choice", "answer", "verdict", "letter",
+                                   "selected", "preferred", "胜者", "答案", "选择")):
+            raise Unreadable(f"the object gives its choice under {next(iter(value))!r}, not "
+                             f"{options.fields[0]!r}")
+        return None
+    allowed = set(given) | ({k for k in value if str(k).lower() == "reason"} if options.noun == "image" else set())
+    if extra := [k for k in value if k not in allowed]:
+        raise Unreadable(f"the object has {extra[0]!r} beside its choice")
+    chosen = set()
+    for key in given:
+        written = value[key]
+        if isinstance(written, Conflict):
+            raise Unreadable(f"the object gives {key!r} twice, differently")
+        if not isinstance(written, str) or not (m := _bare(options).fullmatch(written.strip())):
+            raise Unreadable(f"the object's {key!r} is {json.dumps(written, ensure_ascii=False)[:40]}, not one of "
+                             f"the options ({', '.join(options.labels)})")
+        chosen.add(_letter(m.group("letter"), options))
+    if len(chosen) > 1:
+        raise Unreadable(f"the object's fields give {' and '.join(sorted(chosen))}")
+    reason = next((value[k] for k in value if str(k).lower() == "reason"), None)
+    if isinstance(reason, Conflict) or reason is not None and not isinstance(reason, str):
+        raise Unreadable("the object's reason is not one sentence")
+    return chosen.pop(), reason
+
+
+REASON_LINE = re.compile(rf"{EMPHASIS}\s*(?:[-*•]\s*)?{EMPHASIS}(?:reason|because|why|理由|原因){EMPHASIS}\s*[:：]"
+                         rf"{EMPHASIS}\s*(?P<reason>.+)$", re.I)
 
 
 def read_choice(text: str | None, options: Options) -> Choice:
     """The option an answer chooses (see the module's docstring); never raises."""
     notes: list[str] = []
     try:
-        body, _ = prepare(text, notes)
-        if not body.strip():
-            return Choice(None, notes + ["empty answer"])
-        claims, rejected, reason, body = _objects(body, options, notes)
-        prose_claims, prose_rejected = _prose(body, options)
-        claims = sorted(claims + prose_claims, key=lambda c: c.at)
-        return _decide(claims, rejected + prose_rejected, body, reason, notes)
+        envelope = open_envelope(text)
+        notes += envelope.notes
+        label, reason = _read(envelope.body, options, notes)
+        conclusion_differs(envelope.thoughts, lambda thought: _concluded(thought, options), {"choice": label})
+        return Choice(label, notes, reason)
+    except Unreadable as why:
+        return Choice(None, notes + [str(why)])
     except Exception as exc:  # the contract is "never raises": a reader bug must not stop a run
         return Choice(None, notes + [f"reader error: {type(exc).__name__}: {exc}"])
 
 
-def _objects(body: str, options: Options, notes: list[str]):
-    """The claims of the JSON objects that hold a choice field, and the body with every object blanked (an object
-    that does not load stays, read as prose)."""
-    claims, rejected, reason = [], [], None
+def _read(body: str, options: Options, notes: list[str]) -> tuple[str, str | None]:
+    """(the option, the reason) of an answer's body by the grammar, or `Unreadable`."""
+    refuse_if(body, "the answer", TIES, CORRECTS, DOUBTS)  # before any value: no form, no reason may say these
+    if renamed := next((r for r in references(body, options) if r.how == "renamed"), None):
+        raise Unreadable(f"the answer names an option by another name ({renamed.text.strip()!r}), not its letter")
+    chosen: list[tuple[str, str]] = []  # (option, how)
+    reasons: list[str] = []
+    prose = body
     for seg in segments(body):
-        if kind(seg.label) == "other":
-            notes.append(f"skipped an object labelled {seg.label!r}")
+        value = loads(seg.text, notes) if seg.closed else None
+        found = _object_choice(value, options)
+        if found is None:
+            if not seg.closed and re.search(r"[\"'](?:" + "|".join(options.fields) + r")[\"']", seg.text, re.I):
+                raise Unreadable("the answer object is cut off")
+            continue
+        chosen.append((found[0], "the answer object"))
+        if found[1] is not None:
+            reasons.append(found[1])
+        prose = prose[:seg.start] + re.sub(r"[^\n]", " ", seg.text) + prose[seg.end:]
+    kept = []
+    for line in prose.split("\n"):
+        if m := REASON_LINE.match(line.strip()):
+            reasons.append(m.group("reason"))
+        elif (found := _statement(line, options)) is not None:
+            chosen.append(found)
         else:
-            value = loads(seg.text, []) if seg.closed else None
-            if value is None:
-                continue  # an object that does not load (or never closes) is read as prose: '"winner": "A"' chooses
-            fields, prose = _fields(value, options)
-            corrects = kind(seg.label) == "correction" or is_final(seg.label)
-            for name, given in fields:
-                found = _value(given, options)
-                if found is None:
-                    notes.append(f"the object's {name!r} is " + ("given twice, differently" if isinstance(
-                        given, Conflict) else f"{given!r}, not one of the options"))
-                claims.append(_Claim(seg.start, seg.end, found, f"{name}: {given!r}", corrects))
-            if fields:
-                for i, sentence in enumerate(prose):  # the reason: read as prose, at the object's place
-                    inner, inner_rejected = _prose(sentence, options, seg.start + (i + 1) / (len(prose) + 1))
-                    for claim in inner:
-                        claim.end = seg.end
-                    claims, rejected = claims + inner, rejected + inner_rejected
-                reason = next((v for k, v in _strings(value) if re.sub(r"[\W_]+", "", k.lower()) in
-                               ("reason", "reasoning", "rationale", "explanation", "理由")), reason)
-        body = body[:seg.start] + re.sub(r"[^\n]", " ", seg.text) + body[seg.end:]
-    return claims, rejected, reason, body
-
-
-def _value(given, options: Options) -> str | None:
-    """The option a JSON field's value names: read by the same rules ("B", "Image 2", "B (the second image)"), or
-    a place alone ("second"); None for anything else (a tie, two options, a number)."""
-    if not isinstance(given, str):
-        return None
-    place = re.fullmatch(r"\s*(?:the\s+)?(\w+)(?:\s+one)?\s*\.?\s*", given, re.I)
-    if place and place.group(1).lower() in ORDINALS:
-        number = ORDINALS[place.group(1).lower()]
-        return options.labels[number - 1] if number <= len(options.labels) else None
-    return read_choice(given, options).label
-
-
-def _fields(value, options: Options, depth: int = 2) -> tuple[list[tuple[str, object]], list[str]]:
-    """The choice fields of a loaded object, up to `depth` levels down, and its other strings (read as prose)."""
-    fields, prose = [], []
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            name = re.sub(r"[\W_]+", "", str(key).lower())
-            if name in options.fields and not isinstance(inner, dict):
-                fields.append((str(key), inner))
-            elif isinstance(inner, dict) and depth and kind(key) != "other":
-                more, text = _fields(inner, options, depth - 1)
-                fields, prose = fields + more, prose + text
-            elif isinstance(inner, str):
-                prose.append(inner)
-    return fields, prose
-
-
-def _strings(value):
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            if isinstance(inner, str):
-                yield str(key), inner
-            else:
-                yield from _strings(inner)
-
-
-def _prose(text: str, options: Options, at: float | None = None) -> tuple[list[_Claim], list[_Claim]]:
-    """(claims, rejections) of the references in prose, at their places in it, or all at `at` (a reason inside an
-    answer object stands at the object's place)."""
-    refs = _references(text, options)
-    phrases: list[list[_Ref]] = []
-    for ref in refs:
-        if phrases and _one_name(text, phrases[-1], ref):
-            phrases[-1].append(ref)
-        else:
-            phrases.append([ref])
-    leaders = {p[0].label for p in phrases if LINE_START.search(_near(text, p[0].start))
-               and re.match(r"\s*[.:)\-—–]", text[p[-1].end:p[-1].end + 4])}
-    listing = len(leaders) > 1  # "A: …\nB: …\nC: …": a walk through the options, none chosen by its place
-    joins = [None] + [(m := JOINER.match(text[one[-1].end:two[0].start])) and m.lastgroup
-                      for one, two in zip(phrases, phrases[1:])]
-    offered, follows = _groups(text, phrases, joins)
-    claims, rejected, readings = [], [], []
-    for i, phrase in enumerate(phrases):
-        start, end = phrase[0].start, phrase[-1].end
-        pre, post = _before(_near(text, start)), text[end:end + NEAR]
-        named = sorted({r.label for r in phrase} - {None})  # a phrase that names no option: an invalid choice
-        item = _Claim(start if at is None else at, end, named[0] if len(named) == 1 else None, text[start:end],
-                      clash=len(named) > 1)
-        line = text[text.rfind("\n", max(0, start - NEAR), start) + 1:start]
-        if i in offered or EXAMPLE_BEFORE.search(pre) or provisional(label(line)):
-            reading = None
-        elif i in follows or i and ANAPHORA.search(pre):
-            reading = readings[follows.get(i, i - 1)]  # "Answer: A and B.", "B is wrong, so is C"
-        else:
-            after = phrases[i + 1] if i + 1 < len(phrases) else None
-            contrast = after and CONTRAST.match(text[end:after[0].start]) and ENDS.match(text[after[-1].end:])
-            joined = i + 1 < len(phrases) and joins[i + 1]
-            reading = _reading(text, phrase, pre, post, options, alone=not listing and not joined,
-                               contrast=bool(contrast))
-        readings.append(reading)
-        if reading == "rejected":
-            rejected.append(item)
-        elif reading:
-            item.hedged, item.corrects = reading == "hedged", reading == "final"
-            claims.append(item)
-    return claims, rejected
-
-
-def _groups(text: str, phrases: list[list[_Ref]], joins: list[str | None]) -> tuple[set[int], dict[int, int]]:
-    """The phrases offered as alternatives ("A or B", "A, B, C, or D": none of them chosen), and the members of a
-    list that ends its sentence, each with the first member, whose reading they share ("Answer: A and B.")."""
-    offered, follows, i = set(), {}, 0
-    while i < len(phrases):
-        j = i
-        while j + 1 < len(phrases) and joins[j + 1]:
-            j += 1
-        kinds = set(joins[i + 1:j + 1])
-        if "alternative" in kinds:
-            offered |= set(range(i, j + 1))
-        elif kinds and ENDS.match(text[phrases[j][-1].end:]):
-            follows.update({k: i for k in range(i + 1, j + 1)})
-        i = j + 1
-    return offered, follows
-
-
-def _reading(text: str, phrase: list[_Ref], pre: str, post: str, options: Options, alone: bool,
-             contrast: bool) -> str | None:
-    """How a reference is read where it stands: "chosen", "final" (chosen, labelled final), "rejected", "hedged", or
-    None (only mentioned). `alone`: it is joined to no reference after it (it may be an answer given first);
-    `contrast`: the next reference is set against it where the sentence ends ("C rather than A.")."""
-    if inverse := INVERSE_BEFORE.search(pre):
-        return "rejected" if NEGATED_INVERSE.search(pre[:inverse.start()]) else "chosen"
-    if _denied(_near(text, phrase[0].start)) or REJECTED_AFTER.match(post):
-        return "rejected"
-    if HEDGE_BEFORE.search(pre) or HEDGE_AFTER.match(post) or QUESTION.match(post):
-        return "hedged"
-    if CONCESSION.search(_near(text, phrase[0].start)):
-        return None
-    given_alone = alone and LINE_START.search(pre) and (ENDS.match(post) or not pre.strip() and (
-        LEADS.match(post) or phrase[-1].bare and DASHED.match(post)))
-    if (CHOSEN_BEFORE.search(pre) or CHOSEN_AFTER.match(post)
-            or options.verbs and re.search(rf"(?:{options.verbs})\s*$", pre, re.I)
-            or SEPARATED.search(pre) and ENDS.match(post) or END_CUE.search(pre) and ENDS.match(post)
-            or contrast and (not pre.strip() or LINE_START.search(pre) or SEPARATED.search(pre))
-            or given_alone):
-        return "final" if is_final(pre[-30:]) else "chosen"
-    return None
-
-
-def _one_name(text: str, phrase: list[_Ref], ref: _Ref) -> bool:
-    """Whether a reference names again what the phrase before it names: in brackets that close right after it
-    ("B (the second image)", not "B (image A lacks the moon)"), after a dash or a colon where it ends the clause
-    ("C — 《江雪》"), or beside a title ("《江雪》, letter B", "B 《江雪》", "(C) 《登鹳雀楼》"); neither one denied."""
-    last, after = phrase[-1], text[ref.end:ref.end + NEAR]
-    between = text[last.end:ref.start]
-    if _denied(_near(text, phrase[0].start)) or _denied(_near(text, ref.start)):
-        return False
-    if last.bare and ref.bare:
-        return False  # two letters are two references ("A vs B: B")
-    if APPOSITION.match(between):
-        if re.search(r"[(\[（【]", between):
-            return bool(re.match(r"\s*[)\]）】]", after))
-        return bool(re.match(r"\s*(?:$|[.,;:)\n]|\s[—–-])", after))
-    titled = "《" in last.text + ref.text and re.fullmatch(r"\s*,?\s*", between)
-    return bool(titled or ref.text[:1] in "([【" and not between.strip())
-
-
-def _near(text: str, start: int) -> str:
-    """The text before a reference that its cues stand in: a bounded window, so that a long answer reads in linear
-    time (a window cut inside a line is not taken for the line's start)."""
-    window = text[max(0, start - NEAR):start]
-    return window if start <= NEAR else "\u2026" + window
-
-
-def _before(pre: str) -> str:
-    """The text before a reference, without the filler words and marks between it and its cue ("the answer is
-    **clearly** B"), its last 60 characters: a cue is short."""
-    while True:
-        pre = pre.rstrip(FILLER_MARKS)
-        start = len(pre)
-        while start and pre[start - 1].isascii() and pre[start - 1].isalpha():
-            start -= 1
-        if not pre[start:] or pre[start:].lower() not in FILLER_WORDS or start and pre[start - 1].isalnum():
-            return pre if len(pre) <= 60 else "\u2026" + pre[-60:]  # cut: not the start of a line
-        pre = pre[:start]
-
-
-def _denied(pre: str) -> bool:
-    """Whether the text before a reference denies it: right before it ("not B", "rather than A", "B > A"), or as
-    the claim a negation governs ("I don't think A is better", "I'm not sure it's B")."""
-    return bool(NEGATION_BEFORE.search(_before(pre)[-30:]) or LOSER_BEFORE.search(pre) or DENIED_CLAIM.search(pre))
-
-
-def _decide(claims: list[_Claim], rejected: list[_Claim], body: str, reason: str | None,
-            notes: list[str]) -> Choice:
-    """The option chosen: the choices from the last correction on must agree, none of them rejected after it, and
-    nothing after them may waver or take them back (the module's docstring); else no option, with the reason."""
-    firm = [c for c in claims if not c.hedged]
-    if not firm:
-        why = ("only a hedged choice" if claims else "only rejected options" if rejected else "no option chosen")
-        return Choice(None, notes + [why])
-    for i in range(1, len(firm)):
-        if CORRECTION.search(body[firm[i - 1].end: int(firm[i].at)]) and firm[i].at > firm[i - 1].end:
-            firm[i].corrects = True
-    first = max((i for i, c in enumerate(firm) if c.corrects and i), default=0)
-    active = firm[first:]
-    if first:
-        notes.append(f"read the correction {active[0].text!r}; the earlier choice was replaced")
-    if clash := next((c for c in active if c.clash), None):
-        return Choice(None, notes + [f"{clash.text!r} names two different options as one"])
-    if wrong := next((c for c in active if c.label is None), None):
-        return Choice(None, notes + [f"{wrong.text!r} is not one of the options"])
-    labels = sorted({c.label for c in active})
+            kept.append(line)
+    if not chosen:
+        raise Unreadable("no answer in the answer's forms (" + ("the object, a 'Winner: A' line or the letter alone"
+                                                                if options.noun == "image" else
+                                                                "the letter alone, an 'Answer: C' line or a title")
+                         + ")")
+    labels = sorted({label for label, _ in chosen})
     if len(labels) > 1:
-        return Choice(None, notes + [f"the answer chooses {' and '.join(labels)}: not guessed"])
-    verdict, since = labels[0], active[0].at if first else -1
-    if any(r.label == verdict and r.at > since for r in rejected):
-        return Choice(None, notes + [f"the answer both chooses and rejects {verdict}"])
-    last = max(c.end for c in active)
-    if any(c.hedged and c.label != verdict and c.at >= last for c in claims):
-        return Choice(None, notes + ["the answer wavers after choosing"])
-    if STRONG_CORRECTION.search(body[last:]):
-        return Choice(None, notes + ["a correction after the choice names no option"])
-    if DOUBT.search(body[last:]):
-        return Choice(None, notes + ["the answer doubts its choice after making it"])
-    return Choice(verdict, notes, reason)
+        raise Unreadable(f"the answer gives {' and '.join(labels)}")
+    label = labels[0]
+    rest = "\n".join(kept)
+    _refuse_references(rest, options, "the text around the answer")
+    refuse_if(rest, "the text around the answer", CORRECTS, DOUBTS, TIES, PROVISIONAL)
+    for reason in reasons:
+        _check_reason(reason, label, options)
+    if len(chosen) > 1:
+        notes.append(f"read {len(chosen)} statements of the answer that agree")
+    if rest.strip():
+        notes.append("read the answer beside text that names no option")
+    notes.append(f"read {chosen[0][1]}")
+    return label, (reasons[0] if len(set(reasons)) == 1 else None)
+
+
+def _concluded(thought: str, options: Options) -> dict[str, str]:
+    """What a reasoning block concludes: the option its last sentence that names options names (two, or a renamed
+    one, conclude nothing the answer could have)."""
+    refs = last_sentence_with(thought, lambda sentence: references(sentence, options))
+    named = {r.label for r in refs}
+    if not named:
+        return {}
+    return {"choice": named.pop() if len(named) == 1 and None not in named else
+            " and ".join(sorted(str(n) if n else "a renamed option" for n in named))}
+
+
+# --- the pairwise reason, clause by clause --------------------------------------------------------------------------
+
+CLAUSE = re.compile(r"[.;!?。；！？\n,，、:：]+|\s[—–-]\s|[—–]|\b(?:but|while|whereas|although|though|however|yet|and|"
+                    r"so|because|since|as|which|that|who|where|whose|unlike)\b"
+                    r"|但是?|而且?|却|不过|然而|虽然|并且|因为|所以|而", re.I)
+NEGATION = re.compile(r"\b(?:not|never|no|none|nothing|nor|neither|without|lacks?|lacking|missing|misses|miss|absent|"
+                      r"fails?|failed|loses|lost|lose|omits?|omitted|hardly|barely|leaves? out|left out|ignores?|"
+                      r"ignored|drops?|dropped|forgets?|forgot)\b|n't|没有|没|无|不|未|缺|失去|丢失|"
+                      r"少了|非", re.I)
+KNOWN_BETTER = (r"better|stronger|richer|finer|closer|greater|sharper|clearer|truer|lovelier|nicer|prettier|crisper|"
+                r"livelier")
+# A comparative "than" follows whose sense the reader does not know ("calmer than", "brighter than"): refused.
+UNKNOWN_COMPARATIVE = re.compile(rf"\b(?!(?:{KNOWN_BETTER}|other|rather|worse|over|under|either|neither|whether|"
+                                 r"blurrier|darker|duller|muddier|busier|flatter|harsher|cruder|messier|uglier|noisier|"
+                                 r"stranger|odder|weaker|poorer|fewer)\b)\w{2,}(?:ier|er)\s+than\b", re.I)
+MORE = re.compile(rf"\b(?:{KNOWN_BETTER}|best|superior|more|beats|outshines|outperforms|surpasses|"
+                  r"edges out|wins over|over|rather than|instead of|prefer(?:red|able)? to)\b|>|比|更|胜过|优于|强于|好于|超过",
+                  re.I)
+LESS = re.compile(r"\b(?:worse|worst|weaker|poorer|inferior|less|fewer|falls? short|loses to|lost to|lags?|trails?|"
+                  r"not (?:as|so) \w+ as|blurrier|darker|duller|muddier|busier|flatter|"
+                  r"harsher|cruder|messier|uglier|noisier|stranger|odder|more (?:blurry|blurred|muddy|cluttered|busy|"
+                  r"dark|dull|flat|garish|harsh|distorted|crude|messy|awkward|artificial|modern|generic|bland|noisy|"
+                  r"jarring|chaotic))\b|<|不如|逊于|逊色|差于|弱于|比不上|不及|更(?:差|弱|模糊|乱|暗|俗|生硬)", re.I)
+PRAISE = re.compile(r"\b(?:good|great|nice|fine|excellent|perfect\w*|beautiful\w*|lovely|stunning|elegant\w*|vivid\w*|"
+                    r"faithful\w*|accurate\w*|evocative|poetic|atmospheric|striking|impressive|pleasing|charming|"
+                    r"subtle|harmonious|balanced|refined|delicate|graceful|expressive|authentic|appropriate|suitable|"
+                    r"fitting|successful|effective|compelling|captivating|moving|touching|strong|rich|clear|crisp|"
+                    r"sharp|well|wins?|winner|prefer\w*|captures?|conveys?|evokes?|fits|matches|shines|excels|nails|"
+                    r"succeeds|works|merits?|strengths?|advantage|edge|equal|match|rival|unmatched|unrivalled|"
+                    r"second to none|flawless|correct|right|keeps|retains|preserves)\b"
+                    r"|好|佳|优|胜|妙|美|贴切|符合|准确|生动|传神|出色|不错|契合|到位|精|强|无可挑剔|无与伦比", re.I)
+FLAW = re.compile(r"\b(?:flaws?|problems?|issues?|errors?|artifacts?|mistakes?|defects?|faults?|weakness\w*|"
+                  r"blemish\w*|shortcomings?|drawbacks?|wrong|bad|poor|blurry|blurred|muddy|cluttered|busy|dark|dull|"
+                  r"flat|garish|gaudy|harsh|distorted|deformed|garbled|broken|melted|incorrect|inaccurate|off|modern|"
+                  r"anachronistic|cartoonish|cheap|bland|generic|sloppy|crude|messy|awkward|weak|ugly|unrelated|"
+                  r"irrelevant|mismatched|inconsistent|jarring|clashing|odd|strange|unnatural|artificial|plastic|"
+                  r"oversaturated|noisy|pixelated|empty|too \w+|overly \w+)\b"
+                  r"|差|弱|模糊|杂乱|失真|变形|错误|问题|瑕疵|缺点|不足|突兀|俗|粗糙|生硬|偏离", re.I)
+
+
+def _check_reason(reason: str, winner: str, options: Options) -> None:
+    """A pairwise reason favours the winner (see the module's docstring), else `Unreadable` naming the clause."""
+    refuse_if(reason, "the reason", CORRECTS, DOUBTS, TIES)
+    clauses = [c for c in CLAUSE.split(reason) if c and c.strip()]
+    named = [[r.label for r in references(c, options) if r.label] for c in clauses]
+    if bad := next((r for c in clauses for r in references(c, options) if r.label is None and r.how != "capital"),
+                   None):  # a capital letter of no option ("C", "F") is no name of the other image
+        raise Unreadable(f"the reason names {bad.text.strip()!r}, not the option's letter")
+    # before any option is named, a clause speaks of the first named; in a reason that names none, of the winner
+    subject = next((refs[0] for refs in named if refs), winner)
+    for clause, refs in zip(clauses, named):
+        subject = refs[-1] if refs else subject  # a clause that names no option speaks of the one named last before it
+        if not _favours(clause, refs or [subject], winner):
+            raise Unreadable(f"the reason does not show that it favours {winner}: {clause.strip()[:80]!r}")
+
+
+def _favours(clause: str, refs: list[str], winner: str) -> bool:
+    """Whether a clause about the options `refs` (in order) is consistent with `winner` winning. A comparative
+    before "than" whose sense is not known ("calmer than", "brighter than") counts both ways, and so refuses."""
+    if re.search(r"\bless \w+", clause, re.I) and FLAW.search(clause) or UNKNOWN_COMPARATIVE.search(clause):
+        return False  # "less blurry": a fault denied, which ranks the other way; "calmer than": which way?
+    less = bool(LESS.search(clause))
+    rest = LESS.sub(" ", clause)
+    more, negations = bool(MORE.search(rest)), len(NEGATION.findall(rest))
+    praise, flaw = bool(PRAISE.search(MORE.sub(" ", rest))), bool(FLAW.search(rest))
+    if (more or less) and negations:
+        return False  # a negated comparison: "A is no worse", "B is not better"
+    order = list(dict.fromkeys(refs))
+    if order == [winner]:
+        return not less
+    if winner not in order:  # the other image alone: only fault found with it
+        return not more and not praise and (negations == 1 and not flaw or not negations and (flaw or less))
+    return more and not less if order[0] == winner else less and not more
 
 
 # --- the two tasks -------------------------------------------------------------------------------------------------
@@ -547,33 +436,25 @@ class ParsedPair:
 
 
 def parse_pair_answer(text: str | None) -> ParsedPair:
-    """Read a pairwise answer; never raises, never guesses. `ok`: exactly {"winner": "A"|"B", "reason": str};
-    `repaired`: the winner read otherwise (the module's docstring), the notes saying how; `failed`: none."""
-    if (exact := _exact_pair(text)) is not None:
-        return exact
+    """Read a pairwise answer; never raises, never guesses. `ok`: exactly W1, `{"winner": "A"|"B", "reason": str}`,
+    its reason favouring the winner; `repaired`: another form of the grammar, the notes saying which; `failed`: none,
+    the notes saying which condition failed."""
     read = read_choice(text, WINNER)
     if read.label is None:
         return ParsedPair(None, None, "failed", read.notes)
-    notes = read.notes + ([] if read.reason is not None else ["no reason given"])
-    return ParsedPair(read.label, read.reason, "repaired", notes or ["read the winner from a longer answer"])
+    if _exact_pair(text):
+        return ParsedPair(read.label, read.reason, "ok")
+    return ParsedPair(read.label, read.reason, "repaired", read.notes + ([] if read.reason is not None else
+                                                                         ["no reason given"]))
 
 
-def _exact_pair(text: str | None) -> ParsedPair | None:
-    """The answer that is exactly what was asked for, its reason not preferring the other image; else None."""
+def _exact_pair(text: str | None) -> bool:
     try:
         pairs = json.loads((text or "").strip(), object_pairs_hook=Pairs)
     except ValueError:
-        return None
-    if not isinstance(pairs, Pairs) or sorted(k for k, _ in pairs) != ["reason", "winner"]:
-        return None
-    answer = dict(pairs)
-    if answer["winner"] not in tuple(WINNER.labels) or not isinstance(answer["reason"], str):
-        return None
-    claims, rejected = _prose(answer["reason"], WINNER)
-    if any(not c.hedged and (c.label != answer["winner"] or c.clash) for c in claims) or any(
-            r.label == answer["winner"] for r in rejected):
-        return None
-    return ParsedPair(answer["winner"], answer["reason"], "ok")
+        return False
+    return (isinstance(pairs, Pairs) and sorted(k for k, _ in pairs) == ["reason", "winner"]
+            and dict(pairs)["winner"] in tuple(WINNER.labels) and isinstance(dict(pairs)["reason"], str))
 
 
 @dataclass
@@ -583,19 +464,16 @@ class ParsedLetter:
     error: str | None = None
 
 
-BARE_LETTER = re.compile(r"^\s*[(（【\[]?([A-H])[)）】\].。:：]?\s*$")
+EXACT_LETTER = re.compile(r"\s*[(（【\[]?([A-H])[)）】\].。]?\s*")
 
 
 def parse_letter(text: str | None, n_options: int = 4, titles: Sequence[str] | None = None) -> ParsedLetter:
     """The option letter of a multiple-choice answer; never raises, never guesses. `ok`: the letter alone (maybe
-    bracketed or with a full stop); `repaired`: one option read as the module's docstring says (`titles`, the
-    candidates' titles in letter order, let "that is 《江雪》" name its candidate); `failed`: none."""
-    options = letter_options(n_options, titles)
-    if (bare := BARE_LETTER.match(text or "")) and "<think>" not in (text or ""):
-        found = bare.group(1)
-        return ParsedLetter(found, "ok") if found in options.labels else ParsedLetter(None, "failed",
-                                                                                      f"no option {found}")
-    read = read_choice(text, options)
+    bracketed or with a full stop); `repaired`: another form of the grammar (`titles`, the candidates' titles in
+    letter order, let a title name its candidate); `failed`: none, the error saying which condition failed."""
+    read = read_choice(text, letter_options(n_options, titles))
     if read.label is None:
         return ParsedLetter(None, "failed", "; ".join(read.notes))
-    return ParsedLetter(read.label, "repaired", "; ".join(read.notes) or "read the letter from a longer answer")
+    if EXACT_LETTER.fullmatch(text or ""):
+        return ParsedLetter(read.label, "ok")
+    return ParsedLetter(read.label, "repaired", "; ".join(read.notes))

@@ -8,7 +8,7 @@ import functools
 import re
 
 from ...rubric import Rubric
-from .core import normalise
+from .envelope import normalise
 
 KEY_SUFFIX = re.compile(r"(?:score|rating|得分|分数|评分)$")
 SEPARATOR = r"\s*(?::|=|\s[-–—]\s|[—–])\s*"
@@ -23,9 +23,14 @@ def normal(key: str) -> str:
 def alias(rubric: Rubric, key) -> str | None:
     """The dimension a key names, or None (see the module's docstring); a parenthesis that names no dimension is a
     remark (`Safety (a–c)`)."""
-    text = normalise(str(key))
+    return _alias(names(rubric), str(key))
+
+
+@functools.lru_cache(maxsize=4096)
+def _alias(dims: tuple[tuple[str, ...], ...], key: str) -> str | None:
+    text = normalise(key)
     outside, *inside = [p for p in re.split(r"[()]", text) if p.strip()] or [""]
-    table, hits = _name_table(names(rubric)), []
+    table, hits = _name_table(dims), []
     for i, part in enumerate([outside, *inside]):
         form = normal(part)
         dims = {table[f] for f in (form, KEY_SUFFIX.sub("", form)) if f in table}
@@ -36,7 +41,14 @@ def alias(rubric: Rubric, key) -> str | None:
 
 
 def names(rubric: Rubric) -> tuple[tuple[str, ...], ...]:
-    return tuple((d.key, *d.name.values()) for d in rubric.dimensions)  # English, then the tradition's own
+    """Each dimension's key, English name and own-language name (a rubric is read many times: kept by identity)."""
+    kept = _NAMES.get(id(rubric))
+    if kept is None or kept[0] is not rubric:
+        kept = _NAMES[id(rubric)] = (rubric, tuple((d.key, *d.name.values()) for d in rubric.dimensions))
+    return kept[1]
+
+
+_NAMES: dict[int, tuple[Rubric, tuple]] = {}
 
 
 @functools.lru_cache(maxsize=16)
@@ -45,7 +57,8 @@ def _name_table(dims: tuple[tuple[str, ...], ...]) -> dict[str, str]:
     return {normal(n): dim[0] for dim in dims for n in dim}
 
 
-def _forms(dims: tuple[tuple[str, ...], ...]) -> str:
+@functools.lru_cache(maxsize=16)
+def name_forms(dims: tuple[tuple[str, ...], ...]) -> str:
     """A dimension's names in free text, longest first, spaces, hyphens and underscores alike."""
     every = {n for dim in dims for n in dim}
     forms = sorted((r"[\s_\-]*".join(map(re.escape, re.split(r"[\s_\-]+", n.strip()))) for n in every),
@@ -57,12 +70,31 @@ def _forms(dims: tuple[tuple[str, ...], ...]) -> str:
 def key_pattern(dims: tuple[tuple[str, ...], ...]) -> re.Pattern:
     """A dimension's name in free text with its separator: `Safety:`, `**core imagery**:`, `"safety" =`,
     `情感共鸣(Emotional resonance):`, `Text integrity —`."""
-    return re.compile(r"(?<![A-Za-z0-9_])[\"']?((?:" + _forms(dims) + r")(?:[\s_]*(?:score|rating|得分|分数))?"
+    return re.compile(r"(?<![A-Za-z0-9_])[\"']?((?:" + name_forms(dims) + r")(?:[\s_]*(?:score|rating|得分|分数))?"
                       r"(?:\s*\([^()\n]{1,40}\))?)[\"']?" + SEPARATOR, re.I)
 
 
 @functools.lru_cache(maxsize=16)
 def mention_pattern(dims: tuple[tuple[str, ...], ...]) -> re.Pattern:
     """A dimension's name anywhere in a sentence ("wait, core imagery should be 0.33")."""
-    return re.compile(r"(?<![A-Za-z0-9_])[\"'`]?(?:" + _forms(dims) + r")(?![A-Za-z0-9])[\"'`]?"
+    return re.compile(r"(?<![A-Za-z0-9_])[\"'`]?(?:" + name_forms(dims) + r")(?![A-Za-z0-9])[\"'`]?"
                       r"(?:[\s_]*(?:score|rating|得分|分数))?", re.I)
+
+
+@functools.lru_cache(maxsize=16)
+def word_pattern(dims: tuple[tuple[str, ...], ...]) -> re.Pattern:
+    """A dimension named loosely, as reasoning does ("the overall feel", "imagery", "核心"): its names, each word of
+    its English name of four letters or more that no other dimension's name has, and the first two characters of
+    a name in the tradition's own script. Group `i` matches the i-th dimension."""
+    def words(name: str) -> set[str]:
+        return {w.lower() for w in re.findall(r"[A-Za-z]{4,}", name)}
+
+    shared = {w for i, dim in enumerate(dims) for w in set().union(*map(words, dim))
+              if any(w in set().union(*map(words, other)) for j, other in enumerate(dims) if j != i)}
+    alternatives = []
+    for dim in dims:
+        forms = {re.escape(n) for n in dim} | {re.escape(w) for w in set().union(*map(words, dim)) - shared}
+        forms |= {re.escape(run[:2]) for n in dim for run in re.findall(r"[\u4e00-\u9fff]{2,}", n)[:1]}
+        forms |= {r"[\s_\-]*".join(map(re.escape, n.split("_"))) for n in dim if "_" in n}
+        alternatives.append("(" + "|".join(sorted(forms, key=len, reverse=True)) + ")")
+    return re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(alternatives) + r")(?![A-Za-z0-9])", re.I)

@@ -1,8 +1,8 @@
 """Reading explain mode's reasons, apart from the scores, so that a broken reason loses only itself.
 
-The reasons are the `reasons` object of the answer (also `explanations`, `rationale`, `理由` …, up to two levels
-down), in the objects the scores reader would read (the core's `prepare` first: thinking dropped, NFKC, fences
-opened, struck-through text deleted; objects labelled as a draft or an example skipped). A sentence is returned as
+The reasons are the `reasons` object beside `scores` in explain mode's answer object (after the envelope: the
+reasoning set apart, answer wrappers and fences taken off, NFKC; the scores reader decides whether the answer reads
+at all, and `parse_answer` keeps reasons only where it does). A sentence is returned as
 the judge wrote it (its full-width commas kept) where reading the answer without NFKC finds the same sentence.
 Where the answer object does not load as a whole — an unescaped double quote or a backslash inside one reason, an
 object cut off — its entries are read one by one: each `"key": "sentence"` runs to the quote that the next entry or
@@ -18,12 +18,14 @@ import json
 import re
 
 from ...rubric import Rubric
-from .core import OBJECT_END, Conflict, kind, loads, normalise, prepare, segments
+from .core import Conflict, loads, segments
 from .dimensions import alias
+from .envelope import normalise, open_envelope
 
-REASON_NAMES = {"reasons", "reason", "reasoning", "rationale", "rationales", "explanation", "explanations",
-                "justification", "justifications", "理由", "解释"}
-CONTAINER = re.compile(r"[\"']([^\"'\n{}]{1,40})[\"']\s*:\s*\{")
+CONTAINER = re.compile(r"[\"']reasons[\"']\s*:\s*\{")
+# The end of an object whose strings are broken (an unescaped quote): the closing quote of its last entry, then its
+# brace, then what may follow an object's value.
+OBJECT_END = re.compile(r'"\s*}(?=\s*(?:[,}\]]|$))')
 ENTRY = re.compile(r'(?:^|[{,])\s*"([^"\n{}]{1,60})"\s*:\s*"')  # where an entry `"key": "…` starts
 DIFFERENT = object()  # a key given two different sentences
 
@@ -31,21 +33,19 @@ DIFFERENT = object()  # a key given two different sentences
 def read_reasons(text: str, rubric: Rubric) -> dict[str, str]:
     """Rubric key → its reason, read as the module's docstring says; {} where there are none."""
     try:
-        read = _read(prepare(text, [])[0], rubric)
+        read = _read(open_envelope(text).body, rubric)
         if not read or normalise(text or "") == (text or ""):  # nothing NFKC changed: the words are the judge's
             return read
-        written = _read(prepare(text, [], normal=False)[0], rubric)
+        written = _read(open_envelope(text, normal=False).body, rubric)
         return {k: written[k] if normalise(written.get(k, "")) == v else v for k, v in read.items()}
-    except Exception:  # reasons are an addition: a reader bug must never fail the scores
+    except Exception:  # reasons are an addition: an answer that does not open, or a reader bug, gives none
         return {}
 
 
 def _read(body: str, rubric: Rubric) -> dict[str, str]:
     given: dict[str, object] = {}
     for seg in segments(body):
-        if kind(seg.label) == "other":
-            continue
-        for key, sentence in (_reasons(seg.text, seg.closed) or {}).items():
+        for key, sentence in (reasons_of(seg.text, seg.closed) or {}).items():
             dim = alias(rubric, key)
             if dim is None or sentence is None:
                 continue
@@ -53,33 +53,22 @@ def _read(body: str, rubric: Rubric) -> dict[str, str]:
     return {k: given[k] for k in rubric.keys if isinstance(given.get(k), str) and given[k]}
 
 
-def _reasons(segment: str, closed: bool) -> dict[str, object] | None:
-    """Key → stripped sentence (DIFFERENT for a key given two, None for a reason that is no text) of the segment's
-    reasons object; None when it has none."""
+def reasons_of(segment: str, closed: bool) -> dict[str, object] | None:
+    """Key → stripped sentence (DIFFERENT for a key given two, None for a reason that is no text) of a JSON
+    segment's reasons object (its entries read one by one where it does not load); None when it has none."""
     value = loads(segment, []) if closed else None
     if value is None:
         return _scanned(segment)
-    found = _container(value)
+    found = value.get("reasons") if isinstance(value, dict) else None
     if not isinstance(found, dict):
         return None
     return {k: (DIFFERENT if isinstance(v, Conflict) else v.strip() if isinstance(v, str) else None)
             for k, v in found.items()}
 
 
-def _container(value, depth: int = 2):
-    """The reasons object of a loaded answer, looked for up to `depth` levels down."""
-    if not isinstance(value, dict) or not depth:
-        return None
-    for key, inner in value.items():
-        if re.sub(r"[\W_]+", "", str(key).lower()) in REASON_NAMES:
-            return inner
-    return next((found for inner in value.values() if (found := _container(inner, depth - 1)) is not None), None)
-
-
 def _scanned(segment: str) -> dict[str, object] | None:
     """The reasons of an object that does not load, entry by entry (see the module's docstring)."""
-    opening = next((m for m in CONTAINER.finditer(segment)
-                    if re.sub(r"[\W_]+", "", m.group(1).lower()) in REASON_NAMES), None)
+    opening = CONTAINER.search(segment)
     if opening is None:
         return None
     close = OBJECT_END.search(segment, opening.end())

@@ -1,54 +1,36 @@
-"""Reading a judge's rubric scores. Never raises, and never guesses.
+"""Reading a judge's rubric scores by an explicit grammar. Never raises, and never guesses.
 
-The rule: a careful human reading the answer beside the rubric agrees with every score the reader returns, or the
-reader returns none. Where two readings remain, the answer fails; a value that is not a score is null.
+A value is returned only where the answer is one of the forms below and no ambiguity detector fires; anything else
+is a failed read whose note names the condition that failed (the repair round then asks for the exact form).
+docs/reading.md holds the table of forms, each with the condition under which it is unambiguous.
 
-1. The core comes first (`core`): NFKC, the thinking dropped, struck-through text deleted, code fences opened.
-2. The answer is the last whole JSON object that names a rubric dimension with a usable score (`//` and `/* */`
-   comments removed) — directly, in a container named as the answer (`scores`, `final`, `answer`; never one named
-   `confidence`, `draft`, `reasons`), or as a list of `{"dimension": …, "score": …}` or `[dimension, score]` pairs;
-   objects that each name other dimensions are merged. A nested object gives its score or its option (both must
-   agree). Two containers that disagree (`scores` and `final`) fail. An object labelled in the prose as a draft, a
-   confidence, reasons, an example or a format is skipped. Two answer objects that disagree fail, unless the later
-   one is labelled or introduced as a correction or as final ("Correction:", "On reflection:", "Final:"), which
-   then corrects the earlier one (dimension by dimension where it names fewer). An object that does not load as a
-   whole (a reason broken by an unescaped quote) gives the named objects inside it that do (`"scores": {…}`). An
-   object cut off before its closing brace is read only when there is no whole one, and fails unless every
-   dimension made it, each value ended by a separator.
-3. Prose after the answer that corrects it ("Wait, core_imagery should be 0.33", "更正：核心意象应为0.33") is read
-   where it is unambiguous: one value for each dimension it names; a correction without a readable value, two
-   values, or "wait, that's wrong" fails the answer. Prose after it that gives a dimension another value without
-   a correction ("Core imagery: 0.33" after 0.67 in the object) fails it too.
-4. Without an object, "key: value" pairs are read from the text: a dimension's key, English or Chinese name (also
-   `core_imagery_score`, `情感共鸣（Emotional resonance）`, `**Safety**`), then `:`, `=` or a dash, then the value;
-   a dimension's heading with a later "Score: …" line; markdown table rows (a score column and an option column
-   must agree). Sections headed as a draft, a confidence or reasons are skipped. A later line that corrects an
-   earlier one ("On second thought, overall impression: 0.75", "Wait, core imagery should be 0.33") is read.
-5. A key given twice with the same value is read once; with different values (and no correction) it fails.
-6. A value is a number (`0.67`, `.5`, `0,67`, `80%`, `4/5`, `4 out of 5`), an option letter with or without its
-   label (`b`, `(b)`, `b: minor flaws`, `a (coherent)`) or an option's label alone, or an "N/A" word (null).
-   A number followed by a noun is a count (`0 issues found`), not a score: null. A range (`0.33–0.67`) or a
-   correction inside one value (`0.67, actually 0.33`, `0.75 → 0.5`) leaves two readings: the answer fails; so does
-   a letter whose label is another option's.
-7. Numbers are on the 0–1 scale the prompt asks for. Another scale counts only when it is stated — in the value
-   ("4/5", "4 out of 5", "80%") or in the prose around the answer ("on a 1-5 scale", "scale of 0 to 10",
-   "out of 10") — and only for numbers above 1. Unstated, numbers above 1 are read as 0–100 when one is above
-   10 and none is a fraction of 1; a value above 1 beside fractions such as 0.67 is out of range; any other
-   number above 1 (0–10? 1–5?) fails the answer, as do 1s under a stated 1–5 scale (best or worst?) and a 1 on a
-   two-option dimension under any scale but 0–1 (the best option, or 1 of 100?).
+Forms (after the envelope: reasoning set apart, answer wrappers and code fences taken off, NFKC):
 
-`ok`: the whole answer is one JSON object with exactly the rubric's keys, once each, every value a number in
-[0, 1] (or null where the dimension can be excluded). `repaired`: scores were read, and the notes say every
-repair. `failed`: nothing usable — no rubric key, every score null, a truncated object, two readings. `quality` is
-the mean of the scores, and null unless every dimension that always applies has one.
+- **S1, the schema's object** (`ok` where it is the whole answer, nothing else): `{"safety": 1, …}` with exactly the
+  rubric's keys, each once, every value a number in [0, 1] or null where the dimension can be excluded. In explain
+  mode, `{"scores": <that object>, "reasons": {…}}`.
+- **S2, that object with repairs** (`repaired`): wrapped (fence, reasoning, answer tag), with JSON syntax repaired
+  (single quotes, trailing commas, bare keys, comments), keys named by the dimensions' English or own names,
+  values written as number strings, option letters (`"b"`, `"(b)"`) or N/A words for a dimension that can be
+  excluded; the explain form's scores in plain mode and the plain form in explain mode; the same object repeated;
+  text around it (S5's conditions).
+- **S3, lines** `Name: value` (or `=`, or a dash), one dimension a line (or several on one line, `,` or `;` between them),
+  maybe bulleted, numbered or bold; the value a number in [0, 1], an option letter (`b`, `(b)`) or an N/A word,
+  maybe followed by a remark after a separator.
+- **S4, a markdown table** `| Dimension | Score |`, or with an `Option` column beside or instead of the score (the
+  two must agree), maybe with a `Reason` column.
+- **S5, text around the form**: no digit, no correction, doubt or scale of its own, no dimension given a value
+  (`Core imagery: …`, or an option's label or letter that is not the answer's).
 
-Explain mode (`explain=True`): `ok` is also `{"scores": <the plain answer>, "reasons": {…}}` exactly; anything else
-is read by the rules above (the scores one level down). The reasons are read apart (`reasons.read_reasons`), never
-instead of the scores: a broken reason loses that reason, never a score.
+Unambiguous only where: every dimension is given, each by one value (given again, the same value); no value is a
+range, a pair, a hedge or on another scale; no reason gives its dimension another score; a free-text answer does not
+end in its last number (it may have been cut off inside it); the reasoning's conclusion, where it names a
+dimension's score, is the answer's.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -56,52 +38,26 @@ from dataclasses import dataclass, field
 
 from ...numeric import whole_mean
 from ...rubric import Dimension, Rubric
-from .core import (CORRECTION, EARLIER, STRONG_CORRECTION, Conflict, Pairs, collect, is_final, kind, label, loads,
-                   prepare, salvage, segments, sentences)
-from .dimensions import KEY_SUFFIX, alias, key_pattern, mention_pattern, names, normal
-from .reasons import read_reasons
+from .ambiguity import (ADJUSTS, CORRECTS, DOUBTS, NUMBERS, OWN_SCALE, PROVISIONAL, SENTENCE, conclusion_differs,
+                        refuse_if)
+from .core import Conflict, Pairs, loads, segments, split_comments
+from .dimensions import alias, key_pattern, mention_pattern, name_forms, names, normal, word_pattern
+from .envelope import MAX_CHARS, STRUCK, Unreadable, open_envelope
+from .reasons import read_reasons, reasons_of
 
-NULL_WORDS = {"null", "none", "n/a", "na", "nan", "excluded", "not applicable", "not_applicable", "不适用", "无"}
-NUMBER = r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?"
-SCORE_NUMBER = re.compile(rf"({NUMBER})(?:\s*(%)|\s*(?:/|out of)\s*({NUMBER}))?(?![\d*])(?!\.\d)", re.I)
-# A number that is not a count: not followed by a word (a noun) after it.
-RIVAL = re.compile(rf"(?<![\w.]){NUMBER}(?![\d.]|\s*[A-Za-z\u4e00-\u9fff])")
-COUNT_OK = re.compile(r"\s*(?:points?|pts?)\b|\s*分(?!\w)", re.I)  # "4 points", "8分": a unit, not a noun
-CONNECTOR = re.compile(r"\s*(?:because|since|as|given|but|though|although|with|without|overall)\b", re.I)
-DECIMAL_COMMA = re.compile(r"^(\d+),(\d+)(?![\d,])")
-LETTER = re.compile(r"^(?:option\s*)?(?:\(([a-f])\)|([a-f])(?=$|\s*[:)\-—–(]|\.(?:\s|$)))\s*[.:)\-—–]?\s*(.*)$",
-                    re.I | re.S)  # "b", "(b)", "b: minor flaws", "a (coherent)", but not "a moonlit…" or "e.g."
-RANGE = r"(?<![\d.])(\d{1,4}(?:\.\d{1,4})?)\s*(?:-|–|—|~|to)\s*(\d{1,4}(?:\.\d{1,4})?)"  # bounded: no backtracking
-# A scale stated in the text: "1-5 scale", "1 to 5 point scale", "scale of 0-10", "range 0 to 100", "out of 10",
-# "10分制", "满分10". "out of N" right after a number is that value's own fraction, not the answer's scale.
-STATED_SCALES = [
-    re.compile(rf"{RANGE}\s*(?:-\s*)?(?:points?\s*)?(?:scale|分制)", re.I),
-    re.compile(rf"(?:scale|range)\s*(?:of|from|is|:)?\s*{RANGE}", re.I),
-    re.compile(r"(?<![\d.\s])\s*\bout of (\d+(?:\.\d+)?)", re.I),
-    re.compile(r"(?<![\d.])(\d+)\s*分制|满分\s*(\d+)"),
-]
-NAME_FIELDS = ("dimension", "key", "name", "criterion", "aspect", "维度")
-SCORE_FIELDS = ("score", "value", "rating", "分数", "得分")
-OPTION_FIELDS = ("option", "choice", "letter", "选项")
-TABLE_SCORE = {"score", "scores", "rating", "value", "分数", "得分", "评分"}
-TABLE_OPTION = {"option", "options", "choice", "letter", "选项"}
-MARKUP = re.compile(r"\*+|`+")
-SCORE_LINE = re.compile(r"\s*(?:[-•]\s*)?(?:score|rating|value|option|得分|分数|评分|选项)\s*[:=]\s*(.+)$", re.I)
-# A value in a correction: a number (maybe a fraction or a percentage) or a bracketed option letter.
-CORRECTED_VALUE = re.compile(rf"(?<![A-Za-z0-9.]){NUMBER}(?:\s*%|\s*(?:/|out of)\s*{NUMBER})?(?![\d.]*\d)"
-                             r"|\(\s*[a-f]\s*\)|\boption\s+[a-f]\b|\b(?:null|n/a|excluded)\b", re.I)
-# A value given before the dimension it corrects: "I meant 0.33 for core imagery".
-VALUE_FOR = re.compile(rf"({NUMBER})\s*(?:for|on|in)\s*(?:the\s+)?$", re.I)
-HEDGED = re.compile(r"\b(?:closer to|around|about|roughly|approximately|maybe|perhaps|probably|or so|somewhere|"
-                    r"something like)\b|-ish\b|大约|左右|也许|可能", re.I)
-OLD_VALUE = re.compile(rf"(?:\brather than|\binstead of|\bnot|\bfrom|不是|而非|而不是)\s*(?:{NUMBER}\s*%?|\(\s*[a-f]\s*\))",
-                       re.I)
-# A value given to a dimension in plain prose, right after its name: "Core imagery: 0.33", "safety is 1".
-DIRECT_VALUE = re.compile(rf"^\s*(?:score|rating)?\s*(?:[:=|]|\bis\b|\bof\b|\bat\b|\bgets?\b|\()\s*({NUMBER}%?)"
-                          r"(?![\d.]*\d)", re.I)
-LATER_ONE = re.compile(r"\b(?:second|last|latter|later|final|bottom|corrected|revised)\s+(?:block|object|one|answer|"
-                       r"version|json|scores)\b", re.I)
-AMBIGUOUS = "two readings: "  # the prefix of a value's note that fails the whole answer
+NULL_WORDS = {"null", "none", "n/a", "na", "excluded", "not applicable", "不适用"}
+NUMBER = re.compile(r"(?:0|1)(?:\.\d+)?|\.\d+")  # a value on the 0–1 scale, written out (fullmatch)
+LETTER = re.compile(r"(?:option\s+)?\(?([a-fA-F])\)?")  # an option's letter (fullmatch)
+VALUE = r"(?:[01](?:\.\d+)?|\.\d+)(?![\d.]*\d)|\(?[a-fA-F]\)?(?![\w(])|null|none|n/a|N/A|excluded|不适用"
+EMPHASIS = r"(?:\*\*|__|\*|`)?"
+SCORE_HEADERS = {"score", "scores", "rating", "value", "分数", "得分", "评分", "分值"}
+OPTION_HEADERS = {"option", "options", "letter", "choice", "anchor", "选项"}
+REASON_HEADERS = {"reason", "reasons", "comment", "comments", "justification", "explanation", "rationale", "note",
+                  "notes", "理由", "说明", "备注", "解释"}
+REASONS_KEY = "reasons"
+# A number in a reason: a count where a plural noun or a Chinese measure word follows it ("3 herons", "两只" is no
+# digit), else a score, which must be the dimension's own.
+REASON_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(\d*\.?\d+)(?!\s*(?:[A-Za-z]+s\b|[个只座位条棵艘人株朵处幅张行句字首]))")
 
 
 @dataclass
@@ -130,641 +86,456 @@ def answer_quality(scores: dict[str, float | None], rubric: Rubric) -> float | N
 
 def parse_answer(text: str | None, rubric: Rubric, explain: bool = False) -> ParsedAnswer:
     """Read a model's answer against `rubric` (with `explain`, its reasons too); never raises."""
+    notes: list[str] = []
     try:
-        parsed = (explain and _explained(text or "", rubric)) or _parse(text or "", rubric)
+        if (exact := _exact(text or "", rubric, explain)) is not None:  # S1: nothing around it to watch
+            scores, explained = exact
+            parsed = ParsedAnswer(scores, "ok", [], answer_quality(scores, rubric))
+            parsed.reasons = read_reasons(text or "", rubric) if explain else {}
+            return parsed
+        scores, explained = _read(text or "", rubric, explain, notes)
+    except Unreadable as why:
+        return ParsedAnswer({k: None for k in rubric.keys}, "failed", notes + [str(why)])
     except Exception as exc:  # the contract is "never raises": a reader bug must not stop a scoring run
-        parsed = _failed(rubric, [f"parser error: {type(exc).__name__}: {exc}"])
-    if parsed.status != "failed" and all(v is None for v in parsed.scores.values()):
-        parsed = _failed(rubric, parsed.notes + ["no usable score"])
-    parsed.quality = answer_quality(parsed.scores, rubric) if parsed.status != "failed" else None
-    if explain and parsed.status != "failed":
+        return ParsedAnswer({k: None for k in rubric.keys}, "failed", [f"reader error: {type(exc).__name__}: {exc}"])
+    parsed = ParsedAnswer(scores, "repaired", notes or ["read with repairs"])
+    parsed.quality = answer_quality(scores, rubric)
+    if explain and explained:
         parsed.reasons = read_reasons(text or "", rubric)
     return parsed
 
 
-def _explained(text: str, rubric: Rubric) -> ParsedAnswer | None:
-    """An explain-mode answer that is exactly what was asked for, or None."""
+def _exact(text: str, rubric: Rubric, explain: bool) -> tuple[dict[str, float | None], bool] | None:
+    """(the scores, whether explained) of an answer that is exactly the schema's object (S1), nothing around it,
+    its reasons (explain mode) saying nothing against its scores; else None (the envelope's bounds and refusals
+    are then the full read's)."""
+    if len(text) > MAX_CHARS or STRUCK.search(text):
+        return None
     try:
         pairs = json.loads(text.strip(), object_pairs_hook=Pairs)
     except ValueError:
         return None
-    if not isinstance(pairs, Pairs) or [k for k, _ in pairs] != ["scores", "reasons"]:
+    reasons = None
+    if explain:
+        if not isinstance(pairs, Pairs) or [k for k, _ in pairs] != ["scores", REASONS_KEY]:
+            return None
+        pairs, reasons = pairs[0][1], pairs[1][1]
+    keys = rubric.keys
+    if not isinstance(pairs, Pairs) or len(pairs) != len(keys) or {k for k, _ in pairs} != set(keys):
         return None
-    strict = _strict_pairs(pairs[0][1], rubric)
-    return None if strict is None else ParsedAnswer(strict, "ok")
+    given = dict(pairs)
+    if not all(v is None and excludable(rubric, k) or type(v) in (int, float) and 0 <= v <= 1 for k, v in pairs):
+        return None
+    scores = {k: None if given[k] is None else float(given[k]) for k in keys}
+    if isinstance(reasons, Pairs):
+        _check_reasons(dict(reasons), scores, rubric)  # Unreadable: the caller's failed read
+    return scores, explain
 
 
-def _failed(rubric: Rubric, notes: list[str]) -> ParsedAnswer:
-    return ParsedAnswer({k: None for k in rubric.keys}, "failed", notes)
+# --- the forms -----------------------------------------------------------------------------------------------------
 
-
-@dataclass
-class _Found:
-    """A JSON segment that names a rubric dimension, read."""
-
-    segment: object  # core.Segment
-    mapping: dict
-    notes: list[str]
-    usable: bool
-    kind: str | None
-
-
-def _parse(text: str, rubric: Rubric) -> ParsedAnswer:
-    if (strict := _strict(text.strip(), rubric)) is not None:
-        return ParsedAnswer(strict, "ok")
-    notes: list[str] = []
-    body, struck = prepare(text, notes)
-    if not body.strip():
-        return _failed(rubric, notes + ["empty answer"])
-
-    start = body
-    found: list[_Found] = []
-    for seg in segments(body):
-        if kind(seg.label) == "other":
-            notes.append(f"skipped an object labelled {seg.label!r}")
-            body = _blank(body, seg)  # nor is it read as free text
-            continue
-        seg_notes: list[str] = []
-        mapping = _rubric_mapping(seg, rubric, seg_notes)
-        if isinstance(mapping, str):
-            return _failed(rubric, notes + seg_notes + [mapping])
-        if mapping is None:
-            notes += seg_notes  # why it was not read ("ignored the scores under 'draft'")
-            body = _blank(body, seg) if seg.closed else body  # nor are its keys read as free text
-        else:
-            usable = any(_usable(rubric, k, v) for k, v in mapping.items())
-            found.append(_Found(seg, mapping, seg_notes, usable, kind(seg.label)))
-    if found:
-        chosen = _choose(found, body, rubric, notes)
-        if isinstance(chosen, str):
-            return _failed(rubric, notes + [chosen])
-        raw, complete, end = chosen
-        if body.strip() != found[-1].segment.text.strip() or len(found) > 1:
-            notes.append("removed text around the JSON object")
-        if not complete:
-            present = {alias(rubric, k) for k in raw} - {None}
-            if len(present) < len(rubric.keys):
-                return _failed(rubric, notes + [f"the answer was cut off: {len(present)} of {len(rubric.keys)} "
-                                                 "dimensions complete before the end"])
-            notes.append("the object was not closed")
-        for f in found:
-            body = _blank(body, f.segment)
-        units = [(end + start, sentence) for start, sentence in sentences(body[end:])]
-        raw = _corrections(units, rubric, raw, notes, struck, direct=True)
-        prose = body  # a scale is stated in the prose, not inside the answer's own strings
+def _read(text: str, rubric: Rubric, explain: bool, notes: list[str]) -> tuple[dict[str, float | None], bool]:
+    """(the scores, whether they came with explain mode's reasons), or `Unreadable`."""
+    envelope = open_envelope(text)
+    notes += envelope.notes
+    body = envelope.body
+    refuse_if(body, "the answer", OWN_SCALE)  # before any value: no value form holds these words
+    objects, prose, explained = _objects(body, rubric, notes)
+    given, prose, cut = _free_text(prose, rubric, notes)
+    if objects:
+        scores = objects[0]
+        if any(other != scores for other in objects[1:]):
+            raise Unreadable(f"{len(objects)} answer objects that give different scores")
+        if len(objects) > 1:
+            notes.append(f"read {len(objects)} answer objects that agree")
+        for dim, score in given.items():  # lines or a table beside the object: the same scores, or two readings
+            _given(dict(scores), dim, score)
+    elif not given:
+        raise Unreadable("no answer object, lines or table of scores found")
     else:
-        pairs, overrides, loose = _free_pairs(body, rubric, notes)
-        if not pairs:
-            return _failed(rubric, notes + ["no key matches a rubric dimension" if body != start else
-                                            "no JSON object or key: value pairs found"])
-        raw = collect([(k, v) for k, v, _ in pairs], notes, overrides, lambda k: alias(rubric, k))
-        last = {}
-        for key, _, at in pairs:
-            last[alias(rubric, key)] = at
-        units = [(at + start, sentence) for at, line in loose for start, sentence in sentences(line)]
-        raw = _corrections(units, rubric, raw, notes, struck, after=last)
-        notes.append("read key: value pairs from free text")
-        prose = body
-    if isinstance(raw, str):
-        return _failed(rubric, notes + [raw])
-    scores = _map(raw, rubric, notes, _stated_scale(prose))
-    if isinstance(scores, str):
-        return _failed(rubric, notes + [scores])
-    return ParsedAnswer(scores, "repaired" if notes else "ok", notes)
+        if cut:
+            raise Unreadable("the answer ends in its last number: it may have been cut off inside it")
+        scores = _whole(given, rubric)
+    _check_prose(prose, scores, rubric)
+    conclusion_differs(envelope.thoughts, lambda thought: _concluded(thought, rubric), scores)
+    return scores, explained
 
 
-def _blank(body: str, seg) -> str:
-    """The body with a segment's characters blanked (its lines kept), so that positions after it stay put."""
-    return body[:seg.start] + re.sub(r"[^\n]", " ", seg.text) + body[seg.end:]
-
-
-def _choose(found: list[_Found], body: str, rubric: Rubric, notes: list[str]) -> tuple[dict, bool, int] | str:
-    """(the answer's mapping, whether it is whole, where it ends) from the objects found, or why it cannot be
-    chosen: a whole one over a cut-off one; objects that name different dimensions merged; objects that agree read
-    together; of objects that disagree, a later one labelled or introduced as a correction or as final."""
-    closed = [f for f in found if f.segment.closed]
-    usable = [f for f in closed if f.usable]
-    if len(usable) <= 1:
-        chosen = (usable or closed or found)[-1]
-        notes.extend(chosen.notes)
-        if len(found) > 1:
-            i = found.index(chosen)
-            later = found[i + 1:]
-            rest = ("a later one was cut off" if any(not f.segment.closed for f in later) else
-                    "a later one was labelled or unusable" if later else "the earlier ones were ignored")
-            notes.append(f"read answer object {i + 1} of {len(found)}; {rest}")
-        return chosen.mapping, chosen.segment.closed, chosen.segment.end
-    for f in usable:
-        notes.extend(f.notes)
-    dims = [{alias(rubric, k) for k in f.mapping} - {None} for f in usable]
-    readings = [_readings(f.mapping, rubric) for f in usable]
-    if len(set().union(*dims)) == sum(map(len, dims)):  # one object per dimension
-        notes.append(f"merged {len(usable)} objects that name different dimensions")
-        return {k: v for f in usable for k, v in f.mapping.items()}, True, usable[-1].segment.end
-    if all(r.get(d) == readings[0].get(d) for r in readings for d in set(r) & set(readings[0])):
-        notes.append(f"read {len(usable)} answer objects that agree")
-        return {k: v for f in usable for k, v in f.mapping.items()}, True, usable[-1].segment.end
-    last, before = usable[-1], usable[-2]
-    between, later = body[before.segment.end:last.segment.start], body[last.segment.end:]
-    named = CORRECTION.search(later) and LATER_ONE.search(later)  # "The second block is my corrected answer."
-    if not (last.kind == "correction" or is_final(last.segment.label) or CORRECTION.search(between) or named):
-        return f"{AMBIGUOUS}{len(usable)} answer objects that disagree, none of them a correction"
-    i = found.index(last)
-    notes.append(f"read answer object {i + 1} of {len(found)}, a correction; the earlier ones were ignored")
-    mapping = {alias(rubric, k) or k: v for k, v in last.mapping.items()}
-    if dims[-1] < dims[-2]:  # a correction of some dimensions: the rest stand as the earlier answer gave them
-        mapping = {**{alias(rubric, k) or k: v for k, v in before.mapping.items()}, **mapping}
-    return mapping, True, last.segment.end
-
-
-def _corrections(units: list[tuple[int, str]], rubric: Rubric, raw: dict, notes: list[str], struck: list[int],
-                 direct: bool = False, after: dict[str, int] | None = None) -> dict | str:
-    """The answer's mapping with the corrections written in `units` ((position, sentence) after the answer, or the
-    free text's loose lines) applied, or why the answer cannot be read. A sentence with a correction word (or a
-    deletion: `struck`, where struck-through text stood; or right after a sentence that is only a correction word,
-    "Hmm, wait.") gives each dimension it names one value; with `direct`, a sentence without one that gives a named
-    dimension another value right after its name contradicts the answer, unless it speaks of an earlier version ("In
-    the draft I had core_imagery: 0.33"; with a correction word too, it leaves two readings). `after`: where each
-    dimension's own value stands (a correction must come later)."""
-    mention, out, pending = mention_pattern(names(rubric)), dict(raw), ""
-    keys = {alias(rubric, k): k for k in raw}
-    for start, sentence in units:
-        found = list(mention.finditer(sentence))
-        if kind(label(sentence[:found[0].start()] if found else sentence)) == "other":
-            continue  # "Confidence: core_imagery: 0.9"
-        marked = pending or CORRECTION.search(sentence) or any(start <= at <= start + len(sentence) for at in struck)
-        pending = ""
-        if not found:
-            if marked and len(re.findall(r"\w+", sentence)) <= 3 and not CORRECTED_VALUE.search(sentence):
-                pending = sentence  # "Hmm, wait." corrects the sentence after it
-            elif STRONG_CORRECTION.search(sentence) or marked and CORRECTED_VALUE.search(sentence):
-                return f"a correction after the answer that names no dimension: {sentence.strip()!r}"
+def _objects(body: str, rubric: Rubric, notes: list[str]) -> tuple[list[dict], str, bool]:
+    """(the scores of each answer object, the text around them, whether one was explain mode's form). A JSON
+    segment that holds no rubric key is left in the text; one that does not load, or is cut off, and names a
+    dimension fails the read (explain mode's scores object, whole before a broken or cut-off reasons object, reads)."""
+    found, explained, prose = [], False, body
+    named = mention_pattern(names(rubric))
+    for seg in segments(body):
+        value = loads(seg.text, notes) if seg.closed else None
+        scores_text, comments = None, []
+        if value is None:
+            scores_text = _scores_before_reasons(seg.text)
+            if scores_text is None:
+                if named.search(seg.text) or re.search(r"[\"']scores[\"']", seg.text):
+                    raise Unreadable("a JSON object that " + ("does not load" if seg.closed else "is cut off") +
+                                     " gives scores: it is not read")
+                continue
+            value = loads(scores_text, notes)
+            notes.append("read the scores object beside a reasons object that does not load")
+            value = {"scores": value, REASONS_KEY: None}
+        written = scores_text or seg.text
+        comments = split_comments(written)[1] if "//" in written or "/*" in written else []
+        scores = _object_scores(value, rubric, notes)
+        if scores is None:
             continue
-        for i, (m, nxt) in enumerate(zip(found, found[1:] + [None])):
-            dim = alias(rubric, m.group(0).strip("\"'` "))
-            window = sentence[m.end(): nxt.start() if nxt else len(sentence)]
-            history = EARLIER.search(sentence[:m.start()])  # "In the draft I had core_imagery: 0.33"
-            if marked and history:
-                return f"{dim}: {AMBIGUOUS}the correction {sentence.strip()!r} also gives an earlier version"
-            if marked:
-                values = {v.group(0).strip() for v in CORRECTED_VALUE.finditer(OLD_VALUE.sub(" ", window))
-                          if not _count(window[v.end():], v.group(0))}
-                earlier = VALUE_FOR.search(sentence[found[i - 1].end() if i else 0: m.start()])
-                values |= {earlier.group(1)} if earlier and not values else set()
-                if not values and _confirms(window, out.get(keys.get(dim)), rubric, dim):
-                    continue  # "Wait, text integrity… no text is visible, so 1 stands": the answer's own value
-                if len(values) != 1 or HEDGED.search(window):
-                    return (f"{dim}: {AMBIGUOUS}the correction {sentence.strip()!r} is not one value"
-                            if values else f"{dim}: a correction without a score it can read: {sentence.strip()!r}")
-                value = values.pop()
-                if after and after.get(dim, -1) > start:
-                    return f"{dim}: {AMBIGUOUS}a correction before the value it would correct"
-                if _reading(out.get(keys.get(dim)), rubric, dim) != _reading(value, rubric, dim):
-                    notes.append(f"{dim}: read the correction after the answer ({value})")
-                out[keys.get(dim, dim)] = value
-            elif direct and not history and (given := DIRECT_VALUE.match(window)) and dim in keys and not _count(
-                    window[given.end():], given.group(1)):
-                said, answered = _reading(given.group(1), rubric, dim), _reading(out[keys[dim]], rubric, dim)
-                if said is not None and answered is not None and abs(said - answered) > 1e-9:
-                    return f"{dim}: {AMBIGUOUS}the prose after the answer gives {given.group(1)}, the answer another"
-    if pending and STRONG_CORRECTION.search(pending):  # "Just kidding." last: nothing after it corrects the answer
-        return f"a correction after the answer that names no dimension: {pending.strip()!r}"
+        explained |= isinstance(value, dict) and "scores" in value
+        found.append(scores)
+        _check_reasons(reasons_of(seg.text, seg.closed) or {}, scores, rubric)
+        for comment in comments:
+            refuse_if(comment, "a comment in the JSON", CORRECTS, DOUBTS, OWN_SCALE, ADJUSTS, PROVISIONAL, NUMBERS)
+        prose = prose[:seg.start] + re.sub(r"[^\n]", " ", seg.text) + prose[seg.end:]
+    if len(found) and body.strip() != prose.strip() and prose.strip():
+        notes.append("read the JSON object and the text around it")
+    return found, prose, explained
+
+
+def _scores_before_reasons(segment: str) -> str | None:
+    """Explain mode's `{"scores": {…}, "reasons": …` whose scores object is whole and loads, the reasons object
+    being broken or cut off: the scores object's text, else None."""
+    head = re.match(r'\{\s*"scores"\s*:\s*', segment)
+    if not head:
+        return None
+    inner = segments(segment[head.end():])
+    if not inner or inner[0].start != 0 or not inner[0].closed or loads(inner[0].text, []) is None:
+        return None
+    after = segment[head.end() + inner[0].end:]
+    return inner[0].text if re.match(r'\s*,\s*"reasons"\s*:\s*\{', after) else None
+
+
+def _object_scores(value, rubric: Rubric, notes: list[str]) -> dict[str, float | None] | None:
+    """The scores of a loaded JSON value that is an answer object (S1, S2), None for one that holds no rubric key,
+    or `Unreadable`."""
+    if not isinstance(value, dict):
+        if isinstance(value, list) and any(isinstance(v, (dict, list)) and _names_dimension(v, rubric) for v in value):
+            raise Unreadable("the scores come as a list, not the answer's object")
+        return None
+    if "scores" in value and not any(alias(rubric, k) for k in value):
+        if isinstance(value["scores"], Conflict):
+            raise Unreadable("the object gives 'scores' twice, differently")
+        if extra := [k for k in value if k not in ("scores", REASONS_KEY)]:
+            raise Unreadable(f"the object has {extra[0]!r} beside 'scores' and 'reasons'")
+        if not isinstance(value["scores"], dict):
+            raise Unreadable("'scores' holds no object of scores")
+        return _dimension_scores(value["scores"], rubric, notes)
+    if not any(alias(rubric, k) for k in value):
+        if _names_dimension(value, rubric):
+            raise Unreadable(f"the scores are nested under {next(iter(value))!r}, not the answer's object")
+        return None
+    return _dimension_scores(value, rubric, notes)
+
+
+def _names_dimension(value, rubric: Rubric) -> bool:
+    if isinstance(value, dict):
+        return any(alias(rubric, k) or _names_dimension(v, rubric) for k, v in value.items())
+    return isinstance(value, list) and any(_names_dimension(v, rubric) for v in value)
+
+
+def _dimension_scores(mapping: dict, rubric: Rubric, notes: list[str]) -> dict[str, float | None]:
+    """Each dimension's score from an object of dimension → value: every key names a dimension, every dimension is
+    given, each by one value."""
+    found: dict[str, float | None] = {}
+    renamed = []
+    for key, value in mapping.items():
+        dim = alias(rubric, key)
+        if dim is None:
+            raise Unreadable(f"the key {key!r} names no rubric dimension")
+        if isinstance(value, Conflict):
+            raise Unreadable(f"{dim}: given twice with different values")
+        score = _value(value, rubric.dimension(dim))
+        _given(found, dim, score)
+        if key != dim:
+            renamed.append(f"{key}→{dim}")
+    if renamed:
+        notes.append("renamed keys: " + ", ".join(renamed))
+    return _whole(found, rubric)
+
+
+def _given(found: dict, dim: str, score: float | None) -> None:
+    if dim in found and found[dim] != score:
+        raise Unreadable(f"{dim}: given twice with different values ({_shown(found[dim])} and {_shown(score)})")
+    found[dim] = score
+
+
+def _whole(found: dict, rubric: Rubric) -> dict[str, float | None]:
+    if missing := [k for k in rubric.keys if k not in found]:
+        raise Unreadable("no score for " + ", ".join(missing))
+    return {k: found[k] for k in rubric.keys}
+
+
+def _shown(score: float | None) -> str:
+    return "null" if score is None else f"{score:g}"
+
+
+def _value(value, dim: Dimension) -> float | None:
+    """A value as the answer's forms write one (a number in [0, 1], an option letter, an N/A word where the dimension
+    can be excluded), or `Unreadable` naming the dimension and what was written."""
+    if isinstance(value, bool) or isinstance(value, (dict, list)):
+        raise Unreadable(f"{dim.key}: {json.dumps(value, ensure_ascii=False)[:60]} is not a score")
+    if isinstance(value, str):
+        return _text_value(value, dim)
+    if value is None:
+        return _null(dim)
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 <= value <= 1:
+        raise Unreadable(f"{dim.key}: {value!r} is not on the 0–1 scale the answer is asked for")
+    return float(value)
+
+
+def _text_value(text: str, dim: Dimension) -> float | None:
+    written = text.strip()
+    if NUMBER.fullmatch(written):
+        number = float(written)
+        if number > 1:
+            raise Unreadable(f"{dim.key}: {written} is not on the 0–1 scale the answer is asked for")
+        return number
+    if written.lower() in NULL_WORDS:
+        return _null(dim)
+    if m := LETTER.fullmatch(written):
+        return _option(m.group(1), dim)
+    raise Unreadable(f"{dim.key}: {written[:60]!r} is not one value on the 0–1 scale")
+
+
+def _null(dim: Dimension) -> None:
+    if not any(o.excluded for o in dim.options):
+        raise Unreadable(f"{dim.key}: null, but this dimension always applies")
+    return None
+
+
+def _option(letter: str, dim: Dimension) -> float | None:
+    letter = letter.lower()
+    if letter not in dim.letters:
+        raise Unreadable(f"{dim.key}: ({letter}) is not one of its options")
+    return dim.option(letter).score
+
+
+def _free_text(body: str, rubric: Rubric, notes: list[str]) -> tuple[dict[str, float | None], str, bool]:
+    """The scores a text gives as lines (S3) or a markdown table (S4), the text around them, and whether it ends in
+    its last number (it may have been cut off inside it)."""
+    found: dict[str, float | None] = {}
+    prose: list[str] = []
+    last_line = None
+    lines = body.split("\n")
+    i = 0
+    while i < len(lines):
+        if lines[i].strip().startswith("|"):
+            j = i
+            while j < len(lines) and lines[j].strip().startswith("|"):
+                j += 1
+            for dim, score in _table(lines[i:j], rubric):
+                _given(found, dim, score)
+            notes.append("read a markdown table")
+            i = j
+            continue
+        items = _line_items(lines[i], rubric)
+        if items is None and (named := _given_otherwise(lines[i], rubric)):
+            raise Unreadable(f"{named[0]}: {named[1][:60]!r} is not one value on the 0–1 scale")
+        if items is None:
+            prose.append(lines[i])
+        else:
+            for dim, score in items:
+                _given(found, dim, score)
+            last_line = i
+        i += 1
+    if last_line is not None:
+        notes.append("read Name: value lines")
+    cut = last_line is not None and not "\n".join(lines[last_line + 1:]).strip() and not body.rstrip(" ").endswith(
+        "\n") and _may_go_on(lines[last_line])
+    return found, "\n".join(prose), cut
+
+
+def _given_otherwise(line: str, rubric: Rubric) -> tuple[str, str] | None:
+    """(the dimension, what follows it) of a line that starts with a dimension's name and a separator but is no
+    item of S3 ("Core imagery: about 0.5", "Safety: 5"); None for any other line."""
+    start = re.match(r"\s*(?:[-*•+]\s+|\d{1,2}[.)]\s+)?[*_`\"']*", line)
+    m = key_pattern(names(rubric)).match(re.sub(r"[*_`]+", "", line[start.end():]))
+    return (alias(rubric, m.group(1)), re.sub(r"[*_`]+", "", line[start.end():])[m.end():].strip()) if m else None
+
+
+def _may_go_on(line: str) -> bool:
+    """Whether a line that ends the answer ends in a number that more characters would make another value: "0.7"
+    (of 0.75), "0" and "0." (of 0.5); not "1" (any longer value on the 0–1 scale is 1 too) nor "0.75." (a full stop
+    ends it)."""
+    m = re.search(r"(\d*\.?\d+|\d+\.)(\.?)[*_`]*\s*$", line)
+    if m is None:
+        return False
+    number, stop = m.groups()
+    return not (float(number) == 1 or stop and "." in number.rstrip("."))
+
+
+@functools.lru_cache(maxsize=16)
+def _line_pattern(dims: tuple[tuple[str, ...], ...]) -> re.Pattern:
+    """One item of S3: a dimension's name (maybe bulleted, numbered, bold, with its other name in parentheses), `:`
+    or `=`, a value, and the rest of the line (a remark)."""
+    return re.compile(
+        r"^\s*(?:[-*•+]\s+|\d{1,2}[.)]\s+)?" + EMPHASIS + r"[\"']?(?P<name>(?:" + name_forms(dims)
+        + r")(?:[\s_]*(?:score|rating|得分|分数))?)[\"']?" + EMPHASIS
+        + r"\s*(?:\((?P<other>[^()\n]{1,40})\))?\s*" + EMPHASIS + r"\s*(?:[:=]|\s[-—–]\s|[—–])\s*" + EMPHASIS
+        + r"\s*(?P<value>" + VALUE + r")" + EMPHASIS + r"(?P<tail>.*)$", re.I)
+
+
+def _line_items(line: str, rubric: Rubric) -> list[tuple[str, float | None]] | None:
+    """The (dimension, score) items of a line of S3, None for a line that is not one (prose); `Unreadable` for a
+    line that gives a dimension a value in another form."""
+    pattern = _line_pattern(names(rubric))
+    m = pattern.match(line)
+    if m is None:
+        return None
+    if key_pattern(names(rubric)).search(m.group("tail")):  # "a: 1, b: 0.5": several items on one line
+        items = [pattern.match(piece) for piece in re.split(r"[,;，；]", line)]
+        if not all(items) or any(i.group("tail").strip(" .。") for i in items):
+            raise Unreadable(f"a line that gives several dimensions is not one value each: {line.strip()[:80]!r}")
+        return [_item(i, rubric) for i in items]
+    return [_item(m, rubric)]
+
+
+def _item(m: re.Match, rubric: Rubric) -> tuple[str, float | None]:
+    dim = alias(rubric, m.group("name"))
+    if m.group("other") and alias(rubric, m.group("other")) != dim:
+        raise Unreadable(f"{dim}: {m.group(0).strip()[:80]!r} names it with a remark the reader does not take")
+    score = _text_value(m.group("value"), rubric.dimension(dim))
+    tail = m.group("tail")
+    if tail.strip() and not re.match(r"\s*(?:[—–\-;,:(.]|\s)", tail) or re.match(
+            r"\s*(?:[-–—~/]|to\b|or\b|and\b|,\s*or\b|\(?(?:maybe|or|could be|perhaps)\b)\s*[\d.(]", tail, re.I):
+        raise Unreadable(f"{dim}: {m.group(0).strip()[:80]!r} is not one value (a range, a pair or a hedge?)")
+    _check_remark(tail, dim, score, rubric, f"{dim}'s line")
+    return dim, score
+
+
+def _table(rows: list[str], rubric: Rubric) -> list[tuple[str, float | None]]:
+    """The (dimension, score) rows of a markdown table: the dimension first, then a score column, an option column
+    or both (which must agree), maybe a reason column."""
+    cells = [[c.strip() for c in row.strip().strip("|").split("|")] for row in rows]
+    if len(cells) < 3 or not all(re.fullmatch(r":?-{2,}:?", c) for c in cells[1]):
+        raise Unreadable("a table without a header row of dimension | score")
+    header = [normal(re.sub(r"[*_`]", "", c)) for c in cells[0]]
+    roles = ["score" if h in SCORE_HEADERS else "option" if h in OPTION_HEADERS else "reason" if h in REASON_HEADERS
+             else None for h in header[1:]]
+    if None in roles or len(set(roles)) != len(roles) or not {"score", "option"} & set(roles):
+        raise Unreadable(f"a table whose columns are {' | '.join(cells[0])}, not dimension | score (| option) "
+                         "(| reason)")
+    out = []
+    for row, written in zip(cells[2:], rows[2:]):
+        if not written.rstrip().endswith("|") or len(row) != len(header):
+            raise Unreadable(f"a table row that is cut off or has other columns: {written.strip()[:80]!r}")
+        dim = alias(rubric, re.sub(r"[*_`]", "", row[0]))
+        if dim is None:
+            raise Unreadable(f"a table row that names no rubric dimension: {row[0]!r}")
+        given = {role: re.sub(r"^[*_`]+|[*_`]+$", "", cell) for role, cell in zip(roles, row[1:])}
+        scores = {_text_value(given[role], rubric.dimension(dim)) for role in ("score", "option") if role in given}
+        if len(scores) > 1:
+            raise Unreadable(f"{dim}: the table's score and option disagree ({given['score']!r}, {given['option']!r})")
+        score = scores.pop()
+        if "reason" in given:
+            _check_remark(given["reason"], dim, score, rubric, f"{dim}'s reason")
+        out.append((dim, score))
     return out
 
 
-def _confirms(window: str, value, rubric: Rubric, dim: str | None) -> bool:
-    """Whether every number a sentence gives a dimension is the value the answer already gave it."""
-    given = [float(n) for n in re.findall(rf"(?<![A-Za-z0-9.]){NUMBER}", window)]
-    answered = _reading(value, rubric, dim)
-    return bool(given) and answered is not None and all(abs(n - answered) < 1e-9 for n in given)
+# --- the detectors, as the scores' grammar watches them ------------------------------------------------------------
+
+def _check_remark(remark: str, dim: str, score: float | None, rubric: Rubric, where: str) -> None:
+    """A remark beside a value (a line's tail, a table's reason): no number, correction, doubt or scale of its own,
+    and no option's label or letter of the dimension that is not its value's."""
+    refuse_if(remark, where, CORRECTS, DOUBTS, OWN_SCALE, ADJUSTS, PROVISIONAL, NUMBERS)
+    _check_levels(remark, dim, score, rubric, where)
 
 
-def _count(rest: str, number: str) -> bool:
-    """Whether a whole number followed by `rest` is a count ("2 herons", "0 issues found"), not a score."""
-    whole = re.match(NUMBER, number.strip())
-    return bool(re.match(r"\s*[A-Za-z\u4e00-\u9fff]", rest) and not COUNT_OK.match(rest)
-                and not CONNECTOR.match(rest) and whole and float(whole.group(0)).is_integer())
+def _check_levels(text: str, dim: str, score: float | None, rubric: Rubric, where: str) -> None:
+    """No option's label (English or the tradition's own) or letter of the dimension whose score is not `score`
+    (the dimensions' own names taken out first: 场景一致性 does not say 一致)."""
+    text = mention_pattern(names(rubric)).sub(" ", text)
+    for option in rubric.dimension(dim).options:
+        said = [label for label in option.label.values() if _says(text, label)]
+        said += [m.group(0) for m in re.finditer(rf"\(\s*{option.letter}\s*\)|\boption\s+{option.letter}\b", text,
+                                                  re.I)]
+        if said and option.score != score:
+            raise Unreadable(f"{where} calls {dim} {said[0]!r} (option {option.letter}, {_shown(option.score)}), "
+                             f"the answer gives it {_shown(score)}")
 
 
-def _reading(value, rubric: Rubric, dim: str | None) -> float | None:
-    return None if dim is None or value is None else _value(_score_field(value), rubric, dim)[0]
+def _says(text: str, label: str) -> bool:
+    if re.search(r"[\u4e00-\u9fff]", label):
+        return label in text
+    return re.search(rf"(?<![A-Za-z]){re.escape(label)}(?![A-Za-z])", text, re.I) is not None
 
 
-def _strict(text: str, rubric: Rubric) -> dict[str, float | None] | None:
-    """The scores of an answer that is exactly what was asked for, or None."""
-    try:
-        return _strict_pairs(json.loads(text, object_pairs_hook=Pairs), rubric)
-    except ValueError:
-        return None
+def _check_prose(prose: str, scores: dict[str, float | None], rubric: Rubric) -> None:
+    """The text around the answer (S5): no number, correction, doubt or scale of its own, no dimension given a value
+    in any form, no option's label or letter for a dimension that is not the answer's value."""
+    if not prose.strip():
+        return
+    refuse_if(prose, "the text around the answer", CORRECTS, DOUBTS, ADJUSTS, PROVISIONAL, NUMBERS)
+    prose = re.sub(r"[*_`]+", "", prose)
+    if m := key_pattern(names(rubric)).search(prose):
+        raise Unreadable(f"the text around the answer gives {alias(rubric, m.group(1))} a value in a form the answer "
+                         f"does not take ({prose[m.start():m.end() + 30].strip()!r})")
+    mention = mention_pattern(names(rubric))
+    for sentence in SENTENCE.split(prose):
+        for dim in {alias(rubric, m.group(0).strip("\"'` ")) for m in mention.finditer(sentence)} - {None}:
+            _check_levels(sentence, dim, scores[dim], rubric, "the text around the answer")
 
 
-def _strict_pairs(pairs, rubric: Rubric) -> dict[str, float | None] | None:
-    if not isinstance(pairs, Pairs) or len(pairs) != len(rubric.keys) or {k for k, _ in pairs} != set(rubric.keys):
-        return None
-    out = {}
-    for key, value in pairs:
-        if value is None and excludable(rubric, key):
-            out[key] = None
-        elif isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1:
-            out[key] = float(value)
-        else:
-            return None
-    return {k: out[k] for k in rubric.keys}
-
-
-def _rubric_mapping(seg, rubric: Rubric, notes: list[str]) -> dict | str | None:
-    """The key → value mapping of a segment that names at least one rubric dimension, None, or the reason the
-    segment holds two answers."""
-    if seg.closed:
-        value = loads(seg.text, notes)
-        return _pick(value if value is not None else salvage(seg.text, notes), rubric, notes)
-    saved_notes: list[str] = []
-    saved = _pick(salvage(seg.text, saved_notes), rubric, saved_notes)
-    if isinstance(saved, dict) and any(_usable(rubric, k, v) for k, v in saved.items()):
-        notes += saved_notes
-        return saved
-    pairs, overrides, _ = _free_pairs(seg.text, rubric, notes, cut_off=True)
-    return collect([(k, v) for k, v, _ in pairs], notes, overrides) if pairs else None
-
-
-def _pick(value, rubric: Rubric, notes: list[str], depth: int = 2) -> dict | str | None:
-    """The mapping that holds the answer: the object's own keys where they name dimensions, or a container named as
-    the answer, else the one unnamed container with scores, looked for up to `depth` levels down; never a container
-    named as a draft, a confidence or reasons. Two that disagree: the reason, a string."""
-    own = _as_mapping(value, notes)
-    candidates = [(own, [])] if own is not None and any(alias(rubric, k) for k in own) else []
-    unnamed = []
-    if isinstance(value, dict) and depth:
-        for k, v in value.items():
-            if alias(rubric, k) is not None or not isinstance(v, (dict, list)):
-                continue
-            if isinstance(v, Conflict):
-                if kind(k) != "other" and any(isinstance(_pick(x, rubric, [], depth - 1), dict) for x in v):
-                    return f"{AMBIGUOUS}the object gives {k!r} twice, differently"
-                continue
-            sub_notes = [f"read the scores under {k!r}"]
-            mapping = _pick(v, rubric, sub_notes, depth - 1)
-            if isinstance(mapping, str):
-                return mapping
-            if mapping is None or not any(_usable(rubric, mk, mv) for mk, mv in mapping.items()):
-                continue
-            container = kind(k)
-            if container == "other":
-                notes.append(f"ignored the scores under {k!r}")
-            else:
-                (candidates if container else unnamed).append((mapping, sub_notes))
-    usable = [c for c in candidates if any(_usable(rubric, k, v) for k, v in c[0].items())] or unnamed
-    if len(usable) > 1:
-        readings = {json.dumps(_readings(m, rubric), sort_keys=True) for m, _ in usable}
-        if len(readings) > 1:
-            return f"{AMBIGUOUS}the object holds {len(usable)} different answers"
-    if usable:
-        mapping, sub_notes = usable[0]
-        notes += sub_notes
-        return mapping
-    return candidates[0][0] if candidates else None
-
-
-def _readings(mapping: dict, rubric: Rubric) -> dict:
-    return {dim: _value(_score_field(v), rubric, dim)[0] for k, v in mapping.items() if (dim := alias(rubric, k))}
-
-
-def _usable(rubric: Rubric, key, value) -> bool:
-    """Whether a key names a rubric dimension and its value reads as a score."""
-    dim = alias(rubric, key)
-    return dim is not None and _value(_score_field(value), rubric, dim)[0] is not None
-
-
-def _score_field(value):
-    """A nested object's score ({"score": 1, "reason": …}) or option ({"option": "b"}), both to agree where it gives
-    both; or the value itself."""
-    if isinstance(value, dict):
-        given = [value[k] for k in value if str(k).lower() in SCORE_FIELDS + OPTION_FIELDS and value[k] is not None]
-        return _Cells(given) if len(given) > 1 else given[0] if given else None
-    return value
-
-
-def _as_mapping(value, notes: list[str]) -> dict | None:
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, Conflict) or not isinstance(value, list) or not value:
-        return None
-    if all(isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) for v in value):
-        mapping = collect([tuple(v) for v in value], notes)
-        notes.append("read a list of [dimension, score] pairs")
-        return mapping
-    if all(isinstance(v, dict) for v in value) and not any(str(k).lower() in NAME_FIELDS for v in value for k in v):
-        mapping = collect([pair for item in value for pair in item.items()], notes)
-        notes.append("merged a list of objects")
-        return mapping
-    if all(isinstance(v, dict) for v in value):
-        pairs = []
-        for item in value:
-            lower = {str(k).lower(): v for k, v in item.items()}
-            name = next((lower[f] for f in NAME_FIELDS if f in lower), None)
-            if name is None or not any(f in lower for f in SCORE_FIELDS):
-                return None
-            pairs.append((str(name), next(lower[f] for f in SCORE_FIELDS if f in lower)))
-        mapping = collect(pairs, notes)
-        notes.append("read a list of dimension/score pairs")
-        return mapping
-    return None
-
-
-def _free_pairs(body: str, rubric: Rubric, notes: list[str], cut_off: bool = False):
-    """([(key, value text, position)], the indices of pairs that correct an earlier one, [(position, line)] of the
-    lines that hold no pair) of free text: table rows and "key: value" entries, sections headed as a draft, a
-    confidence or reasons skipped. With `cut_off`, the last value counts only if a separator ends it."""
-    pattern, pairs, overrides, loose = key_pattern(names(rubric)), [], set(), []
-    skipping = correcting = False
-    text = MARKUP.sub(_markup, re.sub(r"(^|\s)//[^\n]*", r"\1", body))
-    lines = text.splitlines()
-    table = [line for line in lines if line.strip().startswith("|")]
-    if len(table) >= 2:
-        return [(k, v, 0) for k, v in _table_pairs(table, rubric, notes)], set(), []
-    pending = None  # a dimension named alone on its line (a heading), its score on a later "Score: …" line
-    at = 0
-    for line in lines:
-        here, at = at, at + len(line) + 1
-        matches = list(pattern.finditer(line))
-        if pending and not skipping and (score := SCORE_LINE.match(line)):
-            pairs.append((pending, score.group(1), here))
-            pending = None
+def _check_reasons(reasons: dict, scores: dict[str, float | None], rubric: Rubric) -> None:
+    """Explain mode's reasons: a number in a reason is a count ("3 herons") or its dimension's score, and no reason
+    says its score is too high or too low, corrects it, or states a scale."""
+    for key, sentence in reasons.items():
+        dim = alias(rubric, key)
+        if dim is None or not isinstance(sentence, str):
             continue
-        if not matches:
-            heading = label(line) if re.fullmatch(r"\s*(?:#+\s*)?(?:\d+[.)]\s*)?[^\d:]{1,40}?[:：]?\s*", line) else ""
-            if heading and kind(heading):
-                skipping, correcting = kind(heading) == "other", kind(heading) == "correction"
-                if skipping:
-                    notes.append(f"skipped the section {heading!r}")
-                if correcting:
-                    loose.append((here, line))  # "Wait, that's wrong." takes back what came before
-            elif heading and alias(rubric, re.sub(r"^\d+[.)]\s*", "", heading)):
-                pending = heading
-            elif not skipping:
-                loose.append((here, line))
-            continue
-        before = line[:matches[0].start()]
-        inline = kind(label(before))
-        if skipping or inline == "other":
-            if inline == "other":
-                notes.append(f"skipped the line {label(before)!r}")
-            continue
-        corrects = correcting or bool(CORRECTION.search(before))
-        for m, nxt in zip(matches, matches[1:] + [None]):
-            if corrects:
-                overrides.add(len(pairs))
-            pairs.append((m.group(1).strip(), line[m.end(): nxt.start() if nxt else len(line)], here))
-    if cut_off and pairs and not re.search(r"[,;\n]", pairs[-1][1]) and not body.endswith("\n"):
-        pairs.pop()  # the last value may have been cut off mid-number: only what a separator ends is whole
-    return [(k, _unquote(v), p) for k, v, p in pairs], overrides, loose
+        refuse_if(sentence, f"the reason for {dim}", CORRECTS, ADJUSTS, OWN_SCALE)
+        for m in REASON_NUMBER.finditer(sentence):
+            if scores[dim] is None or not math.isclose(float(m.group(1)), scores[dim], abs_tol=1e-9):
+                raise Unreadable(f"the reason for {dim} writes {m.group(1)}, its score is {_shown(scores[dim])}")
 
 
-def _markup(m: re.Match) -> str:
-    """Markdown emphasis and code marks dropped, but not the ** of a power (10**1000: no score either way)."""
-    text, start, end = m.string, m.start(), m.end()
-    power = m.group(0).startswith("*") and start and text[start - 1].isdigit() and text[end: end + 1].isdigit()
-    return m.group(0) if power else ""
+# --- the reasoning's conclusion ------------------------------------------------------------------------------------
+
+THOUGHT_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(?:0?\.\d+|1\.0+|[01](?=\s*(?:$|[.,;:!?)。，；！？]|(?:for|on|in|and|or|but|"
+                            r"because|since|as|so|stands|seems|fits|is|then|here|there|overall)\b)))(?![\d.]*\d)"
+                            r"|\(\s*[a-f]\s*\)|(?<=[:=])\s*[a-f](?![A-Za-z])|\b(?:null|n/a|excluded|none)\b|不适用", re.I)
 
 
-def _unquote(raw: str):
-    """A free-text value: its text, trimmed of separators and quotes, or the score field of a nested object."""
-    value = raw.strip().rstrip(",;，；}]").strip()
-    if value.startswith("{"):
-        m = re.search(r"(?:score|value)[\"']?\s*[:=]\s*(" + NUMBER + r"|null|None)", value)
-        return None if not m or m.group(1) in ("null", "None") else m.group(1)
-    if value[:1] in "\"'" and value[-1:] == value[:1] and len(value) > 1:
-        return value[1:-1]
-    return None if value in ("null", "None") else value
+DECIMAL = re.compile(r"(?<![A-Za-z0-9_.])(?:0?\.\d+|1\.0+)(?![\d.]*\d)")
 
 
-class _Cells(list):
-    """Several values given for one dimension (a table row's cells, a nested object's score and option): each read
-    on its own; readings that disagree fail the answer."""
-
-
-def _table_pairs(rows: list[str], rubric: Rubric, notes: list[str]) -> list[tuple[str, object]]:
-    """(key, cells) of a markdown table's rows; a header names the score and option columns where it has them."""
-    cells = [[c.strip() for c in row.strip().strip("|").split("|")] for row in rows]
-    columns: list[int] | None = None
-    if len(cells) > 1 and all(re.fullmatch(r":?-{2,}:?", c) for c in cells[1] if c):
-        header = [normal(c) for c in cells[0]]
-        columns = [i for i, h in enumerate(header) if KEY_SUFFIX.sub("", h) in TABLE_SCORE | {""} and h
-                   or h in TABLE_OPTION or h.startswith("score") or h.startswith("option")]
-        cells = cells[2:]
-    pairs = []
-    for row in cells:
-        key = next((i for i, c in enumerate(row) if alias(rubric, c)), None)
-        if key is None:
-            continue
-        chosen = [c for i, c in enumerate(row) if i != key and (columns is None or i in columns)]
-        pairs.append((row[key], _Cells(chosen)))
-    notes.append("read a markdown table")
-    return pairs
-
-
-def _stated_scale(text: str) -> tuple[float, float] | str | None:
-    """(low, high) of a scale the text states; None if none; an error message if it states two."""
-    found = set()
-    for pattern in STATED_SCALES:
-        for m in pattern.finditer(text):
-            numbers = [float(g) for g in m.groups() if g is not None]
-            found.add((numbers[0], numbers[1]) if len(numbers) == 2 else (0.0, numbers[0]))
-    found = {s for s in found if s[1] > s[0]}
-    if len(found) > 1:
-        return "two scales stated: " + " and ".join(f"{lo:g}–{hi:g}" for lo, hi in sorted(found))
-    return found.pop() if found else None
-
-
-def _map(raw: dict, rubric: Rubric, notes: list[str], stated) -> dict[str, float | None] | str:
-    """Rubric scores from the answer's mapping, or the reason it cannot be read."""
-    found: dict[str, object] = {}
-    renamed, unknown = [], []
-    for k, v in raw.items():
-        key = alias(rubric, k)
-        if key is None:
-            unknown.append(str(k))
-            continue
-        if key in found and _reading(found[key], rubric, key) != _reading(v, rubric, key):
-            notes.append(f"{key}: given twice with different values")
-            v = Conflict([found[key], v])
-        found[key] = v
-        if k != key:
-            renamed.append(f"{k!s}→{key}")
-    if not found:
-        return "no key matches a rubric dimension"
-    if renamed:
-        notes.append("renamed keys: " + ", ".join(renamed))
-    if unknown:
-        notes.append("ignored unknown keys: " + ", ".join(unknown))
-
-    values: dict[str, float | None] = {}
-    plain: dict[str, float] = {}  # numbers whose scale the value itself does not state
-    nested = [k for k, v in found.items() if isinstance(v, dict)]
-    if nested:
-        notes.append("took the score from a nested object: " + ", ".join(nested))
-    for key in rubric.keys:
-        if key not in found:
-            values[key] = None
-            notes.append(f"{key}: missing")
-            continue
-        value, how = _value(_score_field(found[key]), rubric, key)
-        if how.startswith(AMBIGUOUS):
-            return f"{key}: {how}"
-        if how.startswith("plain"):
-            plain[key] = value
-            if how != "plain":
-                notes.append(f"{key}: {how.removeprefix('plain: ')}")
-        elif how != "ok":
-            notes.append(f"{key}: {how}")
-        elif value is None and not excludable(rubric, key):
-            notes.append(f"{key}: null, but this dimension always applies")
-        values[key] = value
-    problem = _apply_scale(plain, values, notes, stated, rubric)
-    if problem:
-        return problem
-    for key, value in values.items():
-        if value is not None and not 0 <= value <= 1:
-            notes.append(f"{key}: {value:g} is out of range, set to null")
-            values[key] = None
-    return values
-
-
-def _value(value, rubric: Rubric, key: str) -> tuple[float | None, str]:
-    """(score, how): how is "ok", "plain" (a bare number, its scale to settle; "plain: note" for one written as text),
-    a note on what was done, or a note starting with AMBIGUOUS, which fails the answer."""
-    if value is None:
-        return None, "ok"
-    if isinstance(value, bool):
-        return None, f"{value!r} is not a score, set to null"
-    if isinstance(value, (int, float)):
-        if not math.isfinite(value):
-            return None, f"{value} is not a score, set to null"
-        return float(value), "plain"
-    if isinstance(value, Conflict):
-        return None, f"{AMBIGUOUS}given twice with different values"
-    if isinstance(value, _Cells):
-        return _cells_value(value, rubric, key)
-    if not isinstance(value, str):
-        return None, f"{value!r} is not a score, set to null"
-    return _text_value(value, rubric.dimension(key))
-
-
-def _cells_value(cells: _Cells, rubric: Rubric, key: str) -> tuple[float | None, str]:
-    """The one reading of several values for one dimension (a table row's score and option columns, a nested
-    object's score and option): they must agree."""
-    read = [r for r in (_value(c, rubric, key) for c in cells) if r[0] is not None or r[1].startswith(AMBIGUOUS)]
-    if any(how.startswith(AMBIGUOUS) for _, how in read):
-        return next(r for r in read if r[1].startswith(AMBIGUOUS))
-    if len({round(v, 6) for v, _ in read}) > 1:
-        return None, f"{AMBIGUOUS}{' | '.join(map(str, cells))} give different scores"
-    if not read:
-        nulls = [r for r in (_value(c, rubric, key) for c in cells) if "null" in r[1] and "not a" not in r[1]]
-        return nulls[0] if nulls else (None, f"{' | '.join(map(str, cells))!r} is not a score, set to null")
-    plain = [r for r in read if r[1].startswith("plain")]
-    return plain[0] if plain and len(plain) == len(read) else next(r for r in read if not r[1].startswith("plain"))
-
-
-def _text_value(value: str, dim: Dimension) -> tuple[float | None, str]:
-    """A value written as text: an N/A word, an option letter or label, a number (maybe a fraction or a percent)."""
-    text = value.strip().rstrip(" .。;,").strip()
-    if text.lower() in NULL_WORDS:
-        return None, f"{text!r} read as null"
-    if letter := _option(text, dim):
-        return letter
-    if m := DECIMAL_COMMA.match(text):
-        whole, frac = m.groups()
-        if whole != "0" and len(frac) == 3:
-            return None, f"{AMBIGUOUS}{text!r} is a decimal comma or a thousands separator"
-        text = f"{whole}.{frac}{text[m.end():]}"
-    m = SCORE_NUMBER.match(text)
-    if not m:
-        return None, f"{text!r} is not a score, set to null"
-    rest = text[m.end():]
-    if _count(rest, m.group(1)):
-        return None, f"{text!r} is a count, not a score, set to null"
-    remark = next((r for r in re.findall(r"\(([^()]*)\)", rest) if CORRECTION.search(r)
-                   and CORRECTED_VALUE.search(r)), None)
-    if remark:  # "0.67 (revised down to 0.33)": a correction in parentheses is a second reading, not a remark
-        return None, f"{AMBIGUOUS}{text!r} gives {m.group(0)} and a correction ({remark})"
-    if rival := RIVAL.search(re.sub(r"\([^()]*\)", " ", COUNT_OK.sub(" ", rest, count=1))):
-        return None, f"{AMBIGUOUS}{text!r} gives {m.group(0)} and {rival.group(0).strip()} (a range or a correction)"
-    number = float(m.group(1))
-    if not math.isfinite(number):
-        return None, f"{text!r} is not a score, set to null"
-    beside = re.match(r"\s*\(\s*(?:option\s*)?([a-f])\s*[):.,]", rest, re.I)  # "0.75 (b)", "0.5 (c: poor)"
-    if beside and not m.group(2) and not m.group(3) and number <= 1 and beside.group(1).lower() in dim.letters:
-        option = dim.option(beside.group(1).lower())
-        if option.score is None or abs(option.score - number) > 0.005:
-            return None, f"{AMBIGUOUS}{text!r} gives the score {m.group(1)} and option {option.letter!r}"
-    if m.group(2):
-        return number / 100, f"{m.group(0)} read as {number / 100:g}"
-    if m.group(3):
-        den = float(m.group(3))
-        if den > 0:
-            return number / den, f"{m.group(0)} read as {number / den:g}"
-        return None, f"{text!r} is not a score, set to null"
-    return number, f"plain: read the text {text!r} as a number"
-
-
-def _option(text: str, dim: Dimension) -> tuple[float | None, str] | None:
-    """(score, note) of an option letter, maybe with its label, or of an option's label alone; None for neither."""
-    labels = {o.letter: {normal(v) for v in o.label.values()} for o in dim.options}
-    by_label = [o for o in dim.options if normal(text) in labels[o.letter]]
-    m = LETTER.match(text)
-    if not m and not by_label:
-        return None
-    if m:
-        letter = (m.group(1) or m.group(2)).lower()
-        rest = re.sub(r"^\(|\)$", "", m.group(3).strip().rstrip(".")).strip()
-        if letter not in dim.letters:
-            return None, f"{text!r} is not an option of {dim.key}, set to null"
-        named = [o.letter for o in dim.options if rest and normal(rest) in labels[o.letter]]
-        if named and letter not in named:
-            return None, f"{AMBIGUOUS}{text!r} names option {letter!r} and the label of option {named[0]!r}"
-        option = dim.option(letter)
-        number = re.fullmatch(rf"\s*({NUMBER})\s*", rest)
-        if number and (option.score is None or abs(float(number.group(1)) - option.score) > 0.005):
-            return None, f"{AMBIGUOUS}{text!r} names option {letter!r} and the score {number.group(1)}"
-    else:
-        option = by_label[0]
-    score = option.score
-    how = "null (excluded)" if score is None else f"{score:g}"
-    return score, f"option {option.letter!r} read as {how}" if m else f"{text!r} is option {option.letter!r}: {how}"
-
-
-def _apply_scale(plain: dict[str, float], values: dict[str, float | None], notes: list[str], stated,
-                 rubric: Rubric) -> str | None:
-    """Put bare numbers on 0–1: by the stated scale, by the values where only one reading fits, else the reason the
-    answer cannot be read."""
-    if not plain:
-        return None
-    nums = list(plain.values())
-    if max(nums) <= 1:  # the 0–1 scale asked for, whatever the prose says about other scales, unless it reads both ways
-        if isinstance(stated, tuple) and stated[0] >= 1 and min(nums) >= stated[0]:
-            return f"numbers of 1 read as the best on 0–1 and the worst on the stated {stated[0]:g}–{stated[1]:g} scale"
-        return None
-    if isinstance(stated, str):
-        return stated
-    if stated is not None and any(0 < v < 1 for v in nums):
-        return f"numbers above 1 and fractions of 1 together under a stated {stated[0]:g}–{stated[1]:g} scale"
-    if stated is None and any(0 < v < 1 for v in nums):
-        return None  # the 0–1 scale asked for: a number above 1 beside fractions of 1 is out of range
-    if stated is None and not 10 < max(nums) <= 100:
-        return (f"numbers up to {max(nums):g} with no stated scale: 0–10, 1–5 and 0–100 would all read them, "
-                "so none does")
-    low, high = stated or (0.0, 100.0)
-    if (low, high) == (0.0, 1.0):
-        return None
-    binary = [k for k, v in plain.items() if v == 1 and set(rubric.dimension(k).scores) == {0.0, 1.0}]
-    if binary:
-        return (f"{binary[0]}: 1 is the better of its two options on 0–1, or 1 on the {low:g}–{high:g} scale the "
-                "other numbers are on")
-    notes.append(f"numbers on the stated {low:g}–{high:g} scale, mapped to 0–1" if stated else
-                 "numbers above 10 with no stated scale: read on 0–100")
-    for key, v in plain.items():
-        inside = low <= v <= high
-        values[key] = (v - low) / (high - low) if inside else None
-        if not inside:
-            notes.append(f"{key}: {v:g} is outside the stated scale, set to null")
-    return None
+def _concluded(thought: str, rubric: Rubric) -> dict[str, float | None]:
+    """What a reasoning block concludes, dimension by dimension: the last score it gives each (a JSON object's, or
+    the last number written after the dimension's name, loosely named, in a sentence). A score it gives no
+    dimension the reader can name ("the central figure gets 0.33") is `Unreadable`: which one would it be?"""
+    said: dict[str, float | None] = {}
+    words = word_pattern(names(rubric))
+    for sentence in SENTENCE.split(thought):
+        plain = sentence
+        for seg in segments(sentence):
+            plain = plain[:seg.start] + " " * len(seg.text) + plain[seg.end:]
+            value = loads(seg.text, []) if seg.closed else None
+            for key, given in (value.items() if isinstance(value, dict) else ()):
+                dim = alias(rubric, key)
+                if dim is not None:
+                    try:
+                        said[dim] = _value(given, rubric.dimension(dim))
+                    except Unreadable:
+                        pass
+        found = list(words.finditer(sentence))
+        head = plain if not found else "" if len(found) == 1 else plain[:found[0].start()]
+        if stray := DECIMAL.search(head):
+            raise Unreadable(f"the reasoning gives {stray.group(0)} to no dimension the reader can name")
+        for m, nxt in zip(found, found[1:] + [None]):
+            dim = rubric.keys[next(i for i, g in enumerate(m.groups()) if g)]
+            window = sentence[m.end(): nxt.start() if nxt else len(sentence)]
+            numbers = THOUGHT_NUMBER.findall(window)
+            if not numbers and len(found) == 1:
+                numbers = THOUGHT_NUMBER.findall(sentence[:m.start()])
+            if numbers:
+                written = numbers[-1].strip("() ")  # a number, an option letter, an N/A word
+                try:
+                    said[dim] = _text_value(written, rubric.dimension(dim))
+                except Unreadable:
+                    pass
+    return said
