@@ -129,6 +129,82 @@ def test_the_store_is_wal_keeps_digests_and_takes_a_step_sent_twice_once(tmp_pat
         store.bind({"keys": ["q"], "release": "other"})
 
 
+SCHEMA_1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE people (name TEXT PRIMARY KEY, role TEXT NOT NULL CHECK (role IN ('expert', 'crowd', 'admin')),
+    lang TEXT NOT NULL, token_sha256 TEXT NOT NULL UNIQUE, invited_at REAL NOT NULL);
+CREATE TABLE assignments (id INTEGER PRIMARY KEY AUTOINCREMENT, rater TEXT NOT NULL REFERENCES people (name),
+    image_id TEXT NOT NULL, poem_id TEXT NOT NULL, generator TEXT NOT NULL, candidates TEXT NOT NULL,
+    assigned_at REAL NOT NULL, shown_at REAL NOT NULL, choice TEXT, phase1_seconds REAL, chosen_at REAL,
+    revealed_at REAL, answers TEXT, answer_seconds TEXT, seconds REAL, rated_at REAL, UNIQUE (rater, image_id));
+INSERT INTO meta VALUES ('schema_version', '1');
+"""  # what tpb annotate made before its digests were keyed
+
+
+def files_of(db: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in db.parent.glob(db.name + "*")}
+
+
+def test_the_campaigns_files_are_its_owners_alone_and_its_digests_keyed(raw, tmp_path):
+    """The database (and SQLite's -wal and -shm beside it), every backup and the Space's export are 0600; a token is
+    kept as a digest under the campaign's own key (the same token gives another digest in another campaign, and its
+    plain SHA-256 is nowhere in the files). Before the fix they were 0644 and the digest a plain SHA-256."""
+    import hashlib
+    import os
+    import stat
+
+    old = os.umask(0o022)  # a usual umask: files are made 0644 unless made private
+    try:
+        app, clock = started(raw, tmp_path / "campaign" / "c.sqlite")
+        store = app.protocol.store
+        with store.connect() as reader:  # held open, so that SQLite keeps its -wal and -shm files
+            reader.execute("SELECT count(*) FROM people").fetchone()
+            token = store.invite("ann", "crowd", "en", 0.0)
+            rate_one(app.protocol, clock, token, "aaaaaaaaaa")
+            copy = store.backup(tmp_path / "copies" / "copy.sqlite")
+            exported = write_campaign_files(store, tmp_path / "campaign" / "export")
+            made = [p for p in (tmp_path / "campaign").rglob("*") if p.is_file()] + [copy]
+            modes = {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in made}
+        other = Store(tmp_path / "other.sqlite")
+        other.invite("ann", "crowd", "en", 0.0, token=token)
+    finally:
+        os.umask(old)
+    assert {p.name for p in made} >= {"c.sqlite", "c.sqlite-wal", "c.sqlite-shm", "copy.sqlite", "ratings.csv"}
+    assert modes == {p.name: "0o600" for p in made}
+    assert set(exported) <= set(made) and stat.S_IMODE((tmp_path / "campaign" / "export").stat().st_mode) == 0o700
+    plain = hashlib.sha256(token.encode()).hexdigest()
+    for db in (store.path, copy):
+        assert all(plain.encode() not in data and token.encode() not in data for data in files_of(db).values())
+    with store.connect() as a, other.connect() as b:
+        [mine], [theirs] = ([r[0] for r in db.execute("SELECT token_digest FROM people")] for db in (a, b))
+    assert mine != theirs and store.person(token).name == other.person(token).name == "ann"
+    wide = tmp_path / "wide.sqlite"  # a database found readable by others is narrowed when it is opened
+    Store(wide)
+    wide.chmod(0o644)
+    Store(wide)
+    assert stat.S_IMODE(wide.stat().st_mode) == 0o600
+
+
+def test_a_campaign_of_schema_1_is_moved_to_keyed_digests_and_its_links_still_work(tmp_path):
+    """A database made before the digests were keyed (schema 1: the plain SHA-256 of each token) is moved to schema
+    2 when it is opened: every link still works, and the plain digests are gone from its files."""
+    import hashlib
+
+    db = tmp_path / "old.sqlite"
+    token = "an-old-link-token-of-a-rater"
+    plain = hashlib.sha256(token.encode()).hexdigest()
+    with sqlite3.connect(db) as old:
+        old.execute("PRAGMA journal_mode=WAL")
+        old.executescript(SCHEMA_1)
+        old.execute("INSERT INTO people VALUES ('ann', 'crowd', 'en', ?, 0.0)", (plain,))
+    old.close()
+    assert any(plain.encode() in data for data in files_of(db).values())
+    store = Store(db)
+    assert store.person(token).name == "ann" and store.meta("schema_version") == "2"
+    assert all(plain.encode() not in data for data in files_of(db).values())
+    assert Store(db).person(token).name == "ann"  # opened again: as it was
+
+
 def test_assignment_overlap_never_twice_priority_first_and_balanced(raw, tmp_path):
     priority = tmp_path / "priority.jsonl"
     priority.write_text('{"image_id": "g2/p3", "uncertainty": 0.9}\n{"image_id": "gx/p1"}\n')
