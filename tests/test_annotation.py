@@ -15,7 +15,7 @@ from conftest import POEMS, load, rating, write_release
 from tangpoetrybench.annotation.assignment import Plan, next_image, read_priority, shown_order
 from tangpoetrybench.annotation.campaign import load_campaign
 from tangpoetrybench.annotation.export import export_release, write_campaign_files
-from tangpoetrybench.annotation.protocol import Protocol, RaterError
+from tangpoetrybench.annotation.protocol import Protocol, RaterError, instructions
 from tangpoetrybench.annotation.store import Refused, Store
 from tangpoetrybench.cli import main
 from tangpoetrybench.dataset.builder import build_dataset
@@ -275,19 +275,28 @@ def test_phase_1_hides_the_poem_and_phase_2_needs_every_answer(raw, tmp_path):
     with pytest.raises(RaterError, match="此任务已不属于您"):
         protocol.choose(token, task.ticket + 1, 1)
     clock.advance(40)
+    assert protocol.mark(token, task.ticket, "safety") is False  # Phase 1: no question to time yet
     task = protocol.choose(token, task.ticket, 1)
     assert task.phase == "phase2" and [q.key for q in task.questions] == list(TANG_KEYS)
     assert task.questions[0].name == "安全性" and task.questions[0].options[0] == ("a. 无问题", "a")
+    with pytest.raises(RaterError, match="此任务已不属于您"):
+        protocol.mark(token, task.ticket, "not_a_question")
     answers = dict(zip(TANG_KEYS, "abbaeaabca"))
-    clock.advance(25)
+    clock.advance(2)
+    assert protocol.mark(token, task.ticket, "safety")  # chosen, then changed: the last choice counts
+    clock.advance(3)
+    protocol.mark(token, task.ticket, "safety")
+    clock.advance(19)
+    protocol.mark(token, task.ticket, "overall_impression")
+    clock.advance(1)
     with pytest.raises(RaterError, match="尚未回答：整体印象"):
         protocol.rate(token, task.ticket, {**answers, "overall_impression": None})
     with pytest.raises(RaterError, match="尚未回答：安全性"):
         protocol.rate(token, task.ticket, {**answers, "safety": "z"})
     assert store.assignments()[0].answers is None  # a refused submission records nothing
-    marks = {"safety": clock.now - 20, "overall_impression": clock.now - 1}
     clock.advance(5)
-    after = protocol.rate(token, task.ticket, answers, marks)
+    after = protocol.rate(token, task.ticket, answers)
+    assert protocol.mark(token, task.ticket, "safety") is False  # rated: nothing changes
     done = store.assignments()[0]
     assert done.answers == answers and done.phase1_seconds == 40 and done.seconds == 70
     assert done.answer_seconds["safety"] == 5 and done.answer_seconds["overall_impression"] == 24
@@ -303,20 +312,30 @@ def test_the_raters_instructions_come_from_the_rubric(raw, tmp_path):
     """The instructions named emotion and artist seals whatever the rubric: the options that say a question does not
     apply are now quoted from the rubric, and seals are mentioned only where it has a dimension of text."""
     app, _ = started(raw, tmp_path / "c.sqlite")
-    tang = app.protocol.open(app.protocol.store.invite("li", "crowd", "en", 0.0)).instructions
+
+    def phases(protocol: Protocol, name: str, lang: str) -> tuple[str, str]:
+        """The instructions of a new rater's Phase 1 and Phase 2."""
+        token = protocol.store.invite(name, "crowd", lang, 0.0)
+        task = protocol.open(token)
+        return task.instructions, protocol.choose(token, task.ticket, 1).instructions
+
+    phase1, tang = phases(app.protocol, "li", "en")
     assert "(“the poem specifies no setting”, “the poem describes no such elements”, “no emotion expected and none " \
            "shown”): choose it only when that is so." in tang
     assert "Artist seals do not count as text in “Text integrity”." in tang
-    zh = app.protocol.open(app.protocol.store.invite("wang", "crowd", "zh", 0.0)).instructions
+    # Phase 1 says nothing of the rubric: its wording would name the answer's tradition among distractors of others
+    assert phase1 == instructions(None, "en") and "“" not in phase1 and "seal" not in phase1
+    phase1, zh = phases(app.protocol, "wang", "zh")
     assert "未指明场景”、“" in zh and "“本无情感且未呈现”），仅在确实如此时选择。" in zh and "在“文字完整性”一题中" in zh
+    assert phase1 == instructions(None, "zh") and "不适用" not in phase1
     haiku, _ = started(haiku_release(tmp_path / "haiku"), tmp_path / "h.sqlite", rubric=HAIKU)
-    text = haiku.protocol.open(haiku.protocol.store.invite("yuki", "crowd", "en", 0.0)).instructions
-    assert "(“the haiku has no season word”)" in text
+    phase1, text = phases(haiku.protocol, "yuki", "en")
+    assert "(“the haiku has no season word”)" in text and "season" not in phase1
     assert "emotion" not in text and "seal" not in text and "{" not in text
 
 
 def test_the_titles_raters_see_are_written_as_the_rubric_says(raw, tmp_path):
-    from tangpoetrybench.annotation.app import candidate_label, poem_markdown
+    from tangpoetrybench.annotation.app import candidate_label, poem_text
 
     rubric = tmp_path / "haiku.yaml"
     rubric.write_text(HAIKU.read_text(encoding="utf-8") + "title_format: '“{title}”'\n", encoding="utf-8")
@@ -326,7 +345,7 @@ def test_the_titles_raters_see_are_written_as_the_rubric_says(raw, tmp_path):
     assert [c.shown_title for c in task.candidates] == [f"“{c.title}”" for c in task.candidates]
     assert candidate_label(1, task.candidates[0]).startswith(f"1. “{task.candidates[0].title}” ")
     revealed = app.protocol.choose(token, task.ticket, 1)
-    assert poem_markdown(revealed.poem, "en").startswith(f"### “{revealed.poem.title}”\n")
+    assert poem_text(revealed.poem, "en").startswith(f"“{revealed.poem.title}”\n")
     tang, _ = started(raw, tmp_path / "t.sqlite")  # the bundled rubrics: 《》, as before
     first = tang.protocol.open(tang.protocol.store.invite("li", "crowd", "en", 0.0)).candidates[0]
     assert candidate_label(1, first).startswith(f"1. 《{first.title}》 {first.author} — ")
