@@ -613,6 +613,88 @@ def test_the_space_builds_from_its_environment(raw, tmp_path):
     assert len(store.people()) == 1
 
 
+class FakeHub:
+    """A loopback stand-in for the two Hub endpoints that creating a repo touches, for huggingface_hub's own `HfApi`
+    pointed at it: it records each repo-creation request's JSON and answers as the Hub does (409 with the repo's URL
+    for a repo that exists), and tells `repo_info` whether the repo is private. Anything else (the scheduler's first
+    commit) is answered 404."""
+
+    def __init__(self, exists: bool, private: bool):
+        self.exists, self.private, self.created, self.asked = exists, private, [], []
+
+    def __enter__(self) -> "FakeHub":
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def answer(self, code: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                hub.asked.append(("POST", self.path))
+                if self.path != "/api/repos/create":
+                    return self.answer(404, {"error": "not here"})
+                hub.created.append(json.loads(body))
+                url = f"{hub.url}/datasets/acme/answers"
+                self.answer(409, {"error": "You already created this dataset repo", "url": url} if hub.exists
+                            else {"url": url, "name": "answers"})
+
+            def do_GET(self):
+                hub.asked.append(("GET", self.path))
+                if self.path.split("?")[0] == "/api/datasets/acme/answers":
+                    return self.answer(200, {"id": "acme/answers", "private": hub.private, "sha": "0" * 40})
+                self.answer(404, {"error": "not here"})
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_spaces_answers_go_to_a_private_repo_unless_asked(raw, tmp_path):
+    """The rating Space's CommitScheduler, made as the Space makes it (`commit_scheduler`) with huggingface_hub's real
+    HfApi pointed at a loopback stand-in of the Hub: the dataset repo it creates is private; an existing one that is
+    public is refused before any scheduler starts; TPB_ANNOTATE_REPO_PUBLIC=1 asks for a public one. Before the fix no
+    visibility was sent (the owner's default held) and an existing public repo was used. Not verified here: what the
+    Hub itself does with the request."""
+    from huggingface_hub import HfApi
+
+    from tangpoetrybench.hub.annotation_space import SpaceSettings, commit_scheduler, scheduler_arguments
+
+    store = started(raw, tmp_path / "c.sqlite")[0].protocol.store
+    folder = tmp_path / "export"
+    assert scheduler_arguments(store, folder, "acme/answers", 5)["private"] is True
+    assert not SpaceSettings.from_env({}).public_repo and SpaceSettings.from_env(
+        {"TPB_ANNOTATE_REPO_PUBLIC": "1"}).public_repo
+    with FakeHub(exists=False, private=True) as hub:
+        commit_scheduler(store, folder, "acme/answers", 5, api=HfApi(endpoint=hub.url, token="hf_test")).stop()
+    assert hub.created and all(c == {"name": "answers", "organization": "acme", "visibility": "private",
+                                     "type": "dataset"} for c in hub.created)
+    with FakeHub(exists=True, private=False) as hub:
+        with pytest.raises(ValueError, match="acme/answers exists and is public: it would publish the campaign's "
+                                             "answers .* or set TPB_ANNOTATE_REPO_PUBLIC=1"):
+            commit_scheduler(store, folder, "acme/answers", 5, api=HfApi(endpoint=hub.url, token="hf_test"))
+    assert hub.asked == [("POST", "/api/repos/create"), ("GET", "/api/datasets/acme/answers")]  # no scheduler
+    with FakeHub(exists=False, private=False) as hub:
+        commit_scheduler(store, folder, "acme/answers", 5, public=True,
+                         api=HfApi(endpoint=hub.url, token="hf_test")).stop()
+    assert [c["visibility"] for c in hub.created] == ["public"]
+
+
 def test_a_new_tradition_in_its_own_language_round_trips_through_the_app(tmp_path):
     """The haiku rubric of docs/rubrics.md (six dimensions, English and Japanese; synthetic test material) carried by
     its release, no rating yet: a Japanese rater's questions come from the file in Japanese, and the app's export

@@ -243,9 +243,10 @@ def test_a_six_dimension_rubric_drives_the_api(tmp_path):
 
 
 def test_the_published_rating_space_runs_from_its_folder(tmp_path):
-    """`tpb publish --annotation RAW` → the folder's own app.py with its Space variables → an admin invites a rater
-    on the page, the rater rates, and the files the CommitScheduler would commit are written (the Hub itself is not
-    reachable from the tests: the scheduler is not started)."""
+    """`tpb publish --annotation RAW` → the folder's own app.py with its Space variables (the sealed release's key
+    from a folder, as it would come from its private dataset) → an admin invites a rater on the page, the rater
+    rates, and the files the CommitScheduler would commit are written (the Hub itself is not reachable from the
+    tests: the scheduler is not started here; test_annotation.py runs it against a loopback stand-in)."""
     from gradio_client import Client
 
     from conftest import launched_space
@@ -254,12 +255,15 @@ def test_the_published_rating_space_runs_from_its_folder(tmp_path):
     from tangpoetrybench.hub.publish import publish
 
     raw = unrated_release(tmp_path / "raw")
-    folder = publish(tmp_path / "hub", org="acme", annotation=raw)["annotation"]
+    written = publish(tmp_path / "hub", org="acme", annotation=raw)
+    folder, key = written["annotation"], written["annotation-key"]
     assert "datasets:\n- acme/TangPoetryBench" in (folder / "README.md").read_text()
-    assert (folder / "release" / "candidates.jsonl").is_file() and not (folder / "release" / "ratings.csv").exists()
+    assert (key / "candidates.jsonl").is_file() and not (folder / "release" / "candidates.jsonl").exists()
+    assert not (folder / "release" / "ratings.csv").exists()
     secret = "the-admin-secret-of-this-space"
     db = tmp_path / "data" / "annotations.sqlite"
-    env = {"TPB_ANNOTATE_RELEASE": str(folder / "release"), "TPB_ANNOTATE_DB": str(db), "TPB_ADMIN_TOKEN": secret}
+    env = {"TPB_ANNOTATE_RELEASE": str(folder / "release"), "TPB_ANNOTATE_DB": str(db), "TPB_ADMIN_TOKEN": secret,
+           "TPB_ANNOTATE_KEY": str(key)}
     with launched_space(env, "annotation_space_app", folder / "app.py") as (module, url):
         assert module.scheduler is None  # no TPB_ANNOTATE_REPO
         client = Client(url, verbose=False)
