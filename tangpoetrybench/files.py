@@ -5,22 +5,27 @@
   cells a spreadsheet would run as formulas; `atomic_path` for a writer that needs a file name).
 - Reading: paths from data kept inside their folder (`inside`, `link_outside`), images opened with their size checked
   from the header before they are decoded (`open_image`), JSON Lines with the line of each bad record.
-- Sending: an image as its pixels alone, every piece of metadata left behind (`pixels_only`).
+- Sending: an image as its pixels alone, every piece of metadata left behind (`pixels_only`); work only to servers of
+  this machine or its network where HF_HUB_OFFLINE is set, one policy for every destination a command is given (a
+  served judge's `--base-url`, a Ray cluster's `--address`: `check_offline`).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import ipaddress
 import json
 import os
 import re
 import shutil
+import socket
 import tempfile
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
+from urllib.parse import urlparse
 
 from .errors import ImageError, ImageTooLarge, quote
 
@@ -103,6 +108,43 @@ def hub_offline() -> bool:
     from huggingface_hub import constants
 
     return bool(constants.HF_HUB_OFFLINE)
+
+
+def host_of(destination: str) -> str | None:
+    """The host a destination names: a URL's (`http://host:port/v1`, `ray://host:port`) or a bare `host:port`'s."""
+    try:
+        return urlparse(destination if "://" in destination else f"//{destination}").hostname
+    except ValueError:
+        return None
+
+
+def is_internal_host(host: str | None) -> bool:
+    """Whether every address of `host` is loopback, private or link-local: a server of this machine or of its own
+    network, which an offline machine may call."""
+    if not host:
+        return False
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except (OSError, UnicodeError):
+        return False
+    ips = [ipaddress.ip_address(a.split("%")[0]) for a in addresses]
+    return bool(ips) and all(ip.is_loopback or ip.is_private or ip.is_link_local for ip in ips)
+
+
+def is_internal_url(url: str) -> bool:
+    return is_internal_host(urlparse(url).hostname)
+
+
+def check_offline(destinations: Sequence[str], action: str, unnamed: str | None = None) -> None:
+    """The offline policy: with HF_HUB_OFFLINE set, each destination must be internal (`is_internal_host`); the first
+    that is not is refused before anything is sent, named (or described by `unnamed`: where the command chose it
+    itself), with `action`, what to do instead. docs/security.md's table says what goes to each destination."""
+    if not hub_offline():
+        return
+    outside = [d for d in destinations if not is_internal_host(host_of(d))]
+    if outside:
+        where = unnamed or f"{outside[0]} is not a loopback or private address"
+        raise ValueError(f"HF_HUB_OFFLINE is set and {where}: {action}, or unset HF_HUB_OFFLINE")
 
 
 def local_or_hub(value: str | os.PathLike, what: str, repo_type: str = "model") -> str:
