@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -665,6 +666,15 @@ class FakeHub:
         self.server.server_close()
 
 
+def stopped(scheduler) -> None:
+    """Stop a CommitScheduler once the push it starts with has run (its thread triggers one at once), so that nothing
+    it sends outlives the stand-in it was sent to."""
+    scheduler.stop()
+    while not hasattr(scheduler, "last_future"):  # set by the scheduler's thread as its first step
+        time.sleep(0.01)
+    scheduler.last_future.exception()
+
+
 def test_the_spaces_answers_go_to_a_private_repo_unless_asked(raw, tmp_path):
     """The rating Space's CommitScheduler, made as the Space makes it (`commit_scheduler`) with huggingface_hub's real
     HfApi pointed at a loopback stand-in of the Hub: the dataset repo it creates is private; an existing one that is
@@ -681,7 +691,7 @@ def test_the_spaces_answers_go_to_a_private_repo_unless_asked(raw, tmp_path):
     assert not SpaceSettings.from_env({}).public_repo and SpaceSettings.from_env(
         {"TPB_ANNOTATE_REPO_PUBLIC": "1"}).public_repo
     with FakeHub(exists=False, private=True) as hub:
-        commit_scheduler(store, folder, "acme/answers", 5, api=HfApi(endpoint=hub.url, token="hf_test")).stop()
+        stopped(commit_scheduler(store, folder, "acme/answers", 5, api=HfApi(endpoint=hub.url, token="hf_test")))
     assert hub.created and all(c == {"name": "answers", "organization": "acme", "visibility": "private",
                                      "type": "dataset"} for c in hub.created)
     with FakeHub(exists=True, private=False) as hub:
@@ -690,8 +700,8 @@ def test_the_spaces_answers_go_to_a_private_repo_unless_asked(raw, tmp_path):
             commit_scheduler(store, folder, "acme/answers", 5, api=HfApi(endpoint=hub.url, token="hf_test"))
     assert hub.asked == [("POST", "/api/repos/create"), ("GET", "/api/datasets/acme/answers")]  # no scheduler
     with FakeHub(exists=False, private=False) as hub:
-        commit_scheduler(store, folder, "acme/answers", 5, public=True,
-                         api=HfApi(endpoint=hub.url, token="hf_test")).stop()
+        stopped(commit_scheduler(store, folder, "acme/answers", 5, public=True,
+                                 api=HfApi(endpoint=hub.url, token="hf_test")))
     assert [c["visibility"] for c in hub.created] == ["public"]
 
 

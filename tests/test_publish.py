@@ -171,7 +171,8 @@ def test_the_rating_space_of_a_new_tradition_carries_its_rubric(tmp_path):
     images and candidates but no rubric, and could not start."""
     from test_annotation import HAIKU, haiku_release
     from tangpoetrybench.annotation.campaign import load_campaign
-    from tangpoetrybench.hub.annotation_space import space_app, unseal
+    from tangpoetrybench.hub.annotation_space import space_app
+    from tangpoetrybench.hub.sealed import unseal
     from tangpoetrybench.hub.publish import write_annotation_space
 
     raw = haiku_release(tmp_path / "raw")
@@ -202,7 +203,8 @@ def test_the_published_rating_space_holds_no_answer_key(tmp_path, capsys):
     from tangpoetrybench.annotation.campaign import load_campaign
     from tangpoetrybench.annotation.store import Store
     from tangpoetrybench.cli import main
-    from tangpoetrybench.hub.annotation_space import OPAQUE, space_app
+    from tangpoetrybench.hub.annotation_space import space_app
+    from tangpoetrybench.hub.sealed import OPAQUE
 
     raw = unrated_release(tmp_path / "raw")
     told = PngImagePlugin.PngInfo()

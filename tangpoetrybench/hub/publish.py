@@ -144,7 +144,7 @@ def write_annotation_space(out: Path, org: str, raw: Path, key: Path | None = No
     (which image each name is, the candidates) into `key` (default: `annotation-key` beside `out`), never into the
     Space. Its card names the key's repo, private."""
     from ..annotation.campaign import load_campaign
-    from .annotation_space import seal
+    from .sealed import seal
 
     campaign = load_campaign(raw)
     key = key or out.parent / "annotation-key"
