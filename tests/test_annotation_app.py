@@ -464,13 +464,14 @@ def tracker():
 
 
 def markup_release(root: Path, outside: str) -> Path:
-    """A release whose titles, authors, texts and paraphrases hold HTML and Markdown that would load `outside`'s
-    resources (an image, a frame, a stylesheet) or change the page, were they read as markup."""
+    """A release of haiku whose titles, authors, texts and paraphrases, and whose own rubric's words, hold HTML and
+    Markdown that would load `outside`'s resources (an image, a frame, a stylesheet) or change the page, were they
+    read as markup."""
     from conftest import POEMS, write_release
     from tangpoetrybench.dataset.distractors import CandidateSet, write_candidates
     from tangpoetrybench.poems import read_poems
 
-    poems = [{**p, "title": f'{p["title"]}<img src="{outside}/title-{k}.png" id="injected">',
+    poems = [{**p, "tradition": "haiku", "title": f'{p["title"]}<img src="{outside}/title-{k}.png" id="injected">',
               "author": f"**{p['author']}**<b>!</b>",
               "text": p["text"] + f'\n<iframe src="{outside}/frame-{k}"></iframe><link rel="stylesheet" '
                                   f'href="{outside}/style-{k}.css">',
@@ -479,18 +480,24 @@ def markup_release(root: Path, outside: str) -> Path:
              for k, p in enumerate(POEMS[:4])]
     raw = write_release(root, [], poems=poems, images=[f"g1/{p['poem_id']}" for p in poems])
     (raw / "ratings.csv").unlink()
+    (raw / "rubrics").mkdir()
+    (raw / "rubrics" / "haiku.yaml").write_text(HAIKU.read_text(encoding="utf-8").replace(
+        "label: {en: the haiku has no season word,",
+        f"label: {{en: \"the haiku has no season word <img src='{outside}/rubric.png' id='injected'> **!**\","),
+        encoding="utf-8")
     ids = [p["poem_id"] for p in poems]
     write_candidates([CandidateSet(pid, (pid, *(o for o in ids if o != pid)), (), "test") for pid in ids],
-                     read_poems(raw / "poems.jsonl"), raw / "candidates.jsonl", {"similarity": "test"})
+                     read_poems(raw / "poems.jsonl", traditions=("haiku",)), raw / "candidates.jsonl",
+                     {"similarity": "test"})
     return raw
 
 
 @pytest.mark.skipif(not shutil.which("chromium"), reason="Debian's chromium is not installed")
 def test_the_poems_markup_is_shown_as_its_literal_characters(tmp_path):
-    """Titles, authors, texts and paraphrases holding HTML and Markdown, in Chromium: Phase 1's candidates and Phase
-    2's poem show them character for character, no element of the page points at the outside server, and it is
-    never asked for anything. Before the fix Phase 2 rendered them as Markdown: the title's <img> was an (empty)
-    image loaded from outside."""
+    """Titles, authors, texts and paraphrases holding HTML and Markdown, and a rubric whose words do, in Chromium:
+    Phase 1's candidates, Phase 2's poem and its instructions show them character for character, no element of the
+    page points at the outside server, and it is never asked for anything. Before the fix Phase 2 rendered the poem
+    and the instructions as Markdown: the title's <img> was an (empty) image loaded from outside."""
     playwright = pytest.importorskip("playwright.sync_api")
     from tangpoetrybench.annotation.app import poem_text
 
@@ -526,6 +533,13 @@ def test_the_poems_markup_is_shown_as_its_literal_characters(tmp_path):
                     assert page.locator(f"[src^='{outside}'], [href^='{outside}']").count() == 0
                     assert page.locator("#injected, iframe, script:text('alert')").count() == 0
                     assert revealed.paraphrase in box.input_value()
+                    page.get_by_text("Instructions").click()  # the rubric's words, quoted in Phase 2's instructions
+                    label = f"the haiku has no season word <img src='{outside}/rubric.png' id='injected'> **!**"
+                    said = page.locator("li").filter(has_text="the haiku has no season word")
+                    said.wait_for(state="visible")
+                    assert label in said.inner_text()
+                    assert page.locator("#q-seasonal_word label").filter(has_text=label).count() == 1
+                    assert page.locator(f"[src^='{outside}'], [href^='{outside}']").count() == 0
                 finally:
                     browser.close()
         finally:

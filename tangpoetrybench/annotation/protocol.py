@@ -18,6 +18,7 @@ nothing of the poem), so a step sent twice is recorded once (see `store`). Texts
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Mapping
@@ -91,24 +92,33 @@ UI = {
 }
 
 
+MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # what CommonMark lets a backslash escape
+
+
 def ui_text(key: str, lang: str, **values) -> str:
     """An interface text in the rater's language (English where there is none in theirs)."""
     return (UI.get(lang) or UI["en"]).get(key, UI["en"][key]).format(**values)
 
 
+def literal(text: str) -> str:
+    """`text` for a Markdown page, shown as its characters: every ASCII punctuation mark backslash-escaped (CommonMark),
+    so that nothing in it is read as Markdown or HTML."""
+    return MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
+
+
 def instructions(rubric: Rubric | None, lang: str) -> str:
-    """What raters are told (the paper's instructions), from the rubric: the options that say a question does not
-    apply, quoted from it, where it has any; the note on artist seals only where it has a dimension of text in the
-    picture (its adjudicated dimension, named). Without a rubric (Phase 1, where the image's rubric would name its
-    poem's tradition), the steps alone."""
+    """What raters are told (the paper's instructions, Markdown), from the rubric: the options that say a question
+    does not apply, quoted from it, where it has any; the note on artist seals only where it has a dimension of text
+    in the picture (its adjudicated dimension, named); the rubric's words shown as they are (`literal`). Without a
+    rubric (Phase 1, where the image's rubric would name its poem's tradition), the steps alone."""
     if rubric is None:
         return ui_text("instructions", lang, excluded="", seals="")
-    labels = [text_in(o.label, lang) for d in rubric.dimensions for o in d.options if o.excluded]
+    labels = [literal(text_in(o.label, lang)) for d in rubric.dimensions for o in d.options if o.excluded]
     excluded = ui_text("excluded", lang, options=ui_text("separator", lang).join(f"“{x}”" for x in labels)) \
         if labels else ""
     text_dimension = rubric.adjudicated_dimension
-    seals = ui_text("seals", lang, name=dimension_name(rubric.dimension(text_dimension), lang)) if text_dimension \
-        else ""
+    seals = ui_text("seals", lang, name=literal(dimension_name(rubric.dimension(text_dimension), lang))) \
+        if text_dimension else ""
     return ui_text("instructions", lang, excluded=excluded, seals=seals)
 
 
