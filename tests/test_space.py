@@ -334,13 +334,16 @@ def test_an_image_shown_back_carries_none_of_the_uploads_metadata(tmp_path):
 def test_an_upload_over_the_byte_limit_is_refused_as_it_arrives(app, png):
     """PAE_MAX_IMAGE_BYTES (2 MB here) holds at upload: gradio answers 413 before the file is stored, and its config
     tells the page the same limit. Before the fix the upload was stored whole, and refused only when scored."""
+    import secrets
+
     import httpx
 
     module, url = app
+    name = f"too-big-{secrets.token_hex(8)}.png"  # found nowhere else in gradio's shared upload folder
     over = b"\x89PNG\r\n\x1a\n" + b"\0" * 2_000_001
-    answer = httpx.post(url + "gradio_api/upload", files={"files": ("too-big-for-the-space.png", over)}, timeout=None)
+    answer = httpx.post(url + "gradio_api/upload", files={"files": (name, over)}, timeout=None)
     assert answer.status_code == 413, (answer.status_code, answer.text[:300])
-    assert not list(Path(module.demo.app.uploaded_file_dir).rglob("too-big-for-the-space.png"))
+    assert not list(Path(module.demo.app.uploaded_file_dir).rglob(name))
     assert httpx.get(url + "config", timeout=None).json()["max_file_size"] == 2_000_000
     small = httpx.post(url + "gradio_api/upload", files={"files": ("small.png", png.read_bytes())}, timeout=None)
     assert small.status_code == 200 and Path(small.json()[0]).read_bytes() == png.read_bytes()
