@@ -626,16 +626,13 @@ class FakeHub:
     def __enter__(self) -> "FakeHub":
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+        from fault_proxy import FaultProxy
+
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
             def answer(self, code: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                FaultProxy.answer(self, code, body)
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
