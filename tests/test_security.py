@@ -484,7 +484,7 @@ def test_no_code_from_outside_runs(tiny_models, tmp_path):
         load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), adapter=str(tmp_path / "pickled"))
 
 
-# --- issue 45: the rating protocol's review, and the new surfaces ------------------------------------------------------
+# --- issue 45: the new surfaces ---------------------------------------------------------------------------------------
 
 def test_ray_addresses_obey_the_offline_policy_of_base_urls(tmp_path, monkeypatch, capsys):
     """`tpb score --engine ray --address` with HF_HUB_OFFLINE=1: a public address (host:port, ray://, or what
