@@ -139,10 +139,10 @@ def write_space(out: Path, org: str, adapter: bool) -> Path:
 
 def write_annotation_space(out: Path, org: str, raw: Path, key: Path | None = None) -> Path:
     """The rating Space (`annotation_space/`): its app with the wheel, and the release it serves sealed under
-    `release/` (`annotation_space.seal`: poems.jsonl, release.json, each image's pixels under a random name, the
-    rubric of each tradition that is not bundled, written from what was read and checked), checked first; the key
-    (which image each name is, the candidates) into `key` (default: `annotation-key` beside `out`), never into the
-    Space. Its card names the key's repo, private."""
+    `release/` (`sealed.seal`: poems.jsonl, release.json, each image's pixels under a random name, the rubric of each
+    tradition that is not bundled, written from what was read and checked), checked first; the key (which image each
+    name is, the candidates) into `key` (default: `annotation-key` beside `out`), with a card saying to keep it
+    private, never into the Space."""
     from ..annotation.campaign import load_campaign
     from .sealed import seal
 

@@ -73,11 +73,13 @@ def unseal(release: Path, key: Path, into: Path) -> Path:
     held = {p.name for p in images.iterdir()}
     problems += [Problem(str(images / n), "not in the key") for n in sorted(held - set(names))]
     problems += [Problem(str(key / KEY_IMAGES), f"{n} is not in {images}") for n in sorted(set(names) - held)]
-    problems += [Problem(str(images / n), "is a symbolic link") for n in sorted(held) if (images / n).is_symlink()]
+    copied = ("poems.jsonl", "release.json", "rubrics")
+    problems += [Problem(str(p), "is a symbolic link") for p in [*(images / n for n in sorted(held)),
+                                                                 *(release / n for n in copied)] if p.is_symlink()]
     if problems:
         raise DataError(problems)
     into.mkdir(parents=True)
-    for name in ("poems.jsonl", "release.json", "rubrics"):
+    for name in copied:
         if (release / name).is_dir():
             shutil.copytree(release / name, into / name, symlinks=True)  # a link stays one, and read_release refuses it
         elif (release / name).is_file():
