@@ -9,5 +9,11 @@ from tangpoetrybench.hub.annotation_space import space_app
 
 demo, scheduler = space_app(here=Path(__file__).resolve().parent)  # kept: the scheduler commits while the app runs
 
+
+def main(**kwargs):
+    """Launch the Space with the rating app's options (`launch`: no files taken); gradio's keywords pass through."""
+    return launch(demo, **kwargs)
+
+
 if __name__ == "__main__":
-    launch(demo)
+    main()

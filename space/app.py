@@ -9,8 +9,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is i
 import gradio as gr  # noqa: E402
 
 from tangpoetrybench.hub.space import (JUDGES, LEADERBOARD_HEADERS, UPLOADED, Scorer, SpaceConfig, UserError, examples,
-                                   leaderboard_view, ocr_available, poem_catalogue, read_image, space_words,
-                                   summary_line)
+                                   launch_options, leaderboard_view, ocr_available, poem_catalogue, read_image,
+                                   space_words, summary_line)
 
 try:  # ZeroGPU Spaces: run scoring on a GPU slice; elsewhere the decorator is absent or a no-op
     import spaces
@@ -171,5 +171,12 @@ with gr.Blocks(title="TangPoetryBench · PAE") as demo:
 
 demo.queue(default_concurrency_limit=CONFIG.concurrency)
 
+
+def main(**kwargs):
+    """Launch the Space with its options (`launch_options`: an upload over PAE_MAX_IMAGE_BYTES refused as it arrives);
+    gradio's `launch` keywords pass through."""
+    return demo.launch(**{**launch_options(CONFIG), **kwargs})
+
+
 if __name__ == "__main__":
-    demo.launch()
+    main()

@@ -5,21 +5,27 @@
   cells a spreadsheet would run as formulas; `atomic_path` for a writer that needs a file name).
 - Reading: paths from data kept inside their folder (`inside`, `link_outside`), images opened with their size checked
   from the header before they are decoded (`open_image`), JSON Lines with the line of each bad record.
+- Sending: an image as its pixels alone, every piece of metadata left behind (`pixels_only`); work only to servers of
+  this machine or its network where HF_HUB_OFFLINE is set, one policy for every destination a command is given (a
+  served judge's `--base-url`, a Ray cluster's `--address`: `check_offline`).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import ipaddress
 import json
 import os
 import re
 import shutil
+import socket
 import tempfile
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
+from urllib.parse import urlparse
 
 from .errors import ImageError, ImageTooLarge, quote
 
@@ -104,6 +110,43 @@ def hub_offline() -> bool:
     return bool(constants.HF_HUB_OFFLINE)
 
 
+def host_of(destination: str) -> str | None:
+    """The host a destination names: a URL's (`http://host:port/v1`, `ray://host:port`) or a bare `host:port`'s."""
+    try:
+        return urlparse(destination if "://" in destination else f"//{destination}").hostname
+    except ValueError:
+        return None
+
+
+def is_internal_host(host: str | None) -> bool:
+    """Whether every address of `host` is loopback, private or link-local: a server of this machine or of its own
+    network, which an offline machine may call."""
+    if not host:
+        return False
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except (OSError, UnicodeError):
+        return False
+    ips = [ipaddress.ip_address(a.split("%")[0]) for a in addresses]
+    return bool(ips) and all(ip.is_loopback or ip.is_private or ip.is_link_local for ip in ips)
+
+
+def is_internal_url(url: str) -> bool:
+    return is_internal_host(urlparse(url).hostname)
+
+
+def check_offline(destinations: Sequence[str], action: str, unnamed: str | None = None) -> None:
+    """The offline policy: with HF_HUB_OFFLINE set, each destination must be internal (`is_internal_host`); the first
+    that is not is refused before anything is sent, named (or described by `unnamed`: where the command chose it
+    itself), with `action`, what to do instead. docs/security.md's table says what goes to each destination."""
+    if not hub_offline():
+        return
+    outside = [d for d in destinations if not is_internal_host(host_of(d))]
+    if outside:
+        where = unnamed or f"{outside[0]} is not a loopback or private address"
+        raise ValueError(f"HF_HUB_OFFLINE is set and {where}: {action}, or unset HF_HUB_OFFLINE")
+
+
 def local_or_hub(value: str | os.PathLike, what: str, repo_type: str = "model") -> str:
     """`value` as given if it is an existing file or folder, or a Hub id that may be fetched; otherwise an error
     that names it, at once and before any network call.
@@ -152,12 +195,19 @@ def refuse_links(path: Path | str, root: Path | str | None = None) -> None:
                              "remove the link, or write elsewhere")
 
 
+def file_mode(private: bool) -> int:
+    """The mode a written file gets: 0600 where it is `private` (it holds what only its owner may read: a rating
+    campaign's answers and token digests), else what the umask leaves of 0666."""
+    return 0o600 if private else 0o666 & ~UMASK
+
+
 @contextmanager
-def atomic_file(path: Path | str, mode: str = "w", root: Path | str | None = None, **kwargs) -> Iterator[IO]:
+def atomic_file(path: Path | str, mode: str = "w", root: Path | str | None = None, private: bool = False,
+                **kwargs) -> Iterator[IO]:
     """A file object whose content becomes `path` whole, or not at all: written to a new temporary file beside it
     (created exclusively, so never through a link), then renamed over it, which replaces a link rather than
-    following it. Symbolic links at `path` (and below `root`) are refused (`refuse_links`). Other keyword arguments
-    go to `open` (`encoding`, `newline`)."""
+    following it. Symbolic links at `path` (and below `root`) are refused (`refuse_links`). `private`: readable by
+    its owner alone (`file_mode`). Other keyword arguments go to `open` (`encoding`, `newline`)."""
     path = Path(path)
     refuse_links(path, root)  # before any folder is made: one made below a linked folder would be made elsewhere
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -170,7 +220,7 @@ def atomic_file(path: Path | str, mode: str = "w", root: Path | str | None = Non
             yield f
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp makes it private; the file is meant to be shared like any other
+        os.chmod(tmp, file_mode(private))  # mkstemp makes it private; most files are meant to be shared
         os.replace(tmp, path)
         done = True
     finally:
@@ -179,10 +229,11 @@ def atomic_file(path: Path | str, mode: str = "w", root: Path | str | None = Non
 
 
 @contextmanager
-def atomic_path(path: Path | str, root: Path | str | None = None) -> Iterator[Path]:
+def atomic_path(path: Path | str, root: Path | str | None = None, private: bool = False) -> Iterator[Path]:
     """`atomic_file` for a writer that needs a file name rather than a file object (sqlite's online backup): a new,
-    empty temporary file beside `path`, created exclusively under an unguessable name, renamed over `path` once the
-    block ends without error, removed otherwise. Links at `path` (and below `root`) are refused."""
+    empty temporary file beside `path` (mode 0600 while it is written), created exclusively under an unguessable
+    name, renamed over `path` once the block ends without error, removed otherwise. Links at `path` (and below
+    `root`) are refused."""
     path = Path(path)
     refuse_links(path, root)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -191,15 +242,15 @@ def atomic_path(path: Path | str, root: Path | str | None = None) -> Iterator[Pa
     tmp = Path(name)
     try:
         yield tmp
-        os.chmod(tmp, 0o666 & ~UMASK)
+        os.chmod(tmp, file_mode(private))
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
 
 
-def write_file(path: Path | str, data: str | bytes, root: Path | str | None = None) -> Path:
+def write_file(path: Path | str, data: str | bytes, root: Path | str | None = None, private: bool = False) -> Path:
     """Write `data` (text as UTF-8) to `path` whole, never through a symbolic link (`atomic_file`)."""
-    with atomic_file(path, "wb" if isinstance(data, bytes) else "w", root) as f:
+    with atomic_file(path, "wb" if isinstance(data, bytes) else "w", root, private) as f:
         f.write(data)
     return Path(path)
 
@@ -239,10 +290,10 @@ def csv_text(columns: Iterable[str], rows: Iterable[Mapping]) -> str:
 
 
 def write_csv(path: Path | str, columns: Iterable[str], rows: Iterable[Mapping],
-              root: Path | str | None = None) -> Path:
+              root: Path | str | None = None, private: bool = False) -> Path:
     """`csv_text` written whole and never through a symbolic link (`write_file`), as UTF-8 bytes (no newline
     translation inside a quoted cell)."""
-    return write_file(path, csv_text(columns, rows).encode("utf-8"), root)
+    return write_file(path, csv_text(columns, rows).encode("utf-8"), root, private)
 
 
 def inside(root: Path | str, path: Path | str) -> Path:
@@ -292,3 +343,23 @@ def open_image(source: str | os.PathLike | bytes | "Image.Image",
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         raise ImageError(f"unreadable image: {exc}") from exc
     return image
+
+
+def pixels_only(image: "Image.Image") -> "Image.Image":
+    """The image's pixels and nothing else: a new RGB image that carries none of the file's metadata (PNG text
+    chunks, EXIF, XMP, comments: a generator's prompt, often the poem itself, travels in them, and a PIL image keeps
+    them in `info`, which gradio writes back into the PNG it serves). An embedded colour profile is applied (the
+    pixels converted to sRGB, so the colours stay what the file meant) and then dropped, its own text with it; a
+    profile that cannot be applied is dropped."""
+    from PIL import Image, ImageCms
+
+    base = image if image.mode in ("RGB", "CMYK", "L") else image.convert("RGB")
+    rgb = None
+    if image.info.get("icc_profile"):
+        try:
+            rgb = ImageCms.profileToProfile(base, ImageCms.ImageCmsProfile(io.BytesIO(image.info["icc_profile"])),
+                                            ImageCms.createProfile("sRGB"), outputMode="RGB")
+        except (ImageCms.PyCMSError, OSError, ValueError, TypeError):
+            rgb = None
+    rgb = rgb if rgb is not None else base.convert("RGB")
+    return Image.frombytes("RGB", rgb.size, rgb.tobytes())

@@ -95,7 +95,8 @@ def load_module(path: Path, name: str):
 @contextmanager
 def launched_space(env: dict[str, str], name: str, app: Path | None = None):
     """A Space's app.py (default the demo's, space/app.py) imported with `env` set (the environment is restored once
-    it has loaded) and launched on 127.0.0.1: yields (module, url)."""
+    it has loaded) and launched on 127.0.0.1 by its own `main` (as `python app.py` launches it, with its options):
+    yields (module, url)."""
     import os
 
     old = {k: os.environ.get(k) for k in env}
@@ -108,7 +109,7 @@ def launched_space(env: dict[str, str], name: str, app: Path | None = None):
                 os.environ.pop(k)
             else:
                 os.environ[k] = v
-    _, url, _ = module.demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
+    _, url, _ = module.main(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
     try:
         yield module, url
     finally:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from conftest import POEMS, load, rating, write_release
 from tangpoetrybench.annotation.assignment import Plan, next_image, read_priority, shown_order
 from tangpoetrybench.annotation.campaign import load_campaign
 from tangpoetrybench.annotation.export import export_release, write_campaign_files
-from tangpoetrybench.annotation.protocol import Protocol, RaterError
+from tangpoetrybench.annotation.protocol import Protocol, RaterError, instructions
 from tangpoetrybench.annotation.store import Refused, Store
 from tangpoetrybench.cli import main
 from tangpoetrybench.dataset.builder import build_dataset
@@ -129,6 +130,82 @@ def test_the_store_is_wal_keeps_digests_and_takes_a_step_sent_twice_once(tmp_pat
         store.bind({"keys": ["q"], "release": "other"})
 
 
+SCHEMA_1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE people (name TEXT PRIMARY KEY, role TEXT NOT NULL CHECK (role IN ('expert', 'crowd', 'admin')),
+    lang TEXT NOT NULL, token_sha256 TEXT NOT NULL UNIQUE, invited_at REAL NOT NULL);
+CREATE TABLE assignments (id INTEGER PRIMARY KEY AUTOINCREMENT, rater TEXT NOT NULL REFERENCES people (name),
+    image_id TEXT NOT NULL, poem_id TEXT NOT NULL, generator TEXT NOT NULL, candidates TEXT NOT NULL,
+    assigned_at REAL NOT NULL, shown_at REAL NOT NULL, choice TEXT, phase1_seconds REAL, chosen_at REAL,
+    revealed_at REAL, answers TEXT, answer_seconds TEXT, seconds REAL, rated_at REAL, UNIQUE (rater, image_id));
+INSERT INTO meta VALUES ('schema_version', '1');
+"""  # what tpb annotate made before its digests were keyed
+
+
+def files_of(db: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in db.parent.glob(db.name + "*")}
+
+
+def test_the_campaigns_files_are_its_owners_alone_and_its_digests_keyed(raw, tmp_path):
+    """The database (and SQLite's -wal and -shm beside it), every backup and the Space's export are 0600; a token is
+    kept as a digest under the campaign's own key (the same token gives another digest in another campaign, and its
+    plain SHA-256 is nowhere in the files). Before the fix they were 0644 and the digest a plain SHA-256."""
+    import hashlib
+    import os
+    import stat
+
+    old = os.umask(0o022)  # a usual umask: files are made 0644 unless made private
+    try:
+        app, clock = started(raw, tmp_path / "campaign" / "c.sqlite")
+        store = app.protocol.store
+        with store.connect() as reader:  # held open, so that SQLite keeps its -wal and -shm files
+            reader.execute("SELECT count(*) FROM people").fetchone()
+            token = store.invite("ann", "crowd", "en", 0.0)
+            rate_one(app.protocol, clock, token, "aaaaaaaaaa")
+            copy = store.backup(tmp_path / "copies" / "copy.sqlite")
+            exported = write_campaign_files(store, tmp_path / "campaign" / "export")
+            made = [p for p in (tmp_path / "campaign").rglob("*") if p.is_file()] + [copy]
+            modes = {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in made}
+        other = Store(tmp_path / "other.sqlite")
+        other.invite("ann", "crowd", "en", 0.0, token=token)
+    finally:
+        os.umask(old)
+    assert {p.name for p in made} >= {"c.sqlite", "c.sqlite-wal", "c.sqlite-shm", "copy.sqlite", "ratings.csv"}
+    assert modes == {p.name: "0o600" for p in made}
+    assert set(exported) <= set(made) and stat.S_IMODE((tmp_path / "campaign" / "export").stat().st_mode) == 0o700
+    plain = hashlib.sha256(token.encode()).hexdigest()
+    for db in (store.path, copy):
+        assert all(plain.encode() not in data and token.encode() not in data for data in files_of(db).values())
+    with store.connect() as a, other.connect() as b:
+        [mine], [theirs] = ([r[0] for r in db.execute("SELECT token_digest FROM people")] for db in (a, b))
+    assert mine != theirs and store.person(token).name == other.person(token).name == "ann"
+    wide = tmp_path / "wide.sqlite"  # a database found readable by others is narrowed when it is opened
+    Store(wide)
+    wide.chmod(0o644)
+    Store(wide)
+    assert stat.S_IMODE(wide.stat().st_mode) == 0o600
+
+
+def test_a_campaign_of_schema_1_is_moved_to_keyed_digests_and_its_links_still_work(tmp_path):
+    """A database made before the digests were keyed (schema 1: the plain SHA-256 of each token) is moved to schema
+    2 when it is opened: every link still works, and the plain digests are gone from its files."""
+    import hashlib
+
+    db = tmp_path / "old.sqlite"
+    token = "an-old-link-token-of-a-rater"
+    plain = hashlib.sha256(token.encode()).hexdigest()
+    with sqlite3.connect(db) as old:
+        old.execute("PRAGMA journal_mode=WAL")
+        old.executescript(SCHEMA_1)
+        old.execute("INSERT INTO people VALUES ('ann', 'crowd', 'en', ?, 0.0)", (plain,))
+    old.close()
+    assert any(plain.encode() in data for data in files_of(db).values())
+    store = Store(db)
+    assert store.person(token).name == "ann" and store.meta("schema_version") == "2"
+    assert all(plain.encode() not in data for data in files_of(db).values())
+    assert Store(db).person(token).name == "ann"  # opened again: as it was
+
+
 def test_assignment_overlap_never_twice_priority_first_and_balanced(raw, tmp_path):
     priority = tmp_path / "priority.jsonl"
     priority.write_text('{"image_id": "g2/p3", "uncertainty": 0.9}\n{"image_id": "gx/p1"}\n')
@@ -199,19 +276,28 @@ def test_phase_1_hides_the_poem_and_phase_2_needs_every_answer(raw, tmp_path):
     with pytest.raises(RaterError, match="此任务已不属于您"):
         protocol.choose(token, task.ticket + 1, 1)
     clock.advance(40)
+    assert protocol.mark(token, task.ticket, "safety") is False  # Phase 1: no question to time yet
     task = protocol.choose(token, task.ticket, 1)
     assert task.phase == "phase2" and [q.key for q in task.questions] == list(TANG_KEYS)
     assert task.questions[0].name == "安全性" and task.questions[0].options[0] == ("a. 无问题", "a")
+    with pytest.raises(RaterError, match="此任务已不属于您"):
+        protocol.mark(token, task.ticket, "not_a_question")
     answers = dict(zip(TANG_KEYS, "abbaeaabca"))
-    clock.advance(25)
+    clock.advance(2)
+    assert protocol.mark(token, task.ticket, "safety")  # chosen, then changed: the last choice counts
+    clock.advance(3)
+    protocol.mark(token, task.ticket, "safety")
+    clock.advance(19)
+    protocol.mark(token, task.ticket, "overall_impression")
+    clock.advance(1)
     with pytest.raises(RaterError, match="尚未回答：整体印象"):
         protocol.rate(token, task.ticket, {**answers, "overall_impression": None})
     with pytest.raises(RaterError, match="尚未回答：安全性"):
         protocol.rate(token, task.ticket, {**answers, "safety": "z"})
     assert store.assignments()[0].answers is None  # a refused submission records nothing
-    marks = {"safety": clock.now - 20, "overall_impression": clock.now - 1}
     clock.advance(5)
-    after = protocol.rate(token, task.ticket, answers, marks)
+    after = protocol.rate(token, task.ticket, answers)
+    assert protocol.mark(token, task.ticket, "safety") is False  # rated: nothing changes
     done = store.assignments()[0]
     assert done.answers == answers and done.phase1_seconds == 40 and done.seconds == 70
     assert done.answer_seconds["safety"] == 5 and done.answer_seconds["overall_impression"] == 24
@@ -227,20 +313,30 @@ def test_the_raters_instructions_come_from_the_rubric(raw, tmp_path):
     """The instructions named emotion and artist seals whatever the rubric: the options that say a question does not
     apply are now quoted from the rubric, and seals are mentioned only where it has a dimension of text."""
     app, _ = started(raw, tmp_path / "c.sqlite")
-    tang = app.protocol.open(app.protocol.store.invite("li", "crowd", "en", 0.0)).instructions
+
+    def phases(protocol: Protocol, name: str, lang: str) -> tuple[str, str]:
+        """The instructions of a new rater's Phase 1 and Phase 2."""
+        token = protocol.store.invite(name, "crowd", lang, 0.0)
+        task = protocol.open(token)
+        return task.instructions, protocol.choose(token, task.ticket, 1).instructions
+
+    phase1, tang = phases(app.protocol, "li", "en")
     assert "(“the poem specifies no setting”, “the poem describes no such elements”, “no emotion expected and none " \
            "shown”): choose it only when that is so." in tang
     assert "Artist seals do not count as text in “Text integrity”." in tang
-    zh = app.protocol.open(app.protocol.store.invite("wang", "crowd", "zh", 0.0)).instructions
+    # Phase 1 says nothing of the rubric: its wording would name the answer's tradition among distractors of others
+    assert phase1 == instructions(None, "en") and "“" not in phase1 and "seal" not in phase1
+    phase1, zh = phases(app.protocol, "wang", "zh")
     assert "未指明场景”、“" in zh and "“本无情感且未呈现”），仅在确实如此时选择。" in zh and "在“文字完整性”一题中" in zh
+    assert phase1 == instructions(None, "zh") and "不适用" not in phase1
     haiku, _ = started(haiku_release(tmp_path / "haiku"), tmp_path / "h.sqlite", rubric=HAIKU)
-    text = haiku.protocol.open(haiku.protocol.store.invite("yuki", "crowd", "en", 0.0)).instructions
-    assert "(“the haiku has no season word”)" in text
+    phase1, text = phases(haiku.protocol, "yuki", "en")
+    assert "(“the haiku has no season word”)" in text and "season" not in phase1
     assert "emotion" not in text and "seal" not in text and "{" not in text
 
 
 def test_the_titles_raters_see_are_written_as_the_rubric_says(raw, tmp_path):
-    from tangpoetrybench.annotation.app import candidate_label, poem_markdown
+    from tangpoetrybench.annotation.app import candidate_label, poem_text
 
     rubric = tmp_path / "haiku.yaml"
     rubric.write_text(HAIKU.read_text(encoding="utf-8") + "title_format: '“{title}”'\n", encoding="utf-8")
@@ -250,7 +346,7 @@ def test_the_titles_raters_see_are_written_as_the_rubric_says(raw, tmp_path):
     assert [c.shown_title for c in task.candidates] == [f"“{c.title}”" for c in task.candidates]
     assert candidate_label(1, task.candidates[0]).startswith(f"1. “{task.candidates[0].title}” ")
     revealed = app.protocol.choose(token, task.ticket, 1)
-    assert poem_markdown(revealed.poem, "en").startswith(f"### “{revealed.poem.title}”\n")
+    assert poem_text(revealed.poem, "en").startswith(f"“{revealed.poem.title}”\n")
     tang, _ = started(raw, tmp_path / "t.sqlite")  # the bundled rubrics: 《》, as before
     first = tang.protocol.open(tang.protocol.store.invite("li", "crowd", "en", 0.0)).candidates[0]
     assert candidate_label(1, first).startswith(f"1. 《{first.title}》 {first.author} — ")
@@ -516,6 +612,94 @@ def test_the_space_builds_from_its_environment(raw, tmp_path):
     assert store.person("a-secret-of-the-space-0123").admin
     assert space_app(env)[1] is None  # a restart keeps the campaign and the admin's secret
     assert len(store.people()) == 1
+
+
+class FakeHub:
+    """A loopback stand-in for the two Hub endpoints that creating a repo touches, for huggingface_hub's own `HfApi`
+    pointed at it: it records each repo-creation request's JSON and answers as the Hub does (409 with the repo's URL
+    for a repo that exists), and tells `repo_info` whether the repo is private. Anything else (the scheduler's first
+    commit) is answered 404."""
+
+    def __init__(self, exists: bool, private: bool):
+        self.exists, self.private, self.created, self.asked = exists, private, [], []
+
+    def __enter__(self) -> "FakeHub":
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from fault_proxy import FaultProxy
+
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def answer(self, code: int, body: dict) -> None:
+                FaultProxy.answer(self, code, body)
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                hub.asked.append(("POST", self.path))
+                if self.path != "/api/repos/create":
+                    return self.answer(404, {"error": "not here"})
+                hub.created.append(json.loads(body))
+                url = f"{hub.url}/datasets/acme/answers"
+                self.answer(409, {"error": "You already created this dataset repo", "url": url} if hub.exists
+                            else {"url": url, "name": "answers"})
+
+            def do_GET(self):
+                hub.asked.append(("GET", self.path))
+                if self.path.split("?")[0] == "/api/datasets/acme/answers":
+                    return self.answer(200, {"id": "acme/answers", "private": hub.private, "sha": "0" * 40})
+                self.answer(404, {"error": "not here"})
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def stopped(scheduler) -> None:
+    """Stop a CommitScheduler once the push it starts with has run (its thread triggers one at once), so that nothing
+    it sends outlives the stand-in it was sent to."""
+    scheduler.stop()
+    while not hasattr(scheduler, "last_future"):  # set by the scheduler's thread as its first step
+        time.sleep(0.01)
+    scheduler.last_future.exception()
+
+
+def test_the_spaces_answers_go_to_a_private_repo_unless_asked(raw, tmp_path):
+    """The rating Space's CommitScheduler, made as the Space makes it (`commit_scheduler`) with huggingface_hub's real
+    HfApi pointed at a loopback stand-in of the Hub: the dataset repo it creates is private; an existing one that is
+    public is refused before any scheduler starts; TPB_ANNOTATE_REPO_PUBLIC=1 asks for a public one. Before the fix no
+    visibility was sent (the owner's default held) and an existing public repo was used. Not verified here: what the
+    Hub itself does with the request."""
+    from huggingface_hub import HfApi
+
+    from tangpoetrybench.hub.annotation_space import SpaceSettings, commit_scheduler, scheduler_arguments
+
+    store = started(raw, tmp_path / "c.sqlite")[0].protocol.store
+    folder = tmp_path / "export"
+    assert scheduler_arguments(store, folder, "acme/answers", 5)["private"] is True
+    assert not SpaceSettings.from_env({}).public_repo and SpaceSettings.from_env(
+        {"TPB_ANNOTATE_REPO_PUBLIC": "1"}).public_repo
+    with FakeHub(exists=False, private=True) as hub:
+        stopped(commit_scheduler(store, folder, "acme/answers", 5, api=HfApi(endpoint=hub.url, token="hf_test")))
+    assert hub.created and all(c == {"name": "answers", "organization": "acme", "visibility": "private",
+                                     "type": "dataset"} for c in hub.created)
+    with FakeHub(exists=True, private=False) as hub:
+        with pytest.raises(ValueError, match="acme/answers exists and is public: it would publish the campaign's "
+                                             "answers .* or set TPB_ANNOTATE_REPO_PUBLIC=1"):
+            commit_scheduler(store, folder, "acme/answers", 5, api=HfApi(endpoint=hub.url, token="hf_test"))
+    assert hub.asked == [("POST", "/api/repos/create"), ("GET", "/api/datasets/acme/answers")]  # no scheduler
+    with FakeHub(exists=False, private=False) as hub:
+        stopped(commit_scheduler(store, folder, "acme/answers", 5, public=True,
+                                 api=HfApi(endpoint=hub.url, token="hf_test")))
+    assert [c["visibility"] for c in hub.created] == ["public"]
 
 
 def test_a_new_tradition_in_its_own_language_round_trips_through_the_app(tmp_path):

@@ -5,18 +5,22 @@ the records, the reward, the Space and the leaderboard on the tiny random-weight
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from tangpoetrybench.cli import main
 from tangpoetrybench.dataset.reading import dataset_identity, dataset_rows
 from tangpoetrybench.dataset.synthetic import simulated_readout, simulated_readout_scores, write_records
 from tangpoetrybench.errors import DataError
 from tangpoetrybench.judging.calibrated import Calibration, Target, load_calibration, prediction_set, scaled, spread_of
+from tangpoetrybench.poems import Poem, write_poems
 from tangpoetrybench.rubric import rubric_for_tradition
 from tangpoetrybench.judging.results import ResultsFile
 from tangpoetrybench.stats.agree import calibrate, judged_file, judged_of
@@ -326,7 +330,7 @@ def test_a_calibration_refuses_other_settings_evaluators_builds_and_its_own_poem
     broken = {k: v for k, v in data.items() if k != "poems"}
     broken["quality"] = {**data["quality"], "n": -1}
     path.write_text(json.dumps(broken))
-    with pytest.raises(DataError, match=r"c.json: poems: missing or not a list(.|\n)*quality.n: missing or not a"):
+    with pytest.raises(DataError, match=r"c.json: poems: missing \(it must be a list(.|\n)*quality.n: not a whole"):
         load_calibration(path)
 
 
@@ -467,3 +471,49 @@ def test_the_space_shows_the_interval_beside_each_score(demo_built, tiny_models,
     song = next(name for name, key in RUBRICS.items() if key == "song_ci")
     other = scorer.score(str(image), poem.text, poem.title, poem.author, song, with_baselines=False)
     assert "no interval: calibrated under rubric tang@" in summary_line(other, scorer.pae_label, False)
+
+
+@pytest.mark.parametrize("where, value, says", [
+    ("quality.q_plain", float("nan"), "not a number at least 0 or null: nan"),
+    ("dimensions.safety.temperature", float("nan"), "not a number above 0 or null: nan"),
+    ("dimensions.safety.temperature", 0, "not a number above 0 or null: 0"),
+    ("spread_floor", -0.5, "not a number above 0: -0.5"),
+    ("quality.q_normalised", float("inf"), "not a number at least 0 or null: inf"),
+    ("dimensions.safety.set_threshold", 1.5, "not a number at least 0 and at most 1 or null: 1.5"),
+    ("alpha", "0.1", "not a number above 0 and below 1: '0.1'"),
+    ("n_images", True, "not a whole number of at least 0: True"),
+    ("quality.n_poems", 2.5, "not a whole number of at least 0: 2.5"),
+    ("poems", ["p1", 7], "not a list of poem ids: ['p1', 7]"),
+    ("random_weights", "no", "not true or false: 'no'"),
+])
+def test_a_calibration_file_with_a_bad_field_is_refused_at_load_naming_it(tmp_path, capsys, where, value, says):
+    """A calibration file edited with a value that no fit makes (NaN, a negative floor, a wrong type) and its
+    fingerprint computed again, as anyone can: `tpb score --calibration` refuses it before any model loads, naming the
+    file and the field. Before the fix a NaN quantile or temperature, or a negative spread_floor, was taken, and gave
+    intervals such as [7.9, -6.9]."""
+    calibration = Calibration(
+        alpha=0.2, evaluator="pae", model="m", settings={"rubric": "r"}, dataset={}, poems=["p1"], n_images=9,
+        quality=Target(9, 1, q_plain=0.2, q_normalised=2.0),
+        dimensions={"safety": Target(9, 1, 0.3, None, 9, set_threshold=0.75, temperature=2.0)}, spread_floor=0.01)
+    record = json.loads(calibration.write(tmp_path / "good.json").read_text())
+    *parents, last = where.split(".")
+    node = record
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    # the fingerprint computed again over the edited content, as Calibration.fingerprint computes it: anyone can
+    record["fingerprint"] = hashlib.sha256(json.dumps({k: v for k, v in record.items() if k not in (
+        "fingerprint", "diagnostics")}, sort_keys=True).encode()).hexdigest()[:16]
+    bad = tmp_path / "edited.json"
+    bad.write_text(json.dumps(record))  # NaN and Infinity as Python's JSON writes them
+    with pytest.raises(DataError, match=re.escape(f"edited.json: {where}: {says}")):
+        load_calibration(bad)
+    (tmp_path / "images").mkdir()
+    Image.new("RGB", (32, 32), "white").save(tmp_path / "images" / "p1.png")
+    write_poems([Poem("p1", "静夜思", "李白", "床前明月光", "tang")], tmp_path / "poems.jsonl")
+    assert main(["score", "--images", str(tmp_path / "images"), "--poems", str(tmp_path / "poems.jsonl"),
+                 "--evaluator", "pae", "--model", str(tmp_path / "no-model-is-loaded"), "--calibration", str(bad),
+                 "--out", str(tmp_path / "out.jsonl"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"edited.json: {where}: {says}" in err and "no-model-is-loaded" not in err
+    assert not (tmp_path / "out.jsonl").exists()

@@ -177,19 +177,68 @@ def test_the_rating_space_of_a_new_tradition_carries_its_rubric(tmp_path):
     from test_annotation import HAIKU, haiku_release
     from tangpoetrybench.annotation.campaign import load_campaign
     from tangpoetrybench.hub.annotation_space import space_app
+    from tangpoetrybench.hub.sealed import unseal
     from tangpoetrybench.hub.publish import write_annotation_space
 
     raw = haiku_release(tmp_path / "raw")
     (raw / "rubrics").mkdir()
     shutil.copy(HAIKU, raw / "rubrics" / "haiku.yaml")
     folder = write_annotation_space(tmp_path / "annotation", ORG, raw)
-    release = folder / "release"
+    release, key = folder / "release", tmp_path / "annotation-key"
     assert sorted(p.name for p in (release / "rubrics").iterdir()) == ["haiku.yaml"]
     assert not (release / "rubrics" / "haiku.yaml").is_symlink()
-    assert load_campaign(release).keys == load_rubric(HAIKU).keys
-    demo, scheduler = space_app({"TPB_ANNOTATE_RELEASE": str(release), "TPB_ANNOTATE_DB": str(tmp_path / "s.sqlite")})
+    assert load_campaign(unseal(release, key, tmp_path / "unsealed")).keys == load_rubric(HAIKU).keys
+    demo, scheduler = space_app({"TPB_ANNOTATE_RELEASE": str(release), "TPB_ANNOTATE_DB": str(tmp_path / "s.sqlite"),
+                                 "TPB_ANNOTATE_KEY": str(key)})
     radios = [b.elem_id for b in demo.blocks.values() if type(b).__name__ == "Radio" and b.elem_id.startswith("q-")]
     assert radios == [f"q-{k}" for k in load_rubric(HAIKU).keys] and scheduler is None
+
+
+def test_the_published_rating_space_holds_no_answer_key(tmp_path, capsys):
+    """`tpb publish --annotation RAW`: nothing in the Space's folder says which poem an image illustrates. No path
+    names a poem or generator, no file maps an image to one, there are no candidates (each poem's set would name
+    it), and each image is its pixels alone (PNG, no metadata) under a random name; the key is written beside the
+    Space for a private dataset repo, and the Space serves the campaign from both (TPB_ANNOTATE_KEY), each image's
+    pixels as the release's. Before the fix the Space held `release/images/<generator>/<poem_id>.png` and the
+    candidates."""
+    from PIL import Image, PngImagePlugin
+
+    from test_annotation import unrated_release
+    from test_annotation_app import PIXELS_ONLY_CHUNKS, png_chunks
+    from tangpoetrybench.annotation.campaign import load_campaign
+    from tangpoetrybench.annotation.store import Store
+    from tangpoetrybench.cli import main
+    from tangpoetrybench.hub.annotation_space import space_app
+    from tangpoetrybench.hub.sealed import OPAQUE
+
+    raw = unrated_release(tmp_path / "raw")
+    told = PngImagePlugin.PngInfo()
+    told.add_text("prompt", "g2/p3: 江雪 by 柳宗元")  # a generator's prompt, as generators write it
+    Image.open(raw / "images" / "g2" / "p3.png").save(raw / "images" / "g2" / "p3.png", pnginfo=told)
+    campaign = load_campaign(raw)
+    main(["publish", str(tmp_path / "hub"), "--annotation", str(raw), "--org", ORG])
+    assert "annotation-key" in capsys.readouterr().out
+    space, key = tmp_path / "hub" / "annotation", tmp_path / "hub" / "annotation-key"
+    files = {p.relative_to(space).as_posix(): p for p in space.rglob("*") if p.is_file() and p.suffix != ".whl"}
+    names = set(campaign.release.poems) | set(campaign.release.generators)
+    assert not [f for f in files if set(f.removesuffix(".png").split("/")) & names]
+    assert not [f for f in files if "candidates" in f]
+    images = sorted(f for f in files if f.startswith("release/images/"))
+    assert len(images) == len(campaign.images) and all(OPAQUE.fullmatch(f.split("/")[-1]) for f in images)
+    assert all(set(png_chunks(files[f].read_bytes())) <= PIXELS_ONLY_CHUNKS for f in images)
+    for name, path in files.items():
+        data = path.read_bytes()
+        assert not [i for i in campaign.images if i.encode() in data], name
+    mapped = [json.loads(line) for line in (key / "images.jsonl").read_text().splitlines()]
+    assert sorted(m["image_id"] for m in mapped) == sorted(campaign.images)
+    assert (key / "candidates.jsonl").is_file() and "private" in (key / "README.md").read_text()
+    space_app({"TPB_ANNOTATE_RELEASE": str(space / "release"), "TPB_ANNOTATE_KEY": str(key),
+               "TPB_ANNOTATE_DB": str(tmp_path / "s.sqlite")})
+    # the campaign the Space unsealed is the release's: its poems, images, rubric and candidates, digest for digest
+    assert json.loads(Store(tmp_path / "s.sqlite").meta("settings")) == json.loads(json.dumps(campaign.settings()))
+    for m in mapped:
+        sealed = Image.open(space / "release" / "images" / m["file"])
+        assert sealed.tobytes() == Image.open(campaign.images[m["image_id"]].path).convert("RGB").tobytes()
 
 
 def test_a_republish_leaves_exactly_the_new_files(demo_raw, tmp_path, monkeypatch):

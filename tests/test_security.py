@@ -482,3 +482,42 @@ def test_no_code_from_outside_runs(tiny_models, tmp_path):
     assert (tmp_path / "pickled" / "adapter_model.bin").is_file()
     with pytest.raises(ValueError, match="holds pickled weights only .adapter_model.bin., which are never loaded"):
         load_evaluator("pae", model=str(tiny_models["qwen3-vl"]), adapter=str(tmp_path / "pickled"))
+
+
+# --- issue 45: the new surfaces ---------------------------------------------------------------------------------------
+
+def test_ray_addresses_obey_the_offline_policy_of_base_urls(tmp_path, monkeypatch, capsys):
+    """`tpb score --engine ray --address` with HF_HUB_OFFLINE=1: a public address (host:port, ray://, or what
+    RAY_ADDRESS names for `auto`) is refused before Ray starts, by the one policy a served judge's --base-url obeys
+    (`files.check_offline`, the same message); a loopback or private cluster, `local` and none pass; online, any
+    address. Before the fix the run went to any address. Nothing here connects anywhere."""
+    from huggingface_hub import constants
+
+    from tangpoetrybench.judging.backends.served import ServedBackend
+    from tangpoetrybench.judging.ray_scoring import RayEngine
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    for address in ("8.8.8.8:6379", "ray://8.8.8.8:10001", "[2001:4860:4860::8888]:6379"):
+        with pytest.raises(ValueError, match=f"HF_HUB_OFFLINE is set and {re.escape(address)} is not a loopback or "
+                                             "private address: score on a Ray cluster of this machine or network"):
+            RayEngine(address=address)
+    monkeypatch.setenv("RAY_ADDRESS", "8.8.8.8:6379")
+    with pytest.raises(ValueError, match="8.8.8.8:6379 is not a loopback or private address"):
+        RayEngine(address="auto")
+    monkeypatch.delenv("RAY_ADDRESS")
+    for address in (None, "local", "auto", "127.0.0.1:6379", "ray://10.1.2.3:10001", "192.168.0.7:6379"):
+        assert RayEngine(address=address).address == address  # constructed: nothing is started
+    with pytest.raises(ValueError, match="HF_HUB_OFFLINE is set and https://8.8.8.8/v1 is not a loopback or private "
+                                         "address: judge with"):
+        ServedBackend("pae", base_url="https://8.8.8.8/v1")  # the same policy, the same words
+    (tmp_path / "images").mkdir()
+    Image.new("RGB", (32, 32), "white").save(tmp_path / "images" / "p1.png")
+    (tmp_path / "poems.jsonl").write_text(json.dumps(POEMS[0], ensure_ascii=False) + "\n", encoding="utf-8")
+    assert main(["score", "--engine", "ray", "--address", "8.8.8.8:6379", "--images", str(tmp_path / "images"),
+                 "--poems", str(tmp_path / "poems.jsonl"), "--evaluator", "clipscore", "--out",
+                 str(tmp_path / "out.jsonl"), "--quiet"]) == 2
+    assert "8.8.8.8:6379 is not a loopback or private address" in capsys.readouterr().err
+    assert not (tmp_path / "out.jsonl").exists()
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    assert RayEngine(address="8.8.8.8:6379").address == "8.8.8.8:6379"  # online: asked for, allowed

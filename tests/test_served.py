@@ -23,7 +23,8 @@ from PIL import Image
 
 from fault_proxy import FaultProxy
 from tangpoetrybench.cli import main
-from tangpoetrybench.judging.backends.served import (ServedBackend, is_hf_host, is_internal_url, json_format, redact,
+from tangpoetrybench.files import is_internal_url
+from tangpoetrybench.judging.backends.served import (ServedBackend, is_hf_host, json_format, redact,
                                                      retry_after_seconds, retry_delay, usage_line, wire_messages)
 from tangpoetrybench.judging.evaluators import load_evaluator
 from tangpoetrybench.judging.evaluators.base import EvalResult, ScoringItem

@@ -334,3 +334,62 @@ def test_the_space_on_another_traditions_dataset_speaks_of_it(env, haiku_dataset
         assert ocr_group and not ocr_group[0]["props"].get("visible", True)
         with pytest.raises(UserError, match="has no adjudicated text dimension"):
             module.SCORER.text_regions(str(png), first.text)
+
+
+def tagged_images(folder: Path, told: str) -> list[Path]:
+    """The same picture as a PNG, a JPEG and a WebP, each carrying `told` in every kind of metadata its format holds
+    (text chunks, EXIF, XMP, a comment) and an sRGB colour profile."""
+    from PIL import ImageCms, PngImagePlugin
+
+    picture = Image.new("RGB", (48, 32), (180, 60, 40))
+    exif = Image.Exif()
+    exif[0x010E] = told  # ImageDescription
+    xmp = f'<x:xmpmeta xmlns:x="adobe:ns:meta/">{told}</x:xmpmeta>'.encode()
+    icc = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+    info = PngImagePlugin.PngInfo()
+    info.add_itxt("Description", told)
+    paths = [folder / "tagged.png", folder / "tagged.jpg", folder / "tagged.webp"]
+    picture.save(paths[0], pnginfo=info, exif=exif, icc_profile=icc)
+    picture.save(paths[1], exif=exif, xmp=xmp, icc_profile=icc, comment=told.encode())
+    picture.save(paths[2], exif=exif, xmp=xmp, icc_profile=icc, lossless=True)
+    return paths
+
+
+def test_an_image_shown_back_carries_none_of_the_uploads_metadata(tmp_path):
+    """What the Space shows of an upload (the preview, and the drawings made on it) is its pixels alone: read as the
+    Space reads it, then written by gradio's own Image component (WebP, its default, and PNG), it carries no text,
+    EXIF, XMP or profile, whatever the upload held. Before the fix gradio wrote the upload's text chunks and EXIF
+    back."""
+    import gradio as gr
+
+    from tangpoetrybench.hub.space import read_image
+
+    told = "taken at 31.2304N 121.4737E by Li Bai"
+    for path in tagged_images(tmp_path, told):
+        assert Image.open(path).info.keys() & {"exif", "xmp", "icc_profile", "Description", "comment"}, path
+        image = read_image(str(path), 2_000_000, 4_000_000)
+        assert image.getpixel((0, 0)) == Image.open(path).convert("RGB").getpixel((0, 0))
+        for fmt in ("webp", "png"):
+            shown = gr.Image(format=fmt, interactive=False).postprocess(image)
+            data = Path(shown.path).read_bytes()
+            assert told.encode() not in data and b"Li Bai" not in data, (path.name, fmt)
+            assert not Image.open(shown.path).info.keys() & {"exif", "xmp", "icc_profile", "Description",
+                                                              "XML:com.adobe.xmp"}
+
+
+def test_an_upload_over_the_byte_limit_is_refused_as_it_arrives(app, png):
+    """PAE_MAX_IMAGE_BYTES (2 MB here) holds at upload: gradio answers 413 before the file is stored, and its config
+    tells the page the same limit. Before the fix the upload was stored whole, and refused only when scored."""
+    import secrets
+
+    import httpx
+
+    module, url = app
+    name = f"too-big-{secrets.token_hex(8)}.png"  # found nowhere else in gradio's shared upload folder
+    over = b"\x89PNG\r\n\x1a\n" + b"\0" * 2_000_001
+    answer = httpx.post(url + "gradio_api/upload", files={"files": (name, over)}, timeout=None)
+    assert answer.status_code == 413, (answer.status_code, answer.text[:300])
+    assert not list(Path(module.demo.app.uploaded_file_dir).rglob(name))
+    assert httpx.get(url + "config", timeout=None).json()["max_file_size"] == 2_000_000
+    small = httpx.post(url + "gradio_api/upload", files={"files": ("small.png", png.read_bytes())}, timeout=None)
+    assert small.status_code == 200 and Path(small.json()[0]).read_bytes() == png.read_bytes()

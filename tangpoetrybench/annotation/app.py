@@ -4,14 +4,22 @@ One page serves everyone; the link's `?token=` says who is looking. A rater sees
 Phase 2 (every question is built from the rubric: one radio per dimension, its name, description and options in the
 rater's language); an admin link opens the QC page instead; no token, or an unknown one, shows nothing but a line
 saying to ask for a link. The events that change anything are API endpoints too, the same ones the page calls, each
-taking the token: `/open` (token) → the current task; `/choose` (token, ticket, position 1-4); `/rate` (token, ticket,
+taking the token: `/open` (token) → the current task; `/choose` (token, ticket, position 1-4); `/mark` (token, ticket,
+question key: the rater chose an answer to it now, which times it; the page's radios send it); `/rate` (token, ticket,
 one option letter per question in the rubric's order); `/qc` (admin token) and `/invite` (admin token, name, expert,
 language). Each returns the page's components; the hidden `task` JSON is the task as data (`Task.to_json`).
+
+Text from the release (titles, authors, poems, paraphrases) is shown as text, never as Markdown or HTML: the poem in a
+read-only textbox, the candidates as a radio's labels. The app takes no files: a request carrying any (gradio's upload
+routes, a multipart form anywhere) is refused before a byte of it is stored (`RefuseFiles`), gradio's own upload
+limit is 0 bytes as well, and the images gradio writes for raters are deleted an hour after they were written and
+when the app closes (`DELETE_CACHE`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import gradio as gr
@@ -24,21 +32,47 @@ from .protocol import PoemView, Protocol, RaterError, Task, ui_text
 N_CANDIDATES = 4
 IMAGE_HEIGHT = 560
 QUEUE_CONCURRENCY = 8  # raters served at once; each step is a few SQLite statements
-# No run history: gradio would keep each call, the rater's token among its inputs, in the browser's storage.
-LAUNCH_OPTIONS = {"run_history": False, "footer_links": ["api", "settings"]}
+DELETE_CACHE = (3600, 3600)  # (every, older than) seconds: the images gradio wrote for raters, deleted
+MAX_UPLOAD_BYTES = 0  # the app takes no files
+
+
+class RefuseFiles:
+    """ASGI middleware: every request that carries files (multipart form data: gradio's `/upload`, anything else) is
+    answered 403 before its body is read, so nothing a visitor sends is ever stored."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and any(name.lower() == b"content-type" and value.lower().lstrip().startswith(
+                b"multipart/") for name, value in scope.get("headers", ())):
+            await send({"type": "http.response.start", "status": 403,
+                        "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
+            await send({"type": "http.response.body", "body": b"This app takes no files."})
+            return
+        await self.app(scope, receive, send)
+
+
+def launch_options() -> dict:
+    """What the rating app is launched with. No run history: gradio would keep each call, the rater's token among its
+    inputs, in the browser's storage. No files taken (`RefuseFiles`, and gradio's own limit at 0 bytes)."""
+    from starlette.middleware import Middleware
+
+    return {"run_history": False, "footer_links": ["api", "settings"], "max_file_size": MAX_UPLOAD_BYTES,
+            "app_kwargs": {"middleware": [Middleware(RefuseFiles)]}}
 
 
 def launch(demo: gr.Blocks, **kwargs):
     """Queue and launch the app with the options it needs (gradio's `launch` keywords pass through)."""
     demo.queue(default_concurrency_limit=QUEUE_CONCURRENCY)
-    return demo.launch(**{**LAUNCH_OPTIONS, **kwargs})
+    return demo.launch(**{**launch_options(), **kwargs})
 
 
-def poem_markdown(poem: PoemView, lang: str) -> str:
-    lines = "  \n".join(poem.text.split("\n"))
-    text = f"### {poem.shown_title}\n{poem.author}\n\n{lines}"
+def poem_text(poem: PoemView, lang: str) -> str:
+    """The revealed poem as plain text (shown in a textbox: nothing in it is read as Markdown or HTML)."""
+    text = f"{poem.shown_title}\n{poem.author}\n\n{poem.text}"
     if poem.paraphrase:
-        text += f"\n\n**{ui_text('paraphrase', lang)}:** {poem.paraphrase}"
+        text += f"\n\n{ui_text('paraphrase', lang)}: {poem.paraphrase}"
     return text
 
 
@@ -78,11 +112,10 @@ class AnnotationApp:
         for pid in campaign.release.poems:
             for d in campaign.rubric(pid).dimensions:
                 letters[d.key] += [o for o in d.letters if o not in letters[d.key]]
-        with gr.Blocks(title=self.title) as demo:
+        with gr.Blocks(title=self.title, delete_cache=DELETE_CACHE) as demo:
             token = gr.Textbox(visible=False, label="token")
             ticket = gr.Textbox(visible=False, label="ticket")
             task_json = gr.JSON(visible=False, label="task")
-            marks = gr.State({})  # when the rater last chose each answer (the protocol's clock)
             heading = gr.Markdown(f"# {self.title}")
             notice = gr.Markdown(elem_id="notice")
             with gr.Column(visible=False) as rating_view:
@@ -99,7 +132,8 @@ class AnnotationApp:
                             choose = gr.Button("Confirm", variant="primary", elem_id="choose")
                         with gr.Column(visible=False) as phase2:
                             phase2_intro = gr.Markdown()
-                            poem = gr.Markdown(elem_id="poem")
+                            poem = gr.Textbox(label="Poem", interactive=False, lines=6, max_lines=40,
+                                              elem_id="poem")
                             radios = {k: gr.Radio([(x, x) for x in letters[k]], label=dimension_name(
                                 first.dimension(k), DEFAULT_LANGUAGE), elem_id=f"q-{k}") for k in keys}
                             submit = gr.Button("Submit", variant="primary", elem_id="submit")
@@ -121,7 +155,7 @@ class AnnotationApp:
 
             task_outputs = [heading, notice, ticket, task_json, rating_view, instructions_box, instructions, image,
                             phase1, phase1_intro, candidates, choose, phase2, phase2_intro, poem, *radios.values(),
-                            submit, admin_view, marks]
+                            submit, admin_view]
             admin_outputs = [admin_summary, *frames.values()]
 
             def show_task(task: Task) -> dict:
@@ -134,11 +168,12 @@ class AnnotationApp:
                     image: task.image, phase1: gr.update(visible=task.phase == "phase1"),
                     phase1_intro: ui_text("phase1", lang), choose: gr.update(value=ui_text("choose", lang)),
                     phase2: gr.update(visible=task.phase == "phase2"), phase2_intro: ui_text("phase2", lang),
-                    submit: gr.update(value=ui_text("submit", lang)), admin_view: gr.update(visible=False), marks: {},
+                    submit: gr.update(value=ui_text("submit", lang)), admin_view: gr.update(visible=False),
                     # the positions 1-4 stay the choices (a Phase-1 answer sent again stays valid); labels change
                     candidates: gr.update(value=None, choices=[(candidate_label(n, c), str(n)) for n, c in enumerate(
                         task.candidates, start=1)]) if task.candidates else gr.update(value=None),
-                    poem: poem_markdown(task.poem, lang) if task.poem else "",  # the poem exists only in Phase 2
+                    # the poem exists only in Phase 2
+                    poem: gr.update(value=poem_text(task.poem, lang) if task.poem else "", label=ui_text("poem", lang)),
                 }
                 if task.phase == "done":
                     out[heading] += "\n\n" + ui_text("done", lang)
@@ -187,10 +222,16 @@ class AnnotationApp:
                 except RaterError as exc:
                     raise refused(exc) from None
 
-            def rate(token_value: str, ticket_value: str, *values) -> dict:
-                *answers, answered_at = values
+            def rate(token_value: str, ticket_value: str, *answers) -> dict:
                 try:
-                    return show_task(protocol.rate(token_value, ticket_value, dict(zip(keys, answers)), answered_at))
+                    return show_task(protocol.rate(token_value, ticket_value, dict(zip(keys, answers))))
+                except RaterError as exc:
+                    raise refused(exc) from None
+
+            def mark(token_value: str, ticket_value: str, question: str) -> bool:
+                """The rater chose an answer to `question` now: True where it was timed (Phase 2 of their image)."""
+                try:
+                    return protocol.mark(token_value, ticket_value, question)
                 except RaterError as exc:
                     raise refused(exc) from None
 
@@ -207,9 +248,6 @@ class AnnotationApp:
                     raise gr.Error(str(exc), print_exception=False) from None
                 return f"Link for **{name.strip()}**: this page's address followed by `?token={new}`"
 
-            def mark(key: str):
-                return lambda times: {**(times or {}), key: protocol.clock()}
-
             everything = [token, *task_outputs, *admin_outputs, timer]
             demo.load(on_load, None, everything, api_visibility="private")
             # the page's own events, callable from gradio_client with the same inputs
@@ -219,10 +257,12 @@ class AnnotationApp:
             # rater from answering the one they missed
             choose.click(choose_poem, [token, ticket, candidates], task_outputs, api_name="choose",
                          show_progress_on=notice)
-            submit.click(rate, [token, ticket, *radios.values(), marks], task_outputs, api_name="rate",
+            submit.click(rate, [token, ticket, *radios.values()], task_outputs, api_name="rate",
                          show_progress_on=notice)
-            for key, radio in radios.items():
-                radio.input(mark(key), marks, marks, api_visibility="private", show_progress="hidden")
+            gr.api(mark, api_name="mark")
+            for key, radio in radios.items():  # each choice timed where it is made, in the store (`Protocol.mark`)
+                radio.input(partial(mark, question=key), [token, ticket], None, api_visibility="private",
+                            show_progress="hidden")
             refresh.click(qc, [token], admin_outputs, api_name="qc")
             timer.tick(qc, [token], admin_outputs, api_visibility="private", show_progress="hidden")
             invite_button.click(invite, [token, invite_name, invite_expert, invite_lang], invite_link,

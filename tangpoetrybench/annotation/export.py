@@ -72,14 +72,14 @@ def annotation_lines(store: Store) -> str:
 
 def write_campaign_files(store: Store, folder: Path | str) -> list[Path]:
     """This campaign's files alone into `folder` (what the Space's scheduler uploads): ratings.csv and the
-    annotations."""
+    annotations, readable by their owner alone, as the database they come from (the folder made 0700)."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     keys, campaign = store.keys(), store.campaign_id()
     ratings = folder / "ratings.csv"
     annotations = folder / f"annotations-{campaign}.jsonl"
-    write_csv(ratings, RATING_COLUMNS + keys, rating_rows(campaign_ratings(store), keys), root=folder)
-    write_file(annotations, annotation_lines(store), root=folder)
+    write_csv(ratings, RATING_COLUMNS + keys, rating_rows(campaign_ratings(store), keys), root=folder, private=True)
+    write_file(annotations, annotation_lines(store), root=folder, private=True)
     return [ratings, annotations]
 
 

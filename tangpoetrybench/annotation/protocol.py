@@ -1,14 +1,16 @@
 """The paper's two-phase protocol, step by step, for one rater at a time (the Gradio app only lays it out).
 
 - **Phase 1:** the image and its four candidate poems, in the rater's fixed order; the poem is not named, not shown,
-  and not in anything sent before the choice (the image goes out as pixels, not as its file name). The choice and
-  the seconds since the image was shown are recorded.
+  and not in anything sent before the choice: the image goes out as its pixels alone (`files.pixels_only`: no file
+  name, no metadata), and everything else sent is the same whichever candidate is the answer (the instructions
+  without the rubric's wording, which would name the poem's tradition). The choice and the seconds since the image
+  was shown are recorded.
 - **Phase 2:** the poem revealed (title, author, text, and the paraphrase where the release has one), then every
   question of the image's rubric. A submission with a question unanswered is refused and nothing is recorded; each
-  answer's time is the seconds from the reveal to the rater's last choice on it (to the submission where the client
-  sent no times).
+  answer's time is the seconds from the reveal to the rater's last choice on it (`mark`, kept by the store per
+  assignment and question; to the submission where no choice was marked).
 
-The instructions come from the rubric of the rater's image (`instructions`). Every step names the rater by their
+Phase 2's instructions add the rubric's wording (`instructions`). Every step names the rater by their
 link's token and the image by its ticket (the assignment's number: it says
 nothing of the poem), so a step sent twice is recorded once (see `store`). Texts are in the rater's language
 (`ui_text`, the rubric's texts through `campaign.text_in`).
@@ -16,13 +18,14 @@ nothing of the poem), so a step sent twice is recorded once (see `store`). Texts
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Mapping
 
 from PIL import Image
 
-from ..files import open_image
+from ..files import open_image, pixels_only
 from ..poems import Poem
 from .assignment import Plan, next_image
 from ..rubric import Rubric, format_title
@@ -38,6 +41,7 @@ UI = {
         "phase2": "**Step 2 of 2.** The picture illustrates this poem. Answer every question below.",
         "submit": "Submit my rating",
         "paraphrase": "In modern language",
+        "poem": "The poem",
         "done": "Thank you: there is nothing more for you to rate now.",
         "no_token": "This page needs your personal link: ask the person running the study for it.",
         "admin_only": "This is the coordinators' page: open it with an admin link.",
@@ -67,6 +71,7 @@ UI = {
         "phase2": "**第二步（共两步）**：这幅画描绘的是这首诗。请回答下面每一个问题。",
         "submit": "提交评分",
         "paraphrase": "白话译文",
+        "poem": "诗歌",
         "done": "谢谢！目前没有需要您评分的图片了。",
         "no_token": "请使用您的专属链接打开本页；如没有链接，请联系研究负责人。",
         "admin_only": "这是协调者页面，请使用管理员链接打开。",
@@ -87,21 +92,33 @@ UI = {
 }
 
 
+MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # what CommonMark lets a backslash escape
+
+
 def ui_text(key: str, lang: str, **values) -> str:
     """An interface text in the rater's language (English where there is none in theirs)."""
     return (UI.get(lang) or UI["en"]).get(key, UI["en"][key]).format(**values)
 
 
-def instructions(rubric: Rubric, lang: str) -> str:
-    """What raters are told (the paper's instructions), from the rubric: the options that say a question does not
-    apply, quoted from it, where it has any; the note on artist seals only where it has a dimension of text in the
-    picture (its adjudicated dimension, named)."""
-    labels = [text_in(o.label, lang) for d in rubric.dimensions for o in d.options if o.excluded]
+def literal(text: str) -> str:
+    """`text` for a Markdown page, shown as its characters: every ASCII punctuation mark backslash-escaped (CommonMark),
+    so that nothing in it is read as Markdown or HTML."""
+    return MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
+
+
+def instructions(rubric: Rubric | None, lang: str) -> str:
+    """What raters are told (the paper's instructions, Markdown), from the rubric: the options that say a question
+    does not apply, quoted from it, where it has any; the note on artist seals only where it has a dimension of text
+    in the picture (its adjudicated dimension, named); the rubric's words shown as they are (`literal`). Without a
+    rubric (Phase 1, where the image's rubric would name its poem's tradition), the steps alone."""
+    if rubric is None:
+        return ui_text("instructions", lang, excluded="", seals="")
+    labels = [literal(text_in(o.label, lang)) for d in rubric.dimensions for o in d.options if o.excluded]
     excluded = ui_text("excluded", lang, options=ui_text("separator", lang).join(f"“{x}”" for x in labels)) \
         if labels else ""
     text_dimension = rubric.adjudicated_dimension
-    seals = ui_text("seals", lang, name=dimension_name(rubric.dimension(text_dimension), lang)) if text_dimension \
-        else ""
+    seals = ui_text("seals", lang, name=literal(dimension_name(rubric.dimension(text_dimension), lang))) \
+        if text_dimension else ""
     return ui_text("instructions", lang, excluded=excluded, seals=seals)
 
 
@@ -187,11 +204,20 @@ class Protocol:
         return self._step(rater, lambda: self.store.record_choice(rater.name, held.id, held.candidates[index],
                                                                   self.clock()))
 
-    def rate(self, token: str | None, ticket: int | str | None, answers: Mapping[str, str | None],
-             answered_at: Mapping[str, float] | None = None) -> Task:
+    def mark(self, token: str | None, ticket: int | str | None, key: str) -> bool:
+        """The rater chose an answer to question `key` of their image now (Phase 2): the store keeps the time, per
+        assignment and question. A key that is not one of the image's questions is refused; a mark outside Phase 2
+        changes nothing (False)."""
+        rater = self.person(token)
+        held = self._ticket(rater, ticket)
+        if key not in self.campaign.rubric(held.poem_id).keys:
+            raise RaterError(ui_text("unknown_task", rater.lang))
+        return self.store.mark(rater.name, held.id, key, self.clock())
+
+    def rate(self, token: str | None, ticket: int | str | None, answers: Mapping[str, str | None]) -> Task:
         """Phase 2's answers, one per question: one unanswered (or not an option of its question) refuses the
-        submission and records nothing. `answered_at`: when the rater last chose each answer (clock seconds); an
-        answer without one takes the submission's time."""
+        submission and records nothing. Each answer's time runs from the reveal to its last `mark` (to the
+        submission for an answer never marked)."""
         rater = self.person(token)
         held = self._ticket(rater, ticket)
         dims = self.campaign.rubric(held.poem_id).dimensions
@@ -200,7 +226,7 @@ class Protocol:
             raise RaterError(ui_text("unanswered", rater.lang, names=", ".join(missing)))
         now = self.clock()
         start = held.revealed_at if held.revealed_at is not None else now
-        marks = answered_at or {}
+        marks = held.answer_marks or {}
         seconds = {d.key: round(max(0.0, min(marks.get(d.key, now), now) - start), 3) for d in dims}
         given = {d.key: str(answers[d.key]) for d in dims}
         return self._step(rater, lambda: self.store.record_rating(rater.name, held.id, given, seconds, now))
@@ -238,11 +264,13 @@ class Protocol:
             return Task(rater.name, rater.lang, done, "done",
                         instructions=instructions(self.campaign.release.main_rubric, rater.lang))
         # checked against the pixel limit before it is decoded, as every image is read (the file may have changed
-        # since the campaign was loaded); pixels only: the file's name (generator/poem_id) never reaches the page
+        # since the campaign was loaded); pixels only: neither the file's name (generator/poem_id) nor its metadata
+        # (a generator's prompt) reaches the page
         with open_image(self.campaign.images[held.image_id].path, self.campaign.max_image_pixels) as im:
-            image = im.convert("RGB")
+            image = pixels_only(im)
+        rubric = self.campaign.rubric(held.poem_id) if held.phase != "phase1" else None
         task = Task(rater.name, rater.lang, done, held.phase, held.id, image,
-                    instructions=instructions(self.campaign.rubric(held.poem_id), rater.lang))
+                    instructions=instructions(rubric, rater.lang))
         if held.phase == "phase1":
             task.candidates = [poem_view(self.campaign.poem(pid), self.campaign.rubric(pid)) for pid in held.candidates]
         else:

@@ -1,10 +1,11 @@
 """The campaign's store: one SQLite file in WAL mode that loses no submitted answer and counts none twice.
 
-    people        name, role (expert | crowd | admin), language, the SHA-256 of their link's token
+    people        name, role (expert | crowd | admin), language, the keyed digest of their link's token
     assignments   one row per (rater, image): the candidates in the order shown, when it was shown, the Phase-1
-                  choice and its time, when the poem was revealed, the Phase-2 answers and each one's time
-    meta          the campaign's id, the settings fixed at its first start, and the rubric files given beside the
-                  release (`tpb annotate serve --rubric`), which the export writes into it
+                  choice and its time, when the poem was revealed, when the rater last chose each Phase-2 answer,
+                  the Phase-2 answers and each one's time
+    meta          the campaign's id, the settings fixed at its first start, the key of the token digests, and the
+                  rubric files given beside the release (`tpb annotate serve --rubric`), which the export writes into it
 
 Every submission is one `BEGIN IMMEDIATE` transaction, committed with `synchronous=FULL` before the rater is answered,
 so a killed process keeps every answer it acknowledged. A submission is keyed by its assignment (the ticket the rater
@@ -13,13 +14,21 @@ nothing, and a rater can hold an image once (`UNIQUE (rater, image_id)`). Each c
 app's worker threads never share one; concurrent writers wait for each other (`timeout`), readers never wait.
 `backup` copies the file with sqlite3's online backup API, safe while the app writes.
 
-Tokens are stored only as their SHA-256: the database names no link that works.
+The file holds every answer: it is made readable by its owner alone (0600, and SQLite gives its -wal and -shm files
+the same mode; a file found wider is narrowed when the store opens it), and so is every backup. Tokens are stored
+only as HMAC-SHA256 digests of their SHA-256 under a random key of the campaign's own: the database names no link
+that works, and a digest matches nothing outside its campaign. A database of schema 1 (plain SHA-256 digests) is
+moved to schema 2 when it is opened: each digest is keyed in place (the links keep working, as the key applies to
+the SHA-256 that schema 1 kept), the overwritten pages are zeroed (`secure_delete`) and the file is vacuumed; its
+older backups still hold the plain digests.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
 import re
 import secrets
 import sqlite3
@@ -29,20 +38,20 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ..errors import DataError, Problem
-from ..files import atomic_path
+from ..files import atomic_path, file_mode
 from ..rubric import LANGUAGE_CODE
 
 ROLES = ("expert", "crowd", "admin")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # matched whole (fullmatch: no final newline)
 BUSY_TIMEOUT_S = 30.0  # how long a writer waits for another one's transaction
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS people (
     name TEXT PRIMARY KEY,
     role TEXT NOT NULL CHECK (role IN ('expert', 'crowd', 'admin')),
     lang TEXT NOT NULL,
-    token_sha256 TEXT NOT NULL UNIQUE,
+    token_digest TEXT NOT NULL UNIQUE,
     invited_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS assignments (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -57,6 +66,7 @@ CREATE TABLE IF NOT EXISTS assignments (
     phase1_seconds REAL,
     chosen_at REAL,
     revealed_at REAL,
+    answer_marks TEXT,
     answers TEXT,
     answer_seconds TEXT,
     seconds REAL,
@@ -102,6 +112,7 @@ class Assignment:
     answer_seconds: dict[str, float] | None = field(default=None, hash=False)
     seconds: float | None = None  # Phase 1 and Phase 2 together: the rating's response time
     rated_at: float | None = None
+    answer_marks: dict[str, float] | None = field(default=None, hash=False)  # Phase 2: when each answer was chosen
 
     @property
     def phase(self) -> str:
@@ -122,14 +133,22 @@ class NewAssignment:
     candidates: tuple[str, ...]
 
 
-def token_digest(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+SIDECARS = ("", "-wal", "-shm", "-journal")  # the database file and those SQLite keeps beside it
+
+
+def keyed_digest(key: str, sha256: str) -> str:
+    """What `people` keeps of a token: HMAC-SHA256 under the campaign's key of the token's SHA-256 (hex)."""
+    return hmac.new(bytes.fromhex(key), sha256.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def token_digest(key: str, token: str) -> str:
+    return keyed_digest(key, hashlib.sha256(token.encode("utf-8")).hexdigest())
 
 
 def _assignment(row: sqlite3.Row) -> Assignment:
     values = dict(row)
     values["candidates"] = tuple(values["candidates"].split("|"))
-    for key in ("answers", "answer_seconds"):
+    for key in ("answers", "answer_seconds", "answer_marks"):
         values[key] = None if values[key] is None else json.loads(values[key])
     return Assignment(**values)
 
@@ -141,17 +160,53 @@ class Store:
         self.path = Path(path)
         if self.path.is_symlink():
             raise DataError(Problem(str(self.path), "is a symbolic link: give the database file itself"))
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._private()
         with self.connect() as db:
             mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if mode != "wal":
                 raise DataError(Problem(str(self.path), f"SQLite could not use WAL mode here (got {mode!r})"))
-            db.executescript(SCHEMA)
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "meta" not in tables:
+                db.executescript(SCHEMA)
+                db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             version = int(db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
-        if version != SCHEMA_VERSION:
-            raise DataError(Problem(str(self.path), f"made by another version of tpb annotate (schema {version}, "
-                                    f"this one reads {SCHEMA_VERSION})"))
+            if version == 1:
+                self._from_schema_1(db)
+            elif version != SCHEMA_VERSION:
+                raise DataError(Problem(str(self.path), f"made by another version of tpb annotate (schema {version}, "
+                                        f"this one reads {SCHEMA_VERSION})"))
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('token_key', ?)", (secrets.token_hex(32),))
+        self._private()
+        self.token_key = self.meta("token_key")
+
+    def _private(self) -> None:
+        """The database file (made here if new) and the files SQLite keeps beside it readable by their owner alone."""
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), file_mode(True)))
+        for suffix in SIDECARS:
+            found = self.path.with_name(self.path.name + suffix)
+            if found.is_file() and not found.is_symlink() and found.stat().st_mode & 0o077:
+                found.chmod(file_mode(True))
+
+    def _from_schema_1(self, db: sqlite3.Connection) -> None:
+        """A campaign of schema 1 moved to schema 2: each plain SHA-256 digest keyed in place (so every link keeps
+        working), a column for the answers' marks; the overwritten pages zeroed and the file vacuumed."""
+        key = secrets.token_hex(32)
+        db.execute("PRAGMA secure_delete=ON")
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("ALTER TABLE people RENAME COLUMN token_sha256 TO token_digest")
+            for name, digest in db.execute("SELECT name, token_digest FROM people").fetchall():
+                db.execute("UPDATE people SET token_digest = ? WHERE name = ?", (keyed_digest(key, digest), name))
+            db.execute("ALTER TABLE assignments ADD COLUMN answer_marks TEXT")
+            db.execute("INSERT INTO meta VALUES ('token_key', ?)", (key,))
+            db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        for step in ("PRAGMA wal_checkpoint(TRUNCATE)", "VACUUM", "PRAGMA wal_checkpoint(TRUNCATE)"):
+            db.execute(step)
 
     @contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:
@@ -246,16 +301,16 @@ class Store:
             if known is not None and known[0] != role:
                 raise ValueError(f"{name} was invited as {known[0]}, not {role}: their ratings keep their group")
             db.execute("INSERT INTO people VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
-                       "token_sha256 = excluded.token_sha256, lang = excluded.lang",
-                       (name, role, lang, token_digest(token), now))
+                       "token_digest = excluded.token_digest, lang = excluded.lang",
+                       (name, role, lang, token_digest(self.token_key, token), now))
         return token
 
     def person(self, token: str | None) -> Person | None:
         if not token:
             return None
         with self.connect() as db:
-            row = db.execute("SELECT name, role, lang FROM people WHERE token_sha256 = ?",
-                             (token_digest(token),)).fetchone()
+            row = db.execute("SELECT name, role, lang FROM people WHERE token_digest = ?",
+                             (token_digest(self.token_key, token),)).fetchone()
         return None if row is None else Person(*row)
 
     def people(self) -> dict[str, Person]:
@@ -300,14 +355,27 @@ class Store:
         return _assignment(row)
 
     def shown(self, rater: str, ticket: int, now: float) -> Assignment:
-        """The assignment was shown again (a reload, a return): its current phase's clock starts now."""
+        """The assignment was shown again (a reload, a return): its current phase's clock starts now (in Phase 2,
+        with its questions shown unanswered again, their marks cleared)."""
         with self.transaction() as db:
             a = self._mine(db, rater, ticket)
             if a.phase == "phase1":
                 db.execute("UPDATE assignments SET shown_at = ? WHERE id = ?", (now, ticket))
             elif a.phase == "phase2":
-                db.execute("UPDATE assignments SET revealed_at = ? WHERE id = ?", (now, ticket))
+                db.execute("UPDATE assignments SET revealed_at = ?, answer_marks = NULL WHERE id = ?", (now, ticket))
             return self._mine(db, rater, ticket)
+
+    def mark(self, rater: str, ticket: int, key: str, now: float) -> bool:
+        """The rater chose an answer to question `key` at `now` (their last choice on it counts): kept in the
+        assignment's row, question by question, each in its own transaction, so choices made at once never overwrite
+        each other's. Outside Phase 2 (before the reveal, after the rating) it changes nothing and says so."""
+        with self.transaction() as db:
+            a = self._mine(db, rater, ticket)
+            if a.phase != "phase2":
+                return False
+            marks = json.dumps({**(a.answer_marks or {}), key: now}, sort_keys=True)
+            db.execute("UPDATE assignments SET answer_marks = ? WHERE id = ?", (marks, ticket))
+            return True
 
     def record_choice(self, rater: str, ticket: int, choice: str, now: float) -> Assignment:
         """Phase 1's answer, in one transaction; the same answer sent again changes nothing, another is refused."""
@@ -344,11 +412,12 @@ class Store:
 
     def backup(self, out: Path | str, overwrite: bool = False) -> Path:
         """A consistent copy of the database while the app runs (sqlite3's online backup), written into a new
-        temporary file beside `out` and renamed into place (`files.atomic_path`: never through a link)."""
+        temporary file beside `out` and renamed into place (`files.atomic_path`: never through a link), readable by
+        its owner alone, as the database is."""
         out = Path(out)
         if out.is_symlink() or (out.exists() and not overwrite):
             raise FileExistsError(f"{out} exists; choose another file or pass --overwrite")
-        with atomic_path(out) as tmp, self.connect() as src:
+        with atomic_path(out, private=True) as tmp, self.connect() as src:
             dst = sqlite3.connect(tmp)
             try:
                 src.backup(dst)

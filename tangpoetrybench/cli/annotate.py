@@ -4,6 +4,7 @@ and export them as the release's ratings.csv for `tpb build`."""
 from __future__ import annotations
 
 import argparse
+import signal
 import time
 from pathlib import Path
 
@@ -117,6 +118,7 @@ def serve(args: argparse.Namespace) -> None:
     demo = app.blocks()
     _, url, _ = launch(demo, server_name=args.host, server_port=args.port, prevent_thread_lock=True, quiet=True)
     print(f"Serving on {url} (each rater opens their own link: {url.rstrip('/')}/?token=...)", flush=True)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stopped as by Ctrl-C: gradio deletes its files
     try:
         demo.block_thread()
     finally:

@@ -3,6 +3,8 @@
     publish      `tpb publish`: the dataset, model, metric and Space repos, each self-contained; uploads
     model_card   PAE's model card from `tpb agree` results
     space        the Gradio Space's logic (space/app.py lays it out)
+    annotation_space  the rating Space's app from its variables, its CommitScheduler to a private dataset repo
+    sealed       a release sealed for a public Space (images under random names) and its key (kept private)
 
 It may import every other room; only the CLI sits above it.
 """

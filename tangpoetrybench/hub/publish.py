@@ -6,12 +6,14 @@
                    (agreement.py and numeric.py copied from this package, their one source; rubrics.py made
                    from the rubric files), so it loads with only evaluate, numpy and scipy installed
     OUT/space/     the demo Space, with this package as a wheel beside its requirements
-    OUT/annotation/  the rating Space (`tpb annotate`'s app) over a raw release copied beside it, with the rubric of
-                   each tradition that is not bundled (given --annotation)
+    OUT/annotation/  the rating Space (`tpb annotate`'s app) over a raw release sealed beside it (its images' pixels
+                   under random names, with the rubric of each tradition that is not bundled; given --annotation)
+    OUT/annotation-key/  the sealed release's key: which image each name is, and the Phase-1 candidates
 
 With `--push`, each goes to its repo (`dataset`, `model`, and the `space` repos with the gradio SDK). An upload
 deletes the repo's files that are no longer in the folder (a rebuild with fewer shards leaves exactly the new
-ones), and `private` is sent only when asked for, so an organisation's default visibility holds.
+ones), and `private` is sent only when asked for, so an organisation's default visibility holds — but the key's
+dataset repo is always private (an existing public one is refused): it is the answer to every Phase-1 question.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from pathlib import Path
 from ..stats.scales import SCALES
 from ..dataset.dataset_card import DATASET_PLACEHOLDER
 from ..files import atomic_folder
-from ..rubric import is_bundled
 from .eval_results import dataset_eval_yaml, write_judge_eval_results
 
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -50,6 +51,7 @@ class Repo:
     folder: str
     name: str
     repo_type: str  # dataset | model | space
+    private: bool = False  # always private, whatever --private says
 
     def repo_id(self, org: str) -> str:
         return f"{org}/{self.name}"
@@ -57,7 +59,8 @@ class Repo:
 
 REPOS = (Repo("dataset", "TangPoetryBench", "dataset"), Repo("model", "PAE", "model"),
          Repo("metric", "pae", "space"), Repo("space", "TangPoetryBench-demo", "space"),
-         Repo("annotation", "TangPoetryBench-rating", "space"))
+         Repo("annotation", "TangPoetryBench-rating", "space"),
+         Repo("annotation-key", "TangPoetryBench-rating-key", "dataset", private=True))
 
 
 def ids(org: str) -> dict[str, str]:
@@ -134,32 +137,37 @@ def write_space(out: Path, org: str, adapter: bool) -> Path:
     return out
 
 
-def write_annotation_space(out: Path, org: str, raw: Path) -> Path:
-    """The rating Space (`annotation_space/`): its app with the wheel, and the release it serves under `release/`
-    (poems.jsonl, release.json, the images, the rubric of each tradition that is not bundled as `rubrics/<tradition>
-    .yaml`, and the candidates as a `tpb distractors` file), checked first. The rubrics are written from what was read
-    and checked (`read_release` refuses a link in rubrics/), never copied through a link."""
-    from ..annotation.campaign import CANDIDATES_FILE, load_campaign
+def write_annotation_space(out: Path, org: str, raw: Path, key: Path | None = None) -> Path:
+    """The rating Space (`annotation_space/`): its app with the wheel, and the release it serves sealed under
+    `release/` (`sealed.seal`: poems.jsonl, release.json, each image's pixels under a random name, the rubric of each
+    tradition that is not bundled, written from what was read and checked), checked first; the key (which image each
+    name is, the candidates) into `key` (default: `annotation-key` beside `out`), with a card saying to keep it
+    private, never into the Space."""
+    from ..annotation.campaign import load_campaign
+    from .sealed import seal
 
     campaign = load_campaign(raw)
-    with atomic_folder(out) as tmp:
+    key = key or out.parent / "annotation-key"
+    repos = ids(org)
+    with atomic_folder(out) as tmp, atomic_folder(key) as tmp_key:
         card = space_app_with_wheel(ROOT / "annotation_space", tmp)
         (tmp / "README.md").write_text(card.replace(f"{PLACEHOLDER_ORG}/", f"{org}/"), encoding="utf-8")
-        release = tmp / "release"
-        release.mkdir()
-        for name in ("poems.jsonl", "release.json"):
-            if (raw / name).is_file():
-                shutil.copyfile(raw / name, release / name)
-        for image in campaign.images.values():
-            target = release / "images" / image.generator / image.path.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(image.path, target)
-        for tradition, rubric in campaign.release.rubrics.items():
-            if not is_bundled(rubric):  # a bundled rubric travels in the wheel
-                (release / "rubrics").mkdir(exist_ok=True)
-                (release / "rubrics" / f"{tradition}.yaml").write_text(rubric.yaml_text, encoding="utf-8")
-        campaign.write_candidates(release / CANDIDATES_FILE)
+        seal(campaign, tmp / "release", tmp_key)
+        (tmp_key / "README.md").write_text(
+            f"# The key of {repos['annotation']}\n\nWhich image each of the Space's random names is, and each poem's "
+            "Phase-1 candidates: the answer to every question the Space asks in Phase 1. Keep this repo private; the "
+            f"Space reads it with its HF_TOKEN secret (TPB_ANNOTATE_KEY={repos['annotation-key']}).\n",
+            encoding="utf-8")
     return out
+
+
+def create_private_repo(api, repo_id: str, repo_type: str, what: str, asked: str = "") -> None:
+    """Create `repo_id` private, or check that it is: `create_repo` leaves an existing repo's visibility as it is, so
+    one that is public is refused, naming `what` it would publish (and `asked`: how to allow it)."""
+    api.create_repo(repo_id, repo_type=repo_type, private=True, exist_ok=True)
+    if not api.repo_info(repo_id, repo_type=repo_type).private:
+        raise ValueError(f"{repo_id} exists and is public: it would publish {what}; make it private on the Hub, name "
+                         f"another repo{', ' + asked if asked else ''}")
 
 
 def write_dataset(out: Path, built: Path, org: str) -> Path:
@@ -209,26 +217,32 @@ def publish(out: Path | str, org: str = PLACEHOLDER_ORG, dataset: Path | str | N
     if adapter is not None:
         written["model"] = write_model(out / "model", Path(adapter), org, Path(agree) if agree else None, base_model)
     if annotation is not None:
-        written["annotation"] = write_annotation_space(out / "annotation", org, Path(annotation))
+        written["annotation"] = write_annotation_space(out / "annotation", org, Path(annotation),
+                                                       out / "annotation-key")
+        written["annotation-key"] = out / "annotation-key"
     return written
 
 
 def upload(folder: Path | str, repo_id: str, repo_type: str, private: bool | None = None,
-           token: str | None = None) -> str:
+           token: str | None = None, always_private: bool = False) -> str:
     """Create the repo if needed and make it hold exactly `folder`: remote files no longer in it are deleted in
-    the same commit (`.gitattributes` stays). `private=None` follows the owner's default visibility."""
+    the same commit (`.gitattributes` stays). `private=None` follows the owner's default visibility;
+    `always_private` makes it private and refuses an existing public one (`create_private_repo`)."""
     from huggingface_hub import HfApi
 
     api = HfApi(token=token)
-    api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True,
-                    space_sdk="gradio" if repo_type == "space" else None)
+    if always_private:
+        create_private_repo(api, repo_id, repo_type, what=f"what {folder} holds")
+    else:
+        api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True,
+                        space_sdk="gradio" if repo_type == "space" else None)
     return api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type=repo_type,
                              commit_message="Upload with tpb", delete_patterns=["*"]).commit_url
 
 
 def push(written: dict[str, Path], org: str, private: bool | None = None, token: str | None = None) -> dict[str, str]:
     """Upload each written folder to its repo."""
-    return {r.folder: upload(written[r.folder], r.repo_id(org), r.repo_type, private, token)
+    return {r.folder: upload(written[r.folder], r.repo_id(org), r.repo_type, private, token, r.private)
             for r in REPOS if r.folder in written}
 
 

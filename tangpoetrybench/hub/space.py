@@ -29,7 +29,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from ..errors import DataError, ImageError, ImageTooLarge
-from ..files import DEFAULT_MAX_IMAGE_PIXELS, open_image
+from ..files import DEFAULT_MAX_IMAGE_PIXELS, open_image, pixels_only
 from ..numeric import counted
 from ..judging.backends.transformers import DEFAULT_MODEL, TransformersBackend
 from ..judging.calibrated import Calibrated, load_calibration
@@ -208,9 +208,17 @@ class Comparison:
     poem_graph: str = ""
 
 
+def launch_options(config: SpaceConfig) -> dict:
+    """What the Space is launched with: gradio refuses an upload over `PAE_MAX_IMAGE_BYTES` as it arrives (413),
+    before it is stored (a rubric file is far smaller; `read_image` checks the size again)."""
+    return {"max_file_size": config.max_image_bytes}
+
+
 def read_image(path: str | Path | None, max_bytes: int, max_pixels: int) -> Image.Image:
-    """An upload decoded by `files.open_image` (its pixels checked from the header first), after its size in bytes;
-    a file that is not an image is named by the kind of error only (never the upload's temporary path)."""
+    """An upload decoded by `files.open_image` (its pixels checked from the header first), after its size in bytes,
+    as its pixels alone (`files.pixels_only`: what the Space shows back carries none of the file's metadata, such as
+    a camera's location in its EXIF); a file that is not an image is named by the kind of error only (never the
+    upload's temporary path)."""
     if not path:
         raise UserError("Upload an image first.")
     size = Path(path).stat().st_size
@@ -222,7 +230,7 @@ def read_image(path: str | Path | None, max_bytes: int, max_pixels: int) -> Imag
         raise UserError(f"The image is refused: {exc}.") from None
     except ImageError as exc:
         raise UserError(f"That file is not an image this app can read ({type(exc.__cause__).__name__}).") from None
-    return image.convert("RGB")
+    return pixels_only(image)
 
 
 def rubric_choices(config: "SpaceConfig") -> dict[str, Rubric]:

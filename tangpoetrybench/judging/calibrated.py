@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import DataError, Problem
+from ..errors import DataError, Problem, quote
 from ..files import write_file
 from .abstention import ABSTAIN_TARGETS, Abstention
 from .evaluators.base import EvalResult, Evaluator, Prepared, ScoringItem
@@ -263,19 +263,75 @@ def prediction_set(distribution: Mapping[str, float], threshold: float) -> list[
 
 # --- reading a calibration file ---
 
-FIELDS = {"alpha": (float, "a number"), "evaluator": (str, "a string"), "model": (str, "a string"),
-          "settings": (dict, "an object"), "dataset": (dict, "an object"), "poems": (list, "a list"),
-          "n_images": (int, "a whole number"), "quality": (dict, "an object"), "dimensions": (dict, "an object")}
+@dataclass(frozen=True)
+class Check:
+    """What one field of a calibration file may hold: `ok(value)`, said in words (`says`) in the error that names the
+    file and the field, and `read` into what the dataclass keeps; a field not `required` may be absent (its default
+    then holds)."""
+
+    says: str
+    ok: Callable[[Any], bool]
+    required: bool = True
+    read: Callable[[Any], Any] = lambda value: value
 
 
-def _is(value: Any, kind: type) -> bool:
-    if isinstance(value, bool):
-        return False
-    return isinstance(value, (int, float)) if kind is float else isinstance(value, kind)
+def number(low: float | None = None, high: float | None = None, above: bool = False, below: bool = False,
+           null: bool = False) -> Check:
+    """A finite number (never NaN or ±Infinity, which Python's JSON reader accepts) within [low, high], read as a
+    float; `above`/`below` make a bound strict; `null` lets it be null."""
+    def ok(value: Any) -> bool:
+        if value is None:
+            return null
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and (
+            low is None or (value > low if above else value >= low)) and (
+            high is None or (value < high if below else value <= high))
+
+    bounds = [f"{'above' if above else 'at least'} {low:g}" if low is not None else None,
+              f"{'below' if below else 'at most'} {high:g}" if high is not None else None]
+    says = " and ".join(["a number", *(b for b in bounds if b)]).replace(" and ", " ", 1)
+    return Check(says + (" or null" if null else ""), ok, read=lambda v: None if v is None else float(v))
+
+
+def of(kind: type, says: str, required: bool = True) -> Check:
+    return Check(says, lambda v: isinstance(v, kind) and not (kind is int and isinstance(v, bool)), required)
+
+
+WHOLE = Check("a whole number of at least 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+# Every field of the file, and of each target (`quality`, `dimensions.KEY`), with what it may hold: a field of
+# `Calibration` or `Target` is read only through its line here (a target's is looked up by name).
+FIELDS = {"alpha": number(0, 1, above=True, below=True), "evaluator": of(str, "a string"),
+          "model": of(str, "a string"), "settings": of(dict, "an object"), "dataset": of(dict, "an object"),
+          "poems": Check("a list of poem ids", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
+          "n_images": WHOLE, "quality": of(dict, "an object"), "dimensions": of(dict, "an object"),
+          "spread_floor": number(0, above=True), "random_weights": of(bool, "true or false", required=False),
+          "synthetic": of(bool, "true or false", required=False),
+          "diagnostics": of(dict, "an object", required=False)}
+TARGETS = ("quality", "dimensions")  # read by TARGET_FIELDS
+TARGET_FIELDS = {"n": WHOLE, "n_poems": WHOLE, "q_plain": number(0, null=True), "q_normalised": number(0, null=True),
+                 "set_n": WHOLE, "set_threshold": number(0, 1, null=True),
+                 "temperature": number(0, above=True, null=True)}
+
+
+def _read(raw: Mapping[str, Any], checks: Mapping[str, Check], where: str, prefix: str,
+          problems: list[Problem]) -> dict[str, Any]:
+    """The fields of `raw` that `checks` names, each read by its check; one that does not hold what it may is a
+    problem naming the file and the field (and is left out)."""
+    read = {}
+    for name, check in checks.items():
+        if name not in raw:
+            if check.required:
+                problems.append(Problem(where, f"missing (it must be {check.says})", field=f"{prefix}{name}"))
+        elif not check.ok(raw[name]):
+            problems.append(Problem(where, f"not {check.says}: {quote(raw[name])}", field=f"{prefix}{name}"))
+        else:
+            read[name] = check.read(raw[name])
+    return read
 
 
 def load_calibration(path: Path | str) -> Calibration:
-    """A calibration file, checked field by field (an error names the file and each bad field)."""
+    """A calibration file, every field checked against `FIELDS`, `TARGET_FIELDS` and `ABSTENTION_FIELDS` (its type,
+    its range, a finite number: an error names the file and each bad field). The fingerprint says only that the file
+    was not edited by mistake: anyone can compute it again, so it proves nothing of where a file came from."""
     path = Path(path)
     where = str(path)
     if not path.is_file():
@@ -291,11 +347,9 @@ def load_calibration(path: Path | str) -> Calibration:
     if not isinstance(data, dict) or data.get("format") not in (FORMAT, FORMAT_2):
         raise DataError(Problem(where, f"not a calibration file (expected format {FORMAT!r}, or {FORMAT_2!r})",
                                 field="format"))
-    problems = [Problem(where, f"missing or not {name}", field=key) for key, (kind, name) in FIELDS.items()
-                if not _is(data.get(key), kind)]
-    if _is(data.get("alpha"), float) and not 0 < data["alpha"] < 1:
-        problems.append(Problem(where, f"must lie strictly between 0 and 1, not {data['alpha']}", field="alpha"))
-    raw = {"quality": data.get("quality"), **{f"dimensions.{k}": v for k, v in (data.get("dimensions") or {}).items()}}
+    problems: list[Problem] = []
+    values = _read(data, FIELDS, where, "", problems)
+    raw = {"quality": values.get("quality"), **{f"dimensions.{k}": v for k, v in values.get("dimensions", {}).items()}}
     targets = {name: _target(value, where, name, problems) for name, value in raw.items()}
     if data["format"] == FORMAT_2:
         problems += [Problem(where, f"a file of format {FORMAT_2!r} holds none", field=key)
@@ -306,13 +360,9 @@ def load_calibration(path: Path | str) -> Calibration:
         abstention = None if data.get("abstention") is None else _abstention(data["abstention"], where, problems)
     if problems:
         raise DataError(problems)
-    calibration = Calibration(
-        alpha=float(data["alpha"]), evaluator=data["evaluator"], model=data["model"], settings=data["settings"],
-        dataset=data["dataset"], poems=[str(p) for p in data["poems"]], n_images=data["n_images"],
-        quality=targets.pop("quality"), dimensions={k.split(".", 1)[1]: t for k, t in targets.items()},
-        spread_floor=float(data.get("spread_floor", SPREAD_FLOOR)), random_weights=bool(data.get("random_weights")),
-        synthetic=bool(data.get("synthetic")), diagnostics=data.get("diagnostics") or {}, human_quality=human,
-        abstention=abstention)
+    calibration = Calibration(**{k: v for k, v in values.items() if k not in TARGETS}, quality=targets.pop("quality"),
+                              dimensions={k.split(".", 1)[1]: t for k, t in targets.items()}, human_quality=human,
+                              abstention=abstention)
     if data.get("fingerprint") != calibration.fingerprint:
         raise DataError(Problem(where, f"{data.get('fingerprint')!r} does not match the file's content "
                                        f"({calibration.fingerprint}): it was edited; calibrate again",
@@ -320,31 +370,29 @@ def load_calibration(path: Path | str) -> Calibration:
     return calibration
 
 
-def _unit(value: float) -> bool:
-    return 0 <= value <= 1
+def _target(raw: Any, where: str, name: str, problems: list[Problem]) -> Target | None:
+    """One target (`quality`, `dimensions.KEY`), each of its fields read through `TARGET_FIELDS`."""
+    if not isinstance(raw, dict):
+        problems.append(Problem(where, "not an object", field=name))
+        return None
+    before = len(problems)
+    read = _read(raw, {f.name: TARGET_FIELDS[f.name] for f in fields(Target)}, where, f"{name}.", problems)
+    return Target(**read) if len(problems) == before else None
 
 
-def _open_unit(value: float) -> bool:
-    return 0 < value < 1
+def _grid(values: Any) -> bool:
+    return isinstance(values, list) and bool(values) and all(
+        v is None or number(0).ok(v) for v in values)
 
 
-def _grid(values: list) -> bool:
-    return bool(values) and all(v is None or (_is(v, float) and v >= 0) for v in values)
-
-
-# A threshold's fields: the types allowed (None: null), what the value must be, and a check of the value beyond its type.
-ABSTENTION_FIELDS: dict[str, tuple[tuple, str, Callable[[Any], bool] | None]] = {
-    "target": ((str,), f"one of {', '.join(ABSTAIN_TARGETS)}", lambda v: v in ABSTAIN_TARGETS),
-    "epsilon": ((float,), "a number strictly between 0 and 1", _open_unit),
-    "delta": ((float,), "a number strictly between 0 and 1", _open_unit),
-    "max_spread": ((float, None), "a number ≥ 0 or null", lambda v: v is None or v >= 0),
-    "method": ((str,), "a string", None),
-    "grid": ((list,), "a list of numbers ≥ 0 or null", _grid),
-    "p_value": ((float,), "a number in [0, 1]", _unit),
-    "risk": ((float,), "a number in [0, 1]", _unit),
-    "n_poems": ((int,), "a whole number ≥ 1", lambda v: v >= 1),
-    "kept": ((float,), "a number in [0, 1]", _unit),
-    "smallest_epsilon": ((float,), "a number strictly between 0 and 1", _open_unit),
+# A threshold's fields, each with what it may hold (read through `_read`, as the file's own).
+ABSTENTION_FIELDS = {
+    "target": Check(f"one of {', '.join(ABSTAIN_TARGETS)}", lambda v: v in ABSTAIN_TARGETS),
+    "epsilon": number(0, 1, above=True, below=True), "delta": number(0, 1, above=True, below=True),
+    "max_spread": number(0, null=True), "method": of(str, "a string"),
+    "grid": Check("a list of numbers of at least 0 or null", _grid), "p_value": number(0, 1),
+    "risk": number(0, 1), "n_poems": Check("a whole number of at least 1", lambda v: WHOLE.ok(v) and v >= 1),
+    "kept": number(0, 1), "smallest_epsilon": number(0, 1, above=True, below=True),
 }
 
 
@@ -354,19 +402,14 @@ def _abstention(raw: Any, where: str, problems: list[Problem]) -> Abstention | N
     if not isinstance(raw, dict):
         problems.append(Problem(where, "not an object or null", field="abstention"))
         return None
-    found = len(problems)
-    for key, (kinds, words, check) in ABSTENTION_FIELDS.items():
-        value = raw.get(key)
-        if not any(value is None if kind is None else _is(value, kind) for kind in kinds) or (
-                value is not None and check is not None and not check(value)):
-            problems.append(Problem(where, f"missing or not {words}", field=f"abstention.{key}"))
-    if len(problems) > found:
+    before = len(problems)
+    read = _read(raw, ABSTENTION_FIELDS, where, "abstention.", problems)
+    if len(problems) > before:
         return None
-    a = Abstention(**{k: float(raw[k]) if float in kinds and raw[k] is not None else raw[k]
-                      for k, (kinds, _, _) in ABSTENTION_FIELDS.items()})
+    a = Abstention(**read)
     if a.max_spread not in a.grid:
-        problems.append(Problem(where, f"{a.max_spread} is not one of the grid's thresholds", field="abstention"
-                                                                                                    ".max_spread"))
+        problems.append(Problem(where, f"{a.max_spread} is not one of the grid's thresholds",
+                                field="abstention.max_spread"))
     if a.p_value > a.delta / len(a.grid) + SLACK:
         problems.append(Problem(where, f"{a.p_value:g} is above δ / {len(a.grid)} = {a.delta / len(a.grid):g}: the "
                                        "threshold is not certified", field="abstention.p_value"))
@@ -378,8 +421,9 @@ def _human_quality(raw: Any, where: str, problems: list[Problem]) -> list[list[f
     summing to 1."""
     if raw is None:
         return None
+    finite = number()
     pairs = raw if isinstance(raw, list) and raw else None
-    if pairs is None or not all(isinstance(p, list) and len(p) == 2 and all(_is(x, float) for x in p) for p in pairs):
+    if pairs is None or not all(isinstance(p, list) and len(p) == 2 and all(finite.ok(x) for x in p) for p in pairs):
         problems.append(Problem(where, "missing or not a list of [value, weight] pairs", field="human_quality"))
         return None
     values, weights = [float(v) for v, _ in pairs], [float(w) for _, w in pairs]
@@ -390,25 +434,6 @@ def _human_quality(raw: Any, where: str, problems: list[Problem]) -> list[list[f
                                 field="human_quality"))
         return None
     return [[v, w] for v, w in zip(values, weights)]
-
-
-def _target(raw: Any, where: str, name: str, problems: list[Problem]) -> Target:
-    """One target's fields: counts are whole numbers, quantiles and temperatures numbers ≥ 0 or null."""
-    if not isinstance(raw, dict):
-        problems.append(Problem(where, "not an object", field=name))
-        return Target(0, 0, None)
-    values = {}
-    for f in fields(Target):
-        value, whole = raw.get(f.name), f.name in ("n", "n_poems", "set_n")
-        if not whole and value is None:
-            values[f.name] = None
-        elif not _is(value, int if whole else float) or value < 0 or (f.name == "temperature" and value == 0):
-            problems.append(Problem(where, f"missing or not {'a whole number' if whole else 'a number'} ≥ 0",
-                                    field=f"{name}.{f.name}"))
-            values[f.name] = None
-        else:
-            values[f.name] = value if whole else float(value)
-    return Target(**values)
 
 
 # --- an evaluator whose results carry intervals ---

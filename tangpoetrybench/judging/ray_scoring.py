@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..files import check_offline
 from .evaluators.base import Evaluator
 from .scoring import DEFAULT_BATCH_SIZE, ROW_COLUMNS, DatasetSource, FolderSource, Run, ScoreSummary, Source, \
     row_item, source_of, write_in_order
@@ -163,6 +164,15 @@ def is_loopback(ip: str) -> bool:
         return False
 
 
+def ray_destinations(address: str | None) -> list[str]:
+    """Where a Ray run sends its work (the rows with their images, the evaluator's options): the cluster `address`
+    names; for "auto", the one RAY_ADDRESS names, else this machine's; none for "local" or no address (this
+    machine)."""
+    if address == "auto":
+        address = os.environ.get("RAY_ADDRESS")
+    return [] if address in (None, "", "auto", "local") else [address]
+
+
 @dataclass
 class RayEngine:
     """Where and how wide a Ray run goes (see the module's docstring). `address`: a running cluster ("auto", a
@@ -177,6 +187,7 @@ class RayEngine:
     def __post_init__(self):
         if self.workers < 1 or self.worker_gpus < 0 or self.worker_cpus <= 0:
             raise ValueError("--workers must be at least 1, --worker-gpus at least 0 and --worker-cpus above 0")
+        check_offline(ray_destinations(self.address), "score on a Ray cluster of this machine or network")
 
     def start(self) -> None:
         """Ray joined or started (once). A Ray this process already runs is used as it is where `address` is None,

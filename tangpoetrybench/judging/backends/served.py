@@ -38,12 +38,10 @@ import asyncio
 import base64
 import concurrent.futures
 import io
-import ipaddress
 import json
 import logging
 import os
 import random
-import socket
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -54,6 +52,7 @@ from urllib.parse import urlparse
 from PIL import Image
 
 from ...errors import RunStopped
+from ...files import check_offline
 from ...models import image_refusal
 from ..prompt import with_image_parts
 from . import Answer, Question
@@ -158,20 +157,6 @@ def retry_delay(attempt: int, retry_after: float | None = None, base: float = 1.
 def redact(text: str | None, secret: str | None) -> str | None:
     """`text` with every occurrence of the secret replaced by ***."""
     return text.replace(secret, "***") if text and secret else text
-
-
-def is_internal_url(url: str) -> bool:
-    """Whether every address of the URL's host is loopback, private or link-local: a server of this machine or of
-    its own network, which an offline cluster may call."""
-    host = urlparse(url).hostname
-    if not host:
-        return False
-    try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
-    except OSError:
-        return False
-    ips = [ipaddress.ip_address(a.split("%")[0]) for a in addresses]
-    return bool(ips) and all(ip.is_loopback or ip.is_private or ip.is_link_local for ip in ips)
 
 
 def is_hf_host(url: str) -> bool:
@@ -316,11 +301,8 @@ class ServedBackend:
             raise ValueError("--concurrency must be at least 1, --retries at least 0 and --timeout above 0")
         self.urls = base_urls(base_url)
         self.offline = constants.is_offline_mode()
-        outside = [u for u in self.urls if not is_internal_url(u)]
-        if self.offline and outside:
-            where = f"{outside[0]} is not a loopback or private address" if base_url else "no --base-url was given"
-            raise ValueError(f"HF_HUB_OFFLINE is set and {where}: judge with a server of this machine or network, "
-                             "or unset HF_HUB_OFFLINE")
+        check_offline(self.urls, "judge with a server of this machine or network",
+                      None if base_url else "no --base-url was given")
         self.model_name, self.api_key_env = model, api_key_env
         self.concurrency, self.timeout, self.retries, self.backoff = concurrency, timeout, retries, backoff
         self.min_batch_size = 4 * concurrency * len(self.urls)  # so that one slow answer idles few slots
