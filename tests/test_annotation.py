@@ -596,7 +596,7 @@ def test_the_command_line(raw, tmp_path, capsys):
     app.protocol.clock = clock = Clock()
     rate_one(app.protocol, clock, link.split("=", 1)[1], "aaaaaaaaaa")
     assert main(["annotate", "export", str(db), str(raw)]) == 0
-    assert "1 ratings of this campaign" in capsys.readouterr().out
+    assert "1 rating of this campaign" in capsys.readouterr().out
     assert main(["annotate", "backup", str(db), str(tmp_path / "b.sqlite")]) == 0
     assert Store(tmp_path / "b.sqlite").assignments() == store.assignments()
     assert main(["annotate", "export", str(tmp_path / "none.sqlite"), str(raw)]) == 2

@@ -240,13 +240,13 @@ def test_a_calibrations_new_fields_are_checked_each_named(tmp_path):
     path = calibration(human_quality=[[0.2, 0.5], [0.6, 0.5]], abstention=abstention()).write(tmp_path / "c.json")
     data = json.loads(path.read_text())
     cases = [({"abstention": {**data["abstention"], "epsilon": 1.5, "target": "mse"}},
-              r"abstention.target: missing or not one of mae, pairwise(.|\n)*abstention.epsilon: missing or not a "
-              "number strictly between 0 and 1"),
+              r"abstention.target: not one of mae, pairwise: 'mse'(.|\n)*abstention.epsilon: not a number above 0 "
+              "and below 1: 1.5"),
              ({"abstention": {**data["abstention"], "max_spread": 0.05}}, "abstention.max_spread: 0.05 is not one of"),
              ({"abstention": {**data["abstention"], "p_value": 0.5}},
               r"abstention.p_value: 0.5 is above δ / 14 = 0.00714286: the threshold is not certified"),
              ({"abstention": {k: v for k, v in data["abstention"].items() if k != "n_poems"}},
-              "abstention.n_poems: missing or not a whole number ≥ 1"),
+              "abstention.n_poems: missing \\(it must be a whole number of at least 1\\)"),
              ({"human_quality": [[0.6, 0.5], [0.2, 0.5]]}, "human_quality: values must rise"),
              ({"human_quality": [[0.5, 1.0, 2.0]]}, "human_quality: missing or not a list of"),
              ({"format": FORMAT_2}, "human_quality: a file of format 'tangpoetrybench-calibration/2' holds none")]
