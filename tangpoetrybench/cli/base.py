@@ -139,10 +139,6 @@ def judge_options(args: argparse.Namespace) -> dict:
     return {name: getattr(args, name) for name in OPTION_NAMES if hasattr(args, name)}
 
 
-RUBRIC_FILE = ("a rubric YAML file (docs/rubrics.md) for the judge to read: with --images, the rubric of the poems' "
-               "tradition where it is not bundled; with --dataset, in place of the rubric the dataset carries")
-
-
 def judge_rubric(rubric_file, dataset=None, config: str = "images", poems=None):
     """The rubric a rubric judge reads: `rubric_file`, else the one a dataset carries for `config` where it is not a
     bundled one; None where each poem's bundled rubric applies. Poems of a tradition without a rubric are refused."""

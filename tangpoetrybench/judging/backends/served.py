@@ -66,7 +66,6 @@ HF_ROUTER = "https://router.huggingface.co/v1"  # Inference Providers, OpenAI-co
 # and never a Space (`*.hf.space` runs its owner's code): a token goes there only when named (`--api-key-env`).
 HF_INFERENCE_HOSTS = ("router.huggingface.co", "api-inference.huggingface.co")
 HF_ENDPOINTS_DOMAIN = "endpoints.huggingface.cloud"
-HF_TOKEN_ENV = "HF_TOKEN"
 DEFAULT_CONCURRENCY = 8  # requests in flight per replica
 DEFAULT_TIMEOUT = 120.0  # seconds an attempt may take, whole
 DEFAULT_RETRIES = 5

@@ -22,7 +22,7 @@ from ..backends import Answer, Backend, Question
 from ..constrained import AnswerConstraint
 from ..reading import VERSIONS, parse_answer
 from ..prompt import answer_schema, build_messages
-from ..readout import Readout, logprob_tokens, read_logprobs, readout_settings
+from ..readout import Readout, logprob_tokens, read_logprobs
 from . import Reading
 
 DEFAULT_MAX_NEW_TOKENS = 256  # the ten-key answer is about 120 Qwen tokens
@@ -76,7 +76,8 @@ class RubricScores:
 
     def settings(self, backend: Backend) -> dict[str, Any]:
         return {"parser": VERSIONS["scores"], **({"constrained": True} if self.constrained else {}),
-                **({"explain": self.explain} if self.explain else {}), **readout_settings(self.readout)}
+                **({"explain": self.explain} if self.explain else {}),
+                **({"readout": self.readout} if self.readout != "decode" else {})}
 
     def check(self, backend: Backend, max_new_tokens: int) -> None:
         if self.constrained and backend.name != "transformers":
