@@ -11,7 +11,7 @@ from conftest import Flaky, without_engine
 from tangpoetrybench.judging.evaluators import load_evaluator
 from tangpoetrybench.judging.evaluators.base import ScoringItem
 from tangpoetrybench.models import fit_pixels
-from tangpoetrybench.judging.backends import BACKENDS, Answer, BackendRow
+from tangpoetrybench.judging.backends import BACKENDS, Answer, Backend, BackendRow
 from tangpoetrybench.judging.backends.vllm import engine_kwargs, sampling_kwargs
 from tangpoetrybench.judging.registry import BUILTIN, JudgeOptions, evaluator_spec
 from tangpoetrybench.judging.tiny_models import BUILDERS, PIPELINE, models
@@ -178,13 +178,12 @@ def test_load_evaluator_errors():
         load_evaluator("pae", backend="vllm", constrained=True)
 
 
-class SchemaBackend:
+class SchemaBackend(Backend):
     """A backend of this test module, a whole `backends.Backend` in a few lines: it answers from the question alone,
     prose at first and, asked again, the best score for every key of the answer's JSON schema. A local backend that
     repairs by default: the judge must do what its class says, whatever its name."""
 
-    name, served, default_repair, constrains = "schema", False, 1, False
-    random_weights, min_batch_size, device, worker_start_method = False, 1, None, None
+    name, default_repair = "schema", 1
 
     def __init__(self, model: str = "answers-from-the-schema"):
         self.model_name = model

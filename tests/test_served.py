@@ -604,7 +604,7 @@ def test_item9_an_unknown_model_names_a_few_of_the_servers_models_quoted_redacte
                                repair=0)
         [result] = judge(*a_question())
     assert result.error_kind == "model" and "HTTP 404" in result.error and len(result.error) < 1000
-    assert judge.backend.served == []
+    assert judge.backend.listed == [] and judge.backend.served is True  # the capability, not the list
 
 
 def test_item9_a_servers_model_name_and_redirect_target_are_redacted_and_bounded(monkeypatch):

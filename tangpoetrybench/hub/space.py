@@ -30,6 +30,7 @@ from PIL import Image, ImageDraw
 from ..errors import DataError, ImageError, ImageTooLarge
 from ..files import DEFAULT_MAX_IMAGE_PIXELS, open_image
 from ..numeric import counted
+from ..judging.backends import backend_class
 from ..judging.backends.transformers import DEFAULT_MODEL, TransformersBackend
 from ..judging.calibrated import Calibrated, load_calibration
 from ..judging.evaluators import Evaluator, ScoringItem, load_evaluator
@@ -323,7 +324,13 @@ class Scorer:
     @property
     def shares_qwen(self) -> bool:
         c = self.config
-        return c.backend == "transformers" and self.model_of("vqascore") == c.model
+        return self.in_process and self.model_of("vqascore") == c.model
+
+    @property
+    def in_process(self) -> bool:
+        """Whether PAE_BACKEND holds its model in this process as transformers does (a subclass of its backend
+        included): the one model PAE, its pairwise question, VQAScore and SemJudge can share."""
+        return issubclass(backend_class(self.config.backend), TransformersBackend)
 
     def model_of(self, name: str) -> str | None:
         """The checkpoint an evaluator loads here: PAE's is PAE_MODEL, and so is VQAScore's unless its own variable
@@ -349,7 +356,8 @@ class Scorer:
         if "backend" not in self._loaded:
             c = self.config
             keep_apart = bool(c.adapter) and (self.shares_qwen or not c.semjudge_url)
-            self._loaded["backend"] = TransformersBackend(c.model, c.adapter, c.device, merge_adapter=not keep_apart)
+            self._loaded["backend"] = backend_class(c.backend)(c.model, c.adapter, c.device,
+                                                               merge_adapter=not keep_apart)
         return self._loaded["backend"]
 
     def evaluator(self, name: str) -> Evaluator:
@@ -364,7 +372,7 @@ class Scorer:
                 if name == "vqascore" and self.shares_qwen:
                     backend = self.backend()
                     self._loaded[name] = VQAScore.from_loaded(backend.model, backend.processor, model_name=c.model)
-                elif name == "pae" and c.backend == "transformers":
+                elif name == "pae" and self.in_process:
                     self._loaded[name] = pae_on(self.backend(), constrained=c.constrained, explain=c.explain)
                 elif name == "pae":
                     self._loaded[name] = load_evaluator(name, backend=c.backend, adapter=c.adapter, explain=c.explain,
@@ -407,7 +415,7 @@ class Scorer:
     def pairwise_judge(self):
         """PAE's model asked the pairwise question (constrained to its form), sharing the loaded model."""
         if "pairwise" not in self._loaded:
-            if self.config.backend != "transformers":
+            if not self.in_process:
                 raise UserError("Comparing two illustrations needs PAE on the transformers backend.")
             self._loaded["pairwise"] = pae_on(self.backend(), task="pairwise", constrained=True,
                                               max_new_tokens=PAIR_MAX_NEW_TOKENS)
@@ -421,7 +429,7 @@ class Scorer:
             if c.semjudge_url:
                 self._loaded["semjudge"] = load_evaluator("semjudge", model=c.semjudge_model or c.model,
                                                           base_url=[c.semjudge_url])
-            elif c.backend != "transformers":
+            elif not self.in_process:
                 raise UserError("SemJudge needs PAE_SEMJUDGE_URL (a served model) or PAE on the transformers backend.")
             else:
                 self._loaded["semjudge"] = SemJudge(self.backend())

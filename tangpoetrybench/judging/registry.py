@@ -276,11 +276,18 @@ def _chosen(names: tuple[str, ...], options: dict) -> str:
                                           names[0])
 
 
-def asks_server(name: str, options: dict) -> bool:
-    """Whether the evaluator `name` with these options (`JudgeOptions`' names) asks a server (a served backend)."""
+def chosen_backend(name: str, options: dict) -> type | None:
+    """The class of the backend the evaluator `name` would run on with these options (`JudgeOptions`' names), where
+    it is one of `backends.BACKENDS` (None: a model of its own), for what a caller asks of its capabilities."""
     names = evaluator_spec(name).backends()
     backend = _chosen(names, options) if names else None
-    return backend in BACKENDS and backend_class(backend).served
+    return backend_class(backend) if backend in BACKENDS else None
+
+
+def asks_server(name: str, options: dict) -> bool:
+    """Whether the evaluator `name` with these options asks a server (a served backend)."""
+    backend = chosen_backend(name, options)
+    return backend is not None and backend.served
 
 
 def check_backend(backend: str, options: dict) -> None:
@@ -337,18 +344,19 @@ def _judge(name: str, make_task: Callable[[], Any], task_name: str, options: dic
 
 
 def pae_on(backend, task: str = "scores", constrained: bool = False, explain: str | None = None,
-           readout: str = "decode", **judge_options):
+           readout: str = "decode", name: str = "pae", **judge_options):
     """PAE's question asked of a backend already built (a model in memory: the one being trained, or the Space's,
-    shared by several judges); `judge_options` are the Judge's (max_pixels, max_new_tokens, rubric, repair)."""
+    shared by several judges), as the evaluator `name`; `judge_options` are the Judge's (max_pixels, max_new_tokens,
+    rubric, repair)."""
     from .judge import Judge, PairwiseJudge
     from .tasks.pairwise import Pairwise
     from .tasks.scores import RubricScores
 
     if task == "pairwise":
-        judge = PairwiseJudge("pae", Pairwise(constrained=constrained), backend, **judge_options)
+        judge = PairwiseJudge(name, Pairwise(constrained=constrained), backend, **judge_options)
         judge.task.fingerprints = sorted(judge.rubric_fingerprints())
         return judge
-    return Judge("pae", RubricScores(constrained=constrained, explain=explain, readout=readout), backend,
+    return Judge(name, RubricScores(constrained=constrained, explain=explain, readout=readout), backend,
                  **judge_options)
 
 

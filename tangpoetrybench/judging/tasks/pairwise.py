@@ -1,6 +1,6 @@
 """Which of two illustrations of one poem is better: the pairwise question (`prompt.build_pair_messages`, image A shown
-first), its answer `{"winner": "A" | "B", "reason": "…"}` read by `reading.parse_pair_answer`. With `constrained`, on
-transformers every answer is decoded in that form (`constrained.PairAnswerConstraint`); vLLM and a server get its
+first), its answer `{"winner": "A" | "B", "reason": "…"}` read by `reading.parse_pair_answer`. With `constrained`, on a
+backend that constrains decoding (transformers) every answer is decoded in that form (`constrained.PairAnswerConstraint`); vLLM and a server get its
 JSON schema."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..evaluators.base import ScoringItem
 from ..reading import VERSIONS, parse_pair_answer
 from ..prompt import build_pair_messages, pair_answer_schema
 from . import Reading
-from .scores import REPAIR_PROMPT
+from .scores import REPAIR_PROMPT, refuse_unconstrained
 
 DEFAULT_MAX_NEW_TOKENS = 256
 
@@ -54,11 +54,9 @@ class Pairwise:
                 "task": self.name, "rubric": self.fingerprints}
 
     def check(self, backend: Backend, max_new_tokens: int) -> None:
-        if self.constrained and backend.name != "transformers":
-            raise ValueError(f"--constrained applies to the transformers backend: {backend.name} holds every answer "
-                             "to the pairwise JSON schema itself")
+        refuse_unconstrained(self.constrained, backend, "the pairwise")
         if self.constrained:  # an answer budget too small for the form is an error now, not a failure per pair
-            PairAnswerConstraint(backend.processor.tokenizer, 0, [], max_new_tokens)
+            PairAnswerConstraint(backend.tokenizer, 0, [], max_new_tokens)
 
     def questions(self, item: PairScoringItem, judge) -> list[Question]:
         messages = build_pair_messages(item.poem, judge.rubric_for(item), fit_pixels(item.image, judge.max_pixels),

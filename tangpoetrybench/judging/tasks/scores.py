@@ -1,8 +1,8 @@
 """The rubric's scores: PAE's question (`prompt.build_messages`), its answer read by `reading.parse_answer`.
 
-- `constrained`: on transformers, decoding keeps every answer in the rubric's JSON form
-  (`constrained.AnswerConstraint`), so every answer reads; vLLM and a server get the rubric's JSON schema as
-  structured output / response format.
+- `constrained`: on a backend that constrains decoding (`Backend.constrains`: transformers), decoding keeps every
+  answer in the rubric's JSON form (`constrained.AnswerConstraint`), so every answer reads; vLLM and a server get the
+  rubric's JSON schema as structured output / response format.
 - `explain` ("poem" or "en"): the same question asks for a one-sentence reason per dimension too; the records keep them
   (`EvalResult.reasons`), read apart from the scores so that a broken reason never costs a score.
 - `readout="expected"`: nothing is decoded on a local backend, the scores are read from the anchors' probabilities
@@ -43,6 +43,13 @@ def readout_fallback(record: dict) -> str | None:
     return found.group(1) if found else "decoded"
 
 
+def refuse_unconstrained(constrained: bool, backend: Backend, form: str) -> None:
+    """`--constrained` on a backend that cannot hold decoding to a form (`Backend.constrains`) is refused."""
+    if constrained and not backend.constrains:
+        raise ValueError(f"--constrained needs a backend that holds decoding to the answer's form; {backend.name} "
+                         f"does not, and is asked for {form} JSON schema instead")
+
+
 @dataclass(frozen=True)
 class ScoresConstraint:
     """Decoding held to a rubric's answer form (explain mode's with `explain`); rows of other rubrics decode
@@ -80,9 +87,7 @@ class RubricScores:
                 **({"readout": self.readout} if self.readout != "decode" else {})}
 
     def check(self, backend: Backend, max_new_tokens: int) -> None:
-        if self.constrained and backend.name != "transformers":
-            raise ValueError(f"--constrained applies to the transformers backend: {backend.name} holds every answer "
-                             "to the rubric's JSON schema itself")
+        refuse_unconstrained(self.constrained, backend, "the rubric's")
 
     def questions(self, item, judge) -> list[Question]:
         rubric = judge.rubric_for(item)
