@@ -15,7 +15,7 @@ from tangpoetrybench.judging.backends import BACKENDS, Answer, Backend, BackendR
 from tangpoetrybench.judging.backends.vllm import engine_kwargs, sampling_kwargs
 from tangpoetrybench.judging.registry import BUILTIN, JudgeOptions, evaluator_spec
 from tangpoetrybench.judging.tiny_models import BUILDERS, PIPELINE, models
-from tangpoetrybench.judging.tasks.pairwise import Pairwise, PairScoringItem
+from tangpoetrybench.judging.tasks.pairwise import PairItem, Pairwise
 from tangpoetrybench.judging.tasks.scores import RubricScores
 from tangpoetrybench.judging.reading import VERSIONS
 from tangpoetrybench.poems import Poem, sample_poems
@@ -254,7 +254,7 @@ def test_vllm_pairwise_requests_are_the_pair_prompt_builders():
     rubric, poem = load_rubric("tang"), sample_poems()[1]
     judge = without_engine(Pairwise(), rubric)
     a, b = Image.new("RGB", (2048, 2048), "white"), Image.new("RGB", (300, 200), "black")
-    _, [messages], [question] = judge._prepare([PairScoringItem("x", a, poem, image_b=b)])
+    _, [messages], [question] = judge._prepare([PairItem("x", poem, a, b)])
     reference = build_pair_messages(poem, rubric, a, b)
     assert messages[0] == reference[0]
     parts = messages[1]["content"]

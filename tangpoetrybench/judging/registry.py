@@ -326,15 +326,14 @@ def build_backend(backend: str, options: dict, images_per_prompt: int = 1):
 def _judge(name: str, make_task: Callable[[], Any], task_name: str, options: dict, images_per_prompt: int = 1):
     """The evaluator `name`: the backend's options checked, then the task made (its own checks, before any model
     loads), then the backend built and joined to it."""
-    from .judge import Judge, PairwiseJudge
+    from .judge import Judge
 
     which = backend_of(name, options)
     task = make_task()
     if getattr(task, "constrained", False):
         check_backend(which, {"constrained": True})
     backend = build_backend(which, options, images_per_prompt)
-    cls = PairwiseJudge if task_name == "pairwise" else Judge
-    judge = cls(name, task, backend, **{k: options.pop(k) for k in ("max_pixels", "max_new_tokens", "rubric", "repair")
+    judge = Judge(name, task, backend, **{k: options.pop(k) for k in ("max_pixels", "max_new_tokens", "rubric", "repair")
                                         if k in options})
     if options:
         raise ValueError(f"{name} takes no {', '.join(options)} on the {backend.name} backend")
@@ -348,12 +347,12 @@ def pae_on(backend, task: str = "scores", constrained: bool = False, explain: st
     """PAE's question asked of a backend already built (a model in memory: the one being trained, or the Space's,
     shared by several judges), as the evaluator `name`; `judge_options` are the Judge's (max_pixels, max_new_tokens,
     rubric, repair)."""
-    from .judge import Judge, PairwiseJudge
+    from .judge import Judge
     from .tasks.pairwise import Pairwise
     from .tasks.scores import RubricScores
 
     if task == "pairwise":
-        judge = PairwiseJudge(name, Pairwise(constrained=constrained), backend, **judge_options)
+        judge = Judge(name, Pairwise(constrained=constrained), backend, **judge_options)
         judge.task.fingerprints = sorted(judge.rubric_fingerprints())
         return judge
     return Judge(name, RubricScores(constrained=constrained, explain=explain, readout=readout), backend,

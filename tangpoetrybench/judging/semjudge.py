@@ -47,9 +47,9 @@ from ..models import DEFAULT_MAX_PIXELS, fit_pixels, fitted_size, image_refusal
 from ..poems import Poem
 from .backends import Backend, Question
 from .judge import Attempt, ask
-from .pairwise import PairAnswer, PairItem
 from .reading import VERSIONS, read_json, schema_problems
 from .tasks import Reading
+from .tasks.pairwise import PairAnswer, PairItem
 
 GROUNDS = ("iconic", "indexical", "symbolic")
 BOX_CONVENTIONS = ("relative", "pixels")  # the boxes asked for: on Qwen3-VL's 0–1000 grid, or in pixels

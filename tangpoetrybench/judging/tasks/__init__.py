@@ -36,6 +36,8 @@ class Reading:
 
 
 class Task(Protocol):
+    """What a task declares (see the module's docstring); a task class subclasses it for the default `failed`."""
+
     name: str
     noun: str  # what the answer gives, in a sentence ("scores", "the winner", "the letter")
     uses_rubric: bool  # records carry the rubric's fingerprint
@@ -57,6 +59,11 @@ class Task(Protocol):
 
     def record(self, judge, item, attempts: Sequence) -> Any:
         """The item's record from its questions' attempts (`judge.Attempt`)."""
+
+    def failed(self, judge, item, error: str | None, kind: str | None) -> Any:
+        """The record of an item that was never answered (`kind`: input, model, transient): by default the judge's
+        failed image record (`Evaluator.result`)."""
+        return judge.result(item, {}, None, None, "failed", error, kind=kind)
 
 
 __all__ = ["Reading", "Task"]

@@ -31,7 +31,7 @@ from ...poems import Poem
 from ..backends import Answer, Backend, Question
 from ..reading import VERSIONS, parse_letter
 from ..prompt import LETTERS, build_recognize_messages
-from . import Reading
+from . import Reading, Task
 
 ORDERS = ("rotations", "all")
 N_CANDIDATES = 4
@@ -54,7 +54,7 @@ def candidates_fingerprint(candidates: Mapping[str, Sequence[Poem]]) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
-class Recognize:
+class Recognize(Task):
     name = "letter"
     noun = "the letter"
     uses_rubric = False

@@ -23,7 +23,7 @@ from ..constrained import AnswerConstraint
 from ..reading import VERSIONS, parse_answer
 from ..prompt import answer_schema, build_messages
 from ..readout import Readout, logprob_tokens, read_logprobs
-from . import Reading
+from . import Reading, Task
 
 DEFAULT_MAX_NEW_TOKENS = 256  # the ten-key answer is about 120 Qwen tokens
 EXPLAIN_MAX_NEW_TOKENS = 1536  # room for ten reasons at their longest (MAX_REASON_CHARS each) after the scores
@@ -67,7 +67,7 @@ class ScoresConstraint:
         return AnswerConstraint(tokenizer, [c.rubric for c in constraints], prompt_length, eos, explain=self.explain)
 
 
-class RubricScores:
+class RubricScores(Task):
     name = "scores"
     noun = "scores"
     uses_rubric = True
