@@ -26,7 +26,7 @@ from tangpoetrybench.cli import main
 from tangpoetrybench.judging.backends.served import (ServedBackend, is_hf_host, is_internal_url, json_format, redact,
                                                      retry_after_seconds, retry_delay, usage_line, wire_messages)
 from tangpoetrybench.judging.evaluators import load_evaluator
-from tangpoetrybench.judging.evaluators.base import EvalResult, ScoringItem
+from tangpoetrybench.judging.evaluators.base import ScalarResult, ScoringItem
 from tangpoetrybench.judging.reading import VERSIONS
 from tangpoetrybench.judging.tasks.scores import REPAIR_PROMPT
 from tangpoetrybench.models import chat_inputs
@@ -117,7 +117,7 @@ def test_judge_state_and_record_format(monkeypatch):
                                 "parser": VERSIONS["scores"], "temperature": 0.0, "seed": 0, "repair": 1}
     assert load_evaluator("api", model="pae", base_url="http://127.0.0.1:8000/v1", repair=0).settings()["repair"] == 0
     assert judge.backend.random_weights is None  # nobody can vouch for a served model's weights
-    plain = EvalResult("x", "clipscore", {}, 0.5, None, "ok", None, 0.1)
+    plain = ScalarResult("x", "clipscore", {}, 0.5, None, "ok", None, 0.1)
     assert "usage" not in plain.to_json()
 
 

@@ -175,10 +175,10 @@ def test_evidence_of_a_leak_names_the_poem_characters(ocr):
 
 
 def test_records_of_other_evaluators_keep_their_format():
-    from tangpoetrybench.judging.evaluators import EvalResult
+    from tangpoetrybench.judging.evaluators.base import ScalarResult
 
-    record = EvalResult("a/b", "clipscore", {}, 0.3, None, "ok", None, 0.1).to_json()
-    assert "evidence" not in record and "random_weights" not in record
+    record = ScalarResult("a/b", "clipscore", {}, 0.3, None, "ok", None, 0.1).to_json()
+    assert "evidence" not in record and "random_weights" not in record and record["task"] == "scalar"
 
 
 def test_the_ocr_refuses_a_gpu_and_a_model():

@@ -31,16 +31,17 @@ def run(args: argparse.Namespace) -> None:
     import json
 
     from ..judging.calibrated import load_calibration
-    from ..judging.results import RECOGNITION, ResultsFile
+    from ..judging.results import ResultsFile
     from ..stats.agree import RANDOM_WEIGHTS_NOTE, agree, format_table
     from ..stats.pairs import format_pairs, pair_agreement
     from ..stats.recognition import agree_recognition, format_recognition
 
-    results = ResultsFile.read(args.scores)  # read once; its kind says which statistics apply
-    if args.calibration is not None and (results.kind == RECOGNITION or not results.pointwise):
-        raise ValueError(f"--calibration applies to a rubric judge's scores, not to {results.kind} records "
+    results = ResultsFile.read(args.scores)  # read once; its record type says which statistics apply
+    compared_with = results.record_type.compared_with
+    if args.calibration is not None and compared_with != "rubric":
+        raise ValueError(f"--calibration applies to a rubric judge's scores, not to {results.task} records "
                          f"({args.scores})")
-    if results.kind == RECOGNITION:  # the recognize judge against the human Phase-1 track
+    if compared_with == "recognizability":  # a letter judge against the human Phase-1 track
         result = agree_recognition(args.dataset, results, split=args.split, n_bootstrap=args.bootstrap,
                                    seed=args.seed, config=args.config)
         print(format_recognition(result, [RANDOM_WEIGHTS_NOTE] if result["random_weights"] else []))

@@ -119,7 +119,7 @@ class Judge(Evaluator):
         if repair not in (None, 0, 1):
             raise ValueError(f"--repair must be 0 (off) or 1 (one repair round), not {repair!r}")
         self.name, self.task, self.backend = name, task, backend
-        self.uses_rubric = task.uses_rubric
+        self.uses_rubric, self.record_type = task.uses_rubric, task.record_type
         self.model_name, self.random_weights = backend.model_name, backend.random_weights  # None: served
         self.device, self.worker_start_method = backend.device, backend.worker_start_method
         self.min_batch_size = max(1, backend.min_batch_size // task.questions_per_item)

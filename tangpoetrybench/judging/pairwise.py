@@ -27,6 +27,7 @@ from ..errors import ImageError
 from ..files import DEFAULT_MAX_IMAGE_PIXELS, open_image
 from ..poems import Poem
 from .failures import KEEP, FailedAnswer
+from .records import PairRecord
 from .results import MODEL_FAILURES, Resume, weights_word
 from .scoring import FolderSource, chunks
 from .tasks.pairwise import PairAnswer, PairItem, PairwiseJudge
@@ -89,13 +90,12 @@ def position_bias(records: Iterable[dict]) -> dict[str, Any]:
 
 
 def pair_record(pair: Pair, judge: PairwiseJudge, answers: Sequence[PairAnswer]) -> dict[str, Any]:
-    """One JSON record: the pair, who judged it with what settings, both orders' answers and the verdict."""
+    """One JSON record (`records.PairRecord`): the pair, who judged it with what settings, both orders' answers and
+    the verdict."""
     orders = [{"order": order, **asdict(answer)} for order, answer in zip(ORDERS, answers)]
     retry = next((a.error_kind for a in answers if a.error_kind in MODEL_FAILURES), None)
-    return {"pair_id": pair.pair_id, "poem_id": pair.poem.poem_id, "x": pair.x, "y": pair.y, "judge": judge.name,
-            "model": judge.model_name, "settings": judge.settings(),
-            "random_weights": weights_word(judge.random_weights),
-            "orders": orders, "verdict": verdict(*answers), "error_kind": retry}
+    return PairRecord(pair.pair_id, pair.poem.poem_id, pair.x, pair.y, judge.name, judge.model_name, judge.settings(),
+                      weights_word(judge.random_weights), orders, verdict(*answers), retry).to_json()
 
 
 @dataclass

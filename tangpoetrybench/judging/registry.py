@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .backends import BACKENDS, backend_class, constructor_options
+from .records import POINTWISE, record_type
 
 PLUGIN_GROUP = "tangpoetrybench.evaluators"
-POINTWISE = ("scores", "letter", "scalar", "text")  # tasks `tpb score` runs; `tpb compare` runs "pairwise"
 SERVED_GROUP = "served judge"  # the options of a served judge (refused on a local backend)
 
 
@@ -253,7 +253,21 @@ def load_evaluator(name: str, task: str | None = None, **options) -> Any:
             raise ValueError(f"--{key.replace('_', '-')} does not apply to {name}" +
                              (f" (it applies to {', '.join(takes)})" if takes else ""))
     factory = spec.load()
-    return factory(**given, **({"task": task} if "task" in inspect.signature(factory).parameters else {}))
+    made = factory(**given, **({"task": task} if "task" in inspect.signature(factory).parameters else {}))
+    if record_type(task).per == "image":
+        _answers(made, name, task)
+    return made
+
+
+def _answers(evaluator, name: str, task: str) -> None:
+    """An evaluator writes records of the task it was asked for: one that does not say what it answers (a plugin's)
+    is given the task's record type; one that answers another task is refused."""
+    wanted = record_type(task)
+    if getattr(evaluator, "record_type", None) is None:
+        evaluator.record_type = wanted
+    elif evaluator.record_type is not wanted:
+        raise ValueError(f"{name} was asked for the {task} task but writes {evaluator.record_type.task} records: its "
+                         f"factory's `tasks` must name what its evaluator answers")
 
 
 # --- the built-in factories: a task joined to a backend -------------------------------------------------------------

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
@@ -30,6 +30,10 @@ from ...errors import ImageError, RunStopped
 from ...files import DEFAULT_MAX_IMAGE_PIXELS, open_image
 from ...poems import Poem
 from ...rubric import BUILTIN, DEFAULT_TRADITION, Rubric, rubric_for_tradition
+from ..records import EvalResult, LetterResult, ScalarResult, ScoresResult, TextResult
+
+__all__ = ["EvalResult", "Evaluator", "LetterResult", "Prepared", "ScalarResult", "ScoresResult", "ScoringItem",
+           "TextResult", "checked_item", "rgb_item"]
 
 TRANSIENT = "transient"
 
@@ -49,38 +53,6 @@ class ScoringItem:
     def problem(self) -> str | None:
         """Why it cannot be asked (its image could not be read), or None."""
         return None if self.image is not None else self.error or "no image"
-
-
-@dataclass
-class EvalResult:
-    image_id: str
-    evaluator: str
-    scores: dict[str, float | None]  # the rubric's keys; empty for scalar metrics
-    quality: float | None  # mean of the non-null scores, or the scalar metric
-    raw_output: str | None
-    parse_status: str  # ok | repaired | failed
-    error: str | None
-    seconds: float
-    model: str = ""
-    error_kind: str | None = None  # input | model | transient | parse, for a failed result
-    settings: dict[str, Any] = field(default_factory=dict)  # everything besides the model that shapes the answer
-    random_weights: bool = False  # True: a plumbing check, not a quality measurement
-    usage: dict[str, int] | None = None  # tokens a served model reports: prompt_tokens, completion_tokens
-    evidence: dict[str, Any] | None = None  # what the score rests on, where an evaluator shows it (text-ocr)
-    repair: dict[str, Any] | None = None  # a served judge's repair round: its raw_output, parse_status and error
-    reasons: dict[str, str] | None = None  # explain mode: rubric key → the judge's one-sentence reason
-    readout: dict[str, Any] | None = None  # PAE's anchor distributions and confidences (`--readout expected`)
-    winner: str | None = None  # a pairwise question's answer: "A" (shown first) or "B"
-    reason: str | None = None  # a pairwise answer's one sentence
-    calibrated: dict[str, Any] | None = None  # a calibration's intervals, sets and confidences (`judging.calibrated`)
-
-    def to_json(self) -> dict[str, Any]:
-        record = asdict(self)
-        for optional in ("random_weights", "usage", "evidence", "repair", "reasons", "readout", "winner", "reason",
-                         "calibrated"):
-            if not record[optional]:
-                record.pop(optional)
-        return record
 
 
 @dataclass
@@ -132,6 +104,7 @@ class Evaluator(ABC):
     `_prepare` (CPU only; it must not touch the model) and `_run`."""
 
     name: str
+    record_type: type[EvalResult] | None = None  # what it answers (`records`: ScoresResult, ScalarResult, ...)
     model_name: str = ""
     random_weights: bool | None = False  # None: a served model, whose weights nobody can vouch for
     uses_rubric: bool = False  # the answer depends on the rubric (PAE), so results record its fingerprint
@@ -233,14 +206,22 @@ class Evaluator(ABC):
 
     def result(self, item: ScoringItem, scores: dict, quality: float | None, raw: str | None, status: str,
                error: str | None, kind: str | None = None) -> EvalResult:
+        """An item's record of this evaluator's `record_type` (docs/plugins.md): `scores` the rubric's scores by key
+        ({} for a scalar metric), `quality` their mean or the one number, `raw` what the model said, `status` ok |
+        repaired | failed, `error` why it failed or what was repaired, `kind` why a failure happened (input, model,
+        transient; a failed status without one is `parse`). The evaluator's name, model, settings (with the item's
+        rubric where the answer depends on it) and weights come from the evaluator; the time from `run`."""
+        if self.record_type is None:
+            raise TypeError(f"{type(self).__name__} does not say what it answers: give it a record_type (ScoresResult, "
+                            "TextResult, LetterResult or ScalarResult), or load it by name (load_evaluator)")
         settings = self.settings()
         if self.uses_rubric:
             settings["rubric"] = self.rubric_for(item).fingerprint
         if kind is None and status == "failed":
             kind = "parse"
-        return EvalResult(image_id=item.image_id, evaluator=self.name, scores=scores, quality=quality,
-                          raw_output=raw, parse_status=status, error=error, seconds=0.0, model=self.model_name,
-                          error_kind=kind, settings=settings, random_weights=bool(self.random_weights))
+        return self.record_type(image_id=item.image_id, evaluator=self.name, scores=scores, quality=quality,
+                                raw_output=raw, parse_status=status, error=error, seconds=0.0, model=self.model_name,
+                                error_kind=kind, settings=settings, random_weights=bool(self.random_weights))
 
     def failed(self, item, error: str | None, kind: str | None):
         """The record of an item that was never answered (`kind`: input, model, transient)."""

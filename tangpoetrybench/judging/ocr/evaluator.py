@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .evidence import RULES_VERSION, TextRegion, judge
-from ..evaluators.base import EvalResult, Evaluator, ScoringItem
+from ..evaluators.base import EvalResult, Evaluator, ScoringItem, TextResult
 from ...models import DEFAULT_MAX_PIXELS, fit_pixels
 
 DIMENSION = "text_integrity"
@@ -65,6 +65,7 @@ def read_regions(engine, image: np.ndarray) -> list[TextRegion]:
 
 class TextOCR(Evaluator):
     name = "text-ocr"
+    record_type = TextResult
     model_name = "rapidocr/PP-OCRv6-small"
     _model_attributes = ("engine",)
 

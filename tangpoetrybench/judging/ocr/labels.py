@@ -16,21 +16,25 @@ from pathlib import Path
 
 from ...errors import DataError, Problem
 from ...files import refuse_links, write_csv, write_file
+from ..records import TextResult
 from ..results import ResultsFile
 from ...dataset.raw_release import ISSUE_TYPES, TEXT_LABEL_COLUMNS, read_release
 
 DRAFT_NAME = "text_labels.draft.csv"
 EVIDENCE_NAME = "text_labels.draft.evidence.jsonl"
 ISSUES = tuple(t for t in ISSUE_TYPES if t != "none")  # leakage, fake_characters
-OCR_EVALUATOR = "text-ocr"
 
 
 def read_ocr(ocr: ResultsFile | Path | str) -> dict[str, dict]:
-    """The records of a `tpb score --evaluator text-ocr` file (or its path), by image_id (failed ones included)."""
+    """The records of a text task's file (`tpb score --evaluator text-ocr`), or its path, by image_id (failed ones
+    included)."""
+    from ..registry import evaluator_names
+
     results = ResultsFile.of(ocr)
-    if results.name != OCR_EVALUATOR:
-        raise ValueError(f"{results.path} holds {results.name} results, not text-ocr ones: make them with "
-                         f"`tpb score --evaluator text-ocr ... --out {results.path}`")
+    if results.task != TextResult.task:
+        ocr_name = evaluator_names(TextResult.task)[0]
+        raise ValueError(f"{results.path} holds {results.name} results, not {ocr_name} ones (the {TextResult.task} "
+                         f"task's): make them with `tpb score --evaluator {ocr_name} ... --out {results.path}`")
     return results.records
 
 

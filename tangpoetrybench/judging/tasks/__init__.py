@@ -38,6 +38,7 @@ class Reading:
 class Task(Protocol):
     """What a task declares (see the module's docstring); a task class subclasses it for the default `failed`."""
 
+    record_type: type  # its records' type (`records`), whose `task` is its name
     name: str
     noun: str  # what the answer gives, in a sentence ("scores", "the winner", "the letter")
     uses_rubric: bool  # records carry the rubric's fingerprint

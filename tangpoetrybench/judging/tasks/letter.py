@@ -30,6 +30,7 @@ from ...models import fit_pixels
 from ...poems import Poem
 from ..backends import Answer, Backend, Question
 from ..reading import VERSIONS, parse_letter
+from ..records import LetterResult
 from ..prompt import LETTERS, build_recognize_messages
 from . import Reading, Task
 
@@ -55,7 +56,8 @@ def candidates_fingerprint(candidates: Mapping[str, Sequence[Poem]]) -> str:
 
 
 class Recognize(Task):
-    name = "letter"
+    record_type = LetterResult
+    name = record_type.task
     noun = "the letter"
     uses_rubric = False
     default_max_new_tokens = DEFAULT_MAX_NEW_TOKENS

@@ -32,7 +32,7 @@ from ..backends import Answer, Backend, Question
 from ..constrained import PairAnswerConstraint
 from ..reading import VERSIONS, parse_pair_answer
 from ..prompt import build_pair_messages, pair_answer_schema
-from ..results import STATUSES, WINNERS
+from ..records import STATUSES, WINNERS, PairRecord
 from . import Reading, Task
 from .scores import REPAIR_PROMPT, refuse_unconstrained
 
@@ -100,7 +100,8 @@ class PairConstraint:
 
 
 class Pairwise(Task):
-    name = "pairwise"
+    record_type = PairRecord  # what a pair's record is, once both orders are answered (`judging.pairwise`)
+    name = record_type.task
     noun = "the winner"
     uses_rubric = True
     questions_per_item = 1

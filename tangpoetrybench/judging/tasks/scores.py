@@ -21,6 +21,7 @@ from ...rubric import Rubric
 from ..backends import Answer, Backend, Question
 from ..constrained import AnswerConstraint
 from ..reading import VERSIONS, parse_answer
+from ..records import ScoresResult
 from ..prompt import answer_schema, build_messages
 from ..readout import Readout, logprob_tokens, read_logprobs
 from . import Reading, Task
@@ -68,7 +69,8 @@ class ScoresConstraint:
 
 
 class RubricScores(Task):
-    name = "scores"
+    record_type = ScoresResult
+    name = record_type.task
     noun = "scores"
     uses_rubric = True
     questions_per_item = 1
