@@ -36,7 +36,7 @@ from ..judging.calibrated import Calibrated, load_calibration
 from ..judging.evaluators import Evaluator, ScoringItem, load_evaluator
 from ..judging.evaluators.vqascore import VQAScore
 from ..judging.pairwise import PairAnswer, PairItem, verdict
-from ..judging.registry import evaluator_names, evaluator_spec, pae_on, specs
+from ..judging.registry import evaluator_names, evaluator_spec, label_of, pae_on, specs
 from ..judging.semjudge import SemJudge, graph_tree
 from ..fonts import cjk_font
 from ..reporting.plots import label, radar
@@ -522,7 +522,7 @@ def leaderboard_view(path: str | Path | None, rubrics: Mapping[str, Rubric] | No
                         "`tpb leaderboard`.") from None
     made_with = numbers.get("settings", {}).get("rubric")
     known = [*(rubrics or {}).values(), *(load_rubric(t) for t in BUILTIN)]
-    keys = {k for k in (board[0]["pae"] if board else {}) if k != "quality" and not k.endswith("_ci")}
+    keys = {k for k in (board[0]["judge"] if board else {}) if k != "quality" and not k.endswith("_ci")}
     rubric = next((r for r in known if r.fingerprint == made_with), None) or next(
         (r for r in known if set(r.keys) == keys), None)  # results whose rubric changed since: by its dimensions
     notes = []
@@ -533,14 +533,15 @@ def leaderboard_view(path: str | Path | None, rubrics: Mapping[str, Rubric] | No
     rated = [r["generator"] for r in board if r["human"]]
     agree = numbers.get("agreement_with_humans", {})
     tau = agree.get("kendall_tau")
+    label = label_of(numbers["evaluator"])
     notes.append(f"Every generator scored by `{numbers['evaluator']}` (`{numbers['model']}`) on the same "
-                 f"{numbers['poems']} poems of the `{numbers['split']}` split. PAE columns are estimates; human columns "
-                 f"are people's ratings of the same images, for {', '.join(rated) or 'no generator here'}."
-                 + (f" PAE's ranking of the human-rated generators against the human one: Kendall τ-b "
+                 f"{numbers['poems']} poems of the `{numbers['split']}` split. {label} columns are estimates; human "
+                 f"columns are people's ratings of the same images, for {', '.join(rated) or 'no generator here'}."
+                 + (f" {label}'s ranking of the human-rated generators against the human one: Kendall τ-b "
                     f"{tau:.3f}." if tau is not None else ""))
     if rubric is None and board:
         notes.append(f"No profile chart: the scores' rubric ({made_with}) is not among this Space's rubrics (set "
                      "PAE_DATASET to the dataset they scored).")
-    figure = radar({r["generator"]: {k: r["pae"][k] for k in rubric.keys} for r in board}, rubric,
-                   title="PAE estimates") if board and rubric else None
-    return LeaderboardView("\n\n".join(notes), leaderboard_rows(board), figure)
+    figure = radar({r["generator"]: {k: r["judge"][k] for k in rubric.keys} for r in board}, rubric,
+                   title=f"{label} estimates") if board and rubric else None
+    return LeaderboardView("\n\n".join(notes), leaderboard_rows(board, label), figure)

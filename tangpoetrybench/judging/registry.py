@@ -124,8 +124,9 @@ class EvaluatorSpec:
     the default), the options it takes, the backends it runs on (`runs_on`: any backend, any local or any served one
     (`KINDS`); empty: a model of its own), the tiny models that stand in for its checkpoints in tests (`tpb
     tiny-models` builds them: `tiny_models.models()`), how it is shown (`scale`: the range of its quality, where it
-    is a number of its own; `model_variable`: the environment variable that names its checkpoint in the Space),
-    where it comes from, and for a plugin that does not load, why."""
+    is a number of its own; `model_variable`: the environment variable that names its checkpoint in the Space;
+    `label`: how tables name its estimates, where not by its name), where it comes from, and for a plugin that does
+    not load, why."""
 
     name: str
     summary: str
@@ -138,6 +139,7 @@ class EvaluatorSpec:
     model_variable: str | None = None
     source: str = "built in"
     error: str | None = None
+    label: str | None = None
 
     def load(self) -> Callable[..., Any]:
         module, _, attribute = self.factory.partition(":")
@@ -153,7 +155,7 @@ _QWEN = ("model", "adapter", "backend", "device", "max_pixels", "max_new_tokens"
 BUILTIN = (
     EvaluatorSpec("pae", "PAE: the rubric's scores (or the pairwise choice) from Qwen3-VL with its adapter",
                   "tangpoetrybench.judging.registry:pae", ("scores", "pairwise"), _QWEN + ("explain", "readout"),
-                  "local", ("qwen3-vl",)),
+                  "local", ("qwen3-vl",), label="PAE"),
     EvaluatorSpec("api", "PAE's question asked of a served or hosted model (any OpenAI-compatible server)",
                   "tangpoetrybench.judging.registry:api", ("scores", "pairwise"),
                   ("model", "max_pixels", "max_new_tokens", "rubric", "explain", "readout") + SERVED, "served"),
@@ -231,6 +233,13 @@ def evaluator_spec(name: str) -> EvaluatorSpec:
                              f"{broken.error}")
         raise ValueError(f"unknown evaluator {name!r} (known: {', '.join(table)})")
     return table[name]
+
+
+def label_of(name: str) -> str:
+    """How a table names an evaluator's estimates: its spec's label ("PAE"), else its name (a plugin's, or one not
+    installed here)."""
+    spec = specs().get(name)
+    return spec.label if spec is not None and spec.label else name
 
 
 def who_takes(option: str) -> list[str]:
