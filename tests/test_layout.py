@@ -5,6 +5,7 @@ imports form a cycle. The imports are read with `ast`, so nothing is imported to
 from __future__ import annotations
 
 import ast
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -110,3 +111,37 @@ def test_every_room_says_what_it_holds_and_the_top_level_stays_small():
     vague = {"common", "utils", "misc", "helpers", "util"}
     names = {p.stem for p in PACKAGE.rglob("*.py")} | {p.stem for p in (PACKAGE.parent / "training").glob("*.py")}
     assert not names & vague
+
+
+# Names that the rubric files and the registry hold, retyped in code: a tradition's dimension key or a bundled
+# tradition's name in a string literal. Allowed: the default tradition's one definition, the converter of a source
+# whose poems are of those traditions, and the Space's OCR summary (issue 42b's, which takes it from the rubric).
+RETYPED_ALLOWED = {("rubric.py", "tang"), ("poems.py", "tang"), ("poems.py", "song_ci"),
+                   ("hub/space.py", "text_integrity")}
+
+
+def retyped_names(root: Path) -> list[str]:
+    from tangpoetrybench.rubric import BUILTIN, load_rubric
+
+    keys = {k for t in BUILTIN for k in load_rubric(t).keys}
+    listed = ", ".join(BUILTIN)
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        where = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                value = node.value
+                if (value in keys or value in BUILTIN) and (where, value) not in RETYPED_ALLOWED:
+                    found.append(f"{where}:{node.lineno} {value!r}")
+                elif listed in value:
+                    found.append(f"{where}:{node.lineno} lists the bundled rubrics by hand")
+    return found
+
+
+def test_dimensions_and_traditions_come_from_the_rubrics_never_retyped():
+    assert retyped_names(PACKAGE) == []
+    from tangpoetrybench.judging.registry import JudgeOptions
+    from tangpoetrybench.rubric import BUILTIN
+
+    [rubric] = [f for f in dataclasses.fields(JudgeOptions) if f.name == "rubric"]
+    assert f"a bundled name ({', '.join(BUILTIN)})" in rubric.metadata["help"]

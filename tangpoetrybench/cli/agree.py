@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .base import add_bootstrap, add_dataset_arguments
+from .base import add_bootstrap, add_dataset_arguments, add_margin
 
 SUMMARY = "how well an evaluator's scores agree with the human ones, with intervals and the human noise floor"
 EXAMPLE = 'tpb agree --dataset sample/dataset --scores scores.jsonl --out agree.json'
@@ -17,8 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scores", type=Path, required=True, help="one evaluator's results (tpb score --out)")
     add_bootstrap(p)
     p.add_argument("--out", type=Path, help="also write every figure as JSON here")
-    p.add_argument("--margin", type=float, default=0.05,
-                   help="human pairs: two images of a poem whose human quality differs by at least this")
+    add_margin(p)
     p.add_argument("--calibration", type=Path, metavar="FILE",
                    help="a calibration of this judge (tpb calibrate --out): the coverage of its intervals here, their "
                         "width, ECE and reliability before and after temperature scaling, and selective judging")

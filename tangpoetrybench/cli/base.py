@@ -44,8 +44,19 @@ def add_dataset_arguments(p: argparse.ArgumentParser, dataset: str = "", require
 
 def add_bootstrap(p: argparse.ArgumentParser) -> None:
     """The options of every command whose figures have bootstrap intervals over poems."""
-    p.add_argument("--bootstrap", type=int, default=10_000, help="resamples of poems for the 95%% intervals (0: none)")
+    from ..stats import DEFAULT_BOOTSTRAP
+
+    p.add_argument("--bootstrap", type=int, default=DEFAULT_BOOTSTRAP,
+                   help="resamples of poems for the 95%% intervals (0: none)")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+
+
+def add_margin(p: argparse.ArgumentParser) -> None:
+    """The human pairs' margin (`stats.agreement.DEFAULT_MARGIN`), for the commands that compare with them."""
+    from ..stats import DEFAULT_MARGIN
+
+    p.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
+                   help="the human pairs: two images of a poem whose human quality differs by at least this")
 
 
 def number_or_off(cast: Callable[[str], float | int]) -> Callable[[str], float | int | None]:

@@ -32,6 +32,7 @@ from ..files import DEFAULT_MAX_IMAGE_PIXELS, open_image
 from ..numeric import counted
 from ..judging.backends import backend_class
 from ..judging.backends.transformers import DEFAULT_MODEL, TransformersBackend
+from ..judging.ocr.evaluator import TextOCR
 from ..judging.calibrated import Calibrated, load_calibration
 from ..judging.evaluators import Evaluator, ScoringItem, load_evaluator
 from ..judging.evaluators.vqascore import VQAScore
@@ -57,7 +58,7 @@ def baselines() -> list[str]:
     """The evaluators shown beside PAE: the scalar baselines, and every evaluator a plugin adds (its quality)."""
     return [n for n in evaluator_names("pointwise")
             if "scalar" in evaluator_spec(n).tasks or evaluator_spec(n).source != "built in"]
-OCR = "text-ocr"
+OCR = TextOCR.name
 PAIR_MAX_NEW_TOKENS = 96  # the pairwise answer with a one-sentence reason
 JUDGES = ("PAE", "SemJudge")  # the compare tab's judges
 REGION_COLOURS = {"poem": (214, 39, 40), "garbled": (255, 127, 14), "other": (31, 119, 180), "seal": (148, 103, 189),

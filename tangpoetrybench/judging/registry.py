@@ -33,6 +33,7 @@ from importlib import import_module, metadata
 from pathlib import Path
 from typing import Any, Callable
 
+from ..rubric import BUILTIN as BUNDLED_RUBRICS
 from .backends import BACKENDS, backend_class, constructor_options
 from .records import POINTWISE, record_type
 
@@ -64,7 +65,9 @@ class JudgeOptions:
     max_pixels: int | None = _option("shrink larger images to this many pixels before asking (default: 1024×1024)",
                                      type=int)
     max_new_tokens: int | None = _option("the answer's length limit in tokens (default: the task's)", type=int)
-    rubric: str | None = _option("a rubric: a bundled name (tang, song_ci) or a rubric YAML file (default: each "
+    rubric: str | None = _option(f"a rubric: a bundled name ({', '.join(BUNDLED_RUBRICS)}) or a rubric YAML file "
+                                 "(docs/rubrics.md): with --images, the rubric of the poems' tradition where it is not "
+                                 "bundled; with --dataset, in place of the rubric the dataset carries (default: each "
                                  "poem's tradition's)")
     constrained: bool | None = _option("on transformers: decode only answers in the task's JSON form, so every "
                                        "answer reads (vllm and a server get the JSON schema anyway)", flag=True)

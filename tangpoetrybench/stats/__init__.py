@@ -7,5 +7,9 @@
     external_ratings   multi-rater ratings of other text-to-image benchmarks
     evaluate_metric    the glue behind the `evaluate` module (metric/pae)
 
-It imports the core modules, `dataset` and `judging`.
+It imports the core modules, `dataset` and `judging`. The statistics' defaults live here, beside the map, so that
+the command line's options read them without loading numpy's and scipy's statistics.
 """
+
+DEFAULT_BOOTSTRAP = 10_000  # resamples of poems for a 95 % interval
+DEFAULT_MARGIN = 0.05  # a human pair's two images differ in human quality by at least this (one twentieth)

@@ -28,14 +28,19 @@ ISSUES = tuple(t for t in ISSUE_TYPES if t != "none")  # leakage, fake_character
 def read_ocr(ocr: ResultsFile | Path | str) -> dict[str, dict]:
     """The records of a text task's file (`tpb score --evaluator text-ocr`), or its path, by image_id (failed ones
     included)."""
-    from ..registry import evaluator_names
-
     results = ResultsFile.of(ocr)
     if results.task != TextResult.task:
-        ocr_name = evaluator_names(TextResult.task)[0]
-        raise ValueError(f"{results.path} holds {results.name} results, not {ocr_name} ones (the {TextResult.task} "
-                         f"task's): make them with `tpb score --evaluator {ocr_name} ... --out {results.path}`")
+        raise ValueError(f"{results.path} holds {results.name} results, not {ocr_evaluator()} ones (the "
+                         f"{TextResult.task} task's): make them with `tpb score --evaluator {ocr_evaluator()} ... --out "
+                         f"{results.path}`")
     return results.records
+
+
+def ocr_evaluator() -> str:
+    """The evaluator that answers the text task (text-ocr), by the registry's name for it."""
+    from ..registry import evaluator_names
+
+    return evaluator_names(TextResult.task)[0]
 
 
 def ocr_issue_type(record: dict) -> str | None:
@@ -68,7 +73,7 @@ def draft_text_labels(raw: Path | str, ocr: Path | str, overwrite: bool = False)
                if image_id not in release.images]
     if unknown:
         raise DataError(unknown + [Problem(str(ocr), f"score the release's own images: tpb score --images {raw}/images "
-                                                     f"--poems {raw}/poems.jsonl --evaluator text-ocr --out {ocr}")])
+                                                     f"--poems {raw}/poems.jsonl --evaluator {ocr_evaluator()} --out {ocr}")])
     rows, evidence, failed = [], [], []
     for image_id in sorted(release.images):
         record = records.get(image_id)
