@@ -15,7 +15,7 @@ import tangpoetrybench
 ROOT = Path(tangpoetrybench.__file__).parent.parent
 PACKAGE = ROOT / "tangpoetrybench"
 TEXT = (".py", ".toml", ".yaml", ".yml", ".md", ".sh", ".cfg", ".txt", ".json")
-SKIP = {".git", "__pycache__", "snapshots", ".venv", "node_modules"}
+SKIP = {".git", "__pycache__", "snapshots", ".venv", "node_modules", "build", "dist"}  # and what a build leaves
 # Methods a library calls by name (its own protocol), which nothing in this repository names.
 CALLED_BY_LIBRARIES = {
     "_get_help_string",  # argparse.HelpFormatter
@@ -45,7 +45,9 @@ def occurrences(root: Path) -> dict[str, list[tuple[Path, int]]]:
     """Every word of every text file of the repository → where it stands (file, line)."""
     where = defaultdict(list)
     for path in root.rglob("*"):
-        if path.suffix not in TEXT or not path.is_file() or SKIP & set(path.relative_to(root).parts):
+        parts = path.relative_to(root).parts
+        if path.suffix not in TEXT or not path.is_file() or SKIP & set(parts) or any(
+                p.endswith(".egg-info") for p in parts):
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8", errors="ignore").splitlines(), start=1):
             for word in WORD.findall(line):

@@ -167,7 +167,7 @@ BUILTIN = (
                   ("model", "adapter", "backend", "device", "max_pixels", "max_new_tokens", "rubric", "candidates",
                    "orders") + SERVED, "any", ("qwen3-vl",)),
     EvaluatorSpec("semjudge", "SemJudge: semiosis graphs of the poem and both images, then the choice",
-                  "tangpoetrybench.judging.registry:semjudge", ("pairwise",),
+                  "tangpoetrybench.judging.semjudge:from_options", ("pairwise",),
                   ("model", "backend", "device", "max_pixels", "max_new_tokens", "cache_dir", "boxes") + SERVED,
                   "any", ("qwen3-vl",)),
     EvaluatorSpec("clipscore", "CLIPScore: image-text embedding similarity (CLIP or Chinese-CLIP)",
@@ -414,14 +414,3 @@ def recognize(task: str = "letter", candidates: str | Path | None = None, orders
 
     return _judge("recognize", lambda: Recognize(candidates, orders or "rotations"), task, options)
 
-
-def semjudge(task: str = "pairwise", cache_dir: str | Path | None = None, boxes: str | None = None, **options):
-    """SemJudge on any backend (on transformers, the base model)."""
-    from .semjudge import DEFAULT_MAX_NEW_TOKENS, SemJudge
-
-    backend = build_backend(backend_of("semjudge", options), options)
-    if options.pop("repair", 1) != 1:
-        raise ValueError("SemJudge always has its one repair round: give no --repair")
-    return SemJudge(backend, cache_dir, **{k: options.pop(k) for k in ("max_pixels",) if k in options},
-                    max_new_tokens=options.pop("max_new_tokens", None) or DEFAULT_MAX_NEW_TOKENS,
-                    boxes=boxes or "relative")

@@ -354,6 +354,18 @@ class SemJudge:
         return PairAnswer(judgment.value["winner"], raw, status, None, reason, usage or None, extra)
 
 
+def from_options(task: str = "pairwise", cache_dir: str | Path | None = None, boxes: str | None = None, **options):
+    """The registry's factory: SemJudge on any backend (on transformers, the base model), from `JudgeOptions`."""
+    from .registry import backend_of, build_backend
+
+    backend = build_backend(backend_of(SemJudge.name, options), options)
+    if options.pop("repair", 1) != 1:
+        raise ValueError("SemJudge always has its one repair round: give no --repair")
+    return SemJudge(backend, cache_dir, **{k: options.pop(k) for k in ("max_pixels",) if k in options},
+                    max_new_tokens=options.pop("max_new_tokens", None) or DEFAULT_MAX_NEW_TOKENS,
+                    boxes=boxes or "relative")
+
+
 # ---- showing a graph ----
 
 def graph_tree(graph: dict, title: str = "") -> str:

@@ -9,8 +9,10 @@ once for all of them.
 
 SemJudge's steps (a poem's graph, an image's graph, the judgment) are questions of the same kind, asked through the
 same machinery by `judging.semjudge`. A task declares its questions (messages, JSON schema, local constraint,
-choices, readout), its reader, the wording of its repair round and its reader's version. A new task is one module
-here following `Task`.
+choices, readout), its reader, the wording of its repair round, its reader's version and its record type
+(`judging.records`). A new task is a class following `Task` in a module here; its answer's reader goes in
+`judging.reading` where no reader reads it yet, its record type in `judging.records` where its records are a kind no
+reader of results knows yet, and an evaluator asks it (a registry row: `judging.registry`).
 """
 
 from __future__ import annotations
