@@ -74,3 +74,17 @@ def test_wording_and_zero_width_intervals(demo_built, tmp_path, capsys):
     assert "‡" in coverage and ZERO_WIDTH_NOTE in out  # every resample covers every image: a zero-width interval
     assert "poems)" in out and "(1 poems)" not in out
     assert "rated images" in out and "rated more than once" in out and " of 12 rated" not in out
+
+
+def test_the_advice_follows_from_what_the_backend_can_do():
+    """--constrained is advised only where the backend holds decoding to a form (not vLLM's, which is asked for the
+    schema already), the adapter only to a rubric judge that takes one; a served judge is advised another model."""
+    from argparse import Namespace
+
+    from tangpoetrybench.cli.base import what_to_try
+
+    assert what_to_try(Namespace(evaluator="pae", backend=None)) == [
+        "--constrained (decoding held to the answer's JSON form)", "a PAE adapter (--adapter)"]
+    assert what_to_try(Namespace(evaluator="pae", backend="vllm")) == ["a PAE adapter (--adapter)"]
+    assert what_to_try(Namespace(evaluator="recognize", backend=None)) == []
+    assert what_to_try(Namespace(evaluator="api", backend=None))[0].startswith("a model that follows")

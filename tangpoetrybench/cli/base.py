@@ -175,16 +175,18 @@ def judge_rubric(rubric_file, dataset=None, config: str = "images", poems=None):
 
 
 def what_to_try(args: argparse.Namespace) -> list[str]:
-    """What may make a judge answer in the form asked, from the options a command was given (`tpb score` and
-    `tpb compare`, when no answer of a run could be read)."""
-    from ..judging.registry import asks_server
+    """What may make a judge answer in the form asked, from the options a command was given and what its evaluator
+    and backend can do (`tpb score` and `tpb compare`, when no answer of a run could be read)."""
+    from ..judging.registry import chosen_backend, evaluator_spec
 
-    if asks_server(args.evaluator, judge_options(args)):
+    options = judge_options(args)
+    backend, spec = chosen_backend(args.evaluator, options), evaluator_spec(args.evaluator)
+    if backend is not None and backend.served:
         return ["a model that follows the prompt's instructions (for PAE's question, PAE itself served with its "
                 "adapter: docs/scoring.md)"]
     tries = []
-    if args.evaluator == "pae" and not getattr(args, "constrained", False):
+    if "constrained" in spec.options and backend is not None and backend.constrains and not options.get("constrained"):
         tries.append("--constrained (decoding held to the answer's JSON form)")
-    if args.evaluator == "pae" and not getattr(args, "adapter", None):
+    if "adapter" in spec.options and "scores" in spec.tasks and not options.get("adapter"):
         tries.append("a PAE adapter (--adapter)")
     return tries
