@@ -44,7 +44,7 @@ def add_dataset_arguments(p: argparse.ArgumentParser, dataset: str = "", require
 
 def add_bootstrap(p: argparse.ArgumentParser) -> None:
     """The options of every command whose figures have bootstrap intervals over poems."""
-    from ..stats import DEFAULT_BOOTSTRAP
+    from ..numeric import DEFAULT_BOOTSTRAP
 
     p.add_argument("--bootstrap", type=int, default=DEFAULT_BOOTSTRAP,
                    help="resamples of poems for the 95%% intervals (0: none)")
@@ -53,7 +53,7 @@ def add_bootstrap(p: argparse.ArgumentParser) -> None:
 
 def add_margin(p: argparse.ArgumentParser) -> None:
     """The human pairs' margin (`stats.agreement.DEFAULT_MARGIN`), for the commands that compare with them."""
-    from ..stats import DEFAULT_MARGIN
+    from ..numeric import DEFAULT_MARGIN
 
     p.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
                    help="the human pairs: two images of a poem whose human quality differs by at least this")

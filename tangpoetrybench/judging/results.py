@@ -40,10 +40,8 @@ from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 from . import records
 from ..dataset.reading import dataset_fingerprint
 from ..files import json_lines
-from .records import shown
+from .records import MODEL_FAILURES, STATUSES, shown
 
-MODEL_FAILURES = records.MODEL_FAILURES  # a rerun tries these again
-STATUSES, WINNERS = records.STATUSES, records.WINNERS
 PER_RESULT_SETTINGS = frozenset({"rubric", "served_model", "response_format", "server"})
 """Settings a result records about itself (checked apart, or not at all), not settings of the run."""
 A_RECORD = {"image": "an image record", "pair": "a pair record"}

@@ -10,9 +10,5 @@
     recognition        a recognizability judge against the human Phase-1 track
     scales             what the agreement statistics need of each bundled rubric (the evaluate module reads it)
 
-It imports the core modules, `dataset` and `judging`. The statistics' defaults live here, beside the map, so that
-the command line's options read them without loading numpy's and scipy's statistics.
+It imports the core modules, `dataset` and `judging`.
 """
-
-DEFAULT_BOOTSTRAP = 10_000  # resamples of poems for a 95 % interval
-DEFAULT_MARGIN = 0.05  # a human pair's two images differ in human quality by at least this (one twentieth)

@@ -32,8 +32,7 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy import stats
 
-from ..numeric import whole_mean
-from . import DEFAULT_BOOTSTRAP, DEFAULT_MARGIN
+from ..numeric import DEFAULT_BOOTSTRAP, DEFAULT_MARGIN, whole_mean
 
 ANCHOR_SLACK = 0.01
 CLOSE = 0.05
