@@ -113,7 +113,8 @@ def test_refusals(demo_built, files, tmp_path, capsys):
         build_leaderboard(demo_built, [rated, new, new], n_bootstrap=0)
     clip = write(tmp_path / "clip.jsonl", [dict(records[0], evaluator="clipscore", task="scalar", scores={})])
     with pytest.raises(ValueError, match="holds clipscore's scalar records: the leaderboard ranks a rubric judge's "
-                                         "scores, so score every generator with one \\(tpb score --evaluator pae or api"):
+                                         "scores, so score every generator with one \\(tpb score --evaluator pae "
+                                         "or api"):
         build_leaderboard(demo_built, [clip], n_bootstrap=0)
     fleet = [dict(r, evaluator="api", settings={**r["settings"], "server": f"http://127.0.0.1:800{i % 2}/v1",
                                                 "served_model": "m"}) for i, r in enumerate(records)]

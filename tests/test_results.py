@@ -89,7 +89,8 @@ def pair_records(dataset: Path, verdict_of=None, judge: str = "synthetic-judge")
         v = verdict_of(x, y, bool(x_wins))
         winners = {"x": ("A", "B"), "y": ("B", "A"), "tie": ("A", "A"), None: (None, None)}[v]
         out.append({"pair_id": f"{x}|{y}", "poem_id": x.split("/", 1)[1], "x": x, "y": y, "judge": judge,
-                    "task": "pairwise", "model": "synthetic", "settings": {}, "random_weights": False, "error_kind": None, "verdict": v,
+                    "task": "pairwise", "model": "synthetic", "settings": {}, "random_weights": False,
+                    "error_kind": None, "verdict": v,
                     "orders": [{"order": o, "winner": w, "status": "ok" if w else "failed"}
                                for o, w in zip(("xy", "yx"), winners)]})
     return out

@@ -30,7 +30,7 @@ from PIL import Image, ImageDraw
 from ..errors import DataError, ImageError, ImageTooLarge
 from ..files import DEFAULT_MAX_IMAGE_PIXELS, open_image
 from ..numeric import counted
-from ..judging.backends import backend_class
+from ..judging.backends import BACKENDS, backend_class
 from ..judging.backends.transformers import DEFAULT_MODEL, TransformersBackend
 from ..judging.ocr.evaluator import TextOCR
 from ..judging.calibrated import Calibrated, load_calibration
@@ -331,7 +331,8 @@ class Scorer:
     def in_process(self) -> bool:
         """Whether PAE_BACKEND holds its model in this process as transformers does (a subclass of its backend
         included): the one model PAE, its pairwise question, VQAScore and SemJudge can share."""
-        return issubclass(backend_class(self.config.backend), TransformersBackend)
+        backend = self.config.backend
+        return backend in BACKENDS and issubclass(backend_class(backend), TransformersBackend)
 
     def model_of(self, name: str) -> str | None:
         """The checkpoint an evaluator loads here: PAE's is PAE_MODEL, and so is VQAScore's unless its own variable

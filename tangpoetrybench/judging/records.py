@@ -198,7 +198,8 @@ class EvalResult(Record):
     evidence: dict[str, Any] | None = feature(default=None, optional=True)  # what the score rests on, where shown
     repair: dict[str, Any] | None = feature(default=None, optional=True)  # the repair round's raw_output, status, error
     calibrated: dict[str, Any] | None = feature(default=None, optional=True)  # `judging.calibrated`'s intervals
-    dataset: dict[str, Any] | None = feature(Value("object", nullable=True), default=None, optional=True)  # what it scored
+    dataset: dict[str, Any] | None = feature(Value("object", nullable=True), default=None,
+                                             optional=True)  # the dataset it scored (`tpb score --dataset`)
 
     per: ClassVar[str] = "image"
     maker: ClassVar[str] = "evaluator"

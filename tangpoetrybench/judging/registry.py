@@ -359,8 +359,8 @@ def _judge(name: str, make_task: Callable[[], Any], task_name: str, options: dic
     if getattr(task, "constrained", False):
         check_backend(which, {"constrained": True})
     backend = build_backend(which, options, images_per_prompt)
-    judge = Judge(name, task, backend, **{k: options.pop(k) for k in ("max_pixels", "max_new_tokens", "rubric", "repair")
-                                        if k in options})
+    judge = Judge(name, task, backend, **{k: options.pop(k) for k in ("max_pixels", "max_new_tokens", "rubric",
+                                                                       "repair") if k in options})
     if options:
         raise ValueError(f"{name} takes no {', '.join(options)} on the {backend.name} backend")
     if task_name == "pairwise":

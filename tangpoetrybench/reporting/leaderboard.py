@@ -488,7 +488,8 @@ def _agreement(rep: Report, result: dict, label: str) -> None:
     tau, rho, ci, same = (result["kendall_tau"], result["spearman"], result.get("kendall_tau_ci"),
                           result.get("same_order_share"))
     rep.text(f"Over the {len(rated)} human-rated generators ({', '.join(rated)}), on the {result['images']} images "
-             f"that have both a human and a {label} quality: Kendall τ-b between {label}'s and the human means {fmt(tau)}"
+             f"that have both a human and a {label} quality: Kendall τ-b between {label}'s and the human means "
+             f"{fmt(tau)}"
              + (f" {fmt_ci(ci)}" if ci else "") + (f", Spearman ρ {fmt(rho)}" if rho is not None else "")
              + (f"; {label} orders them exactly as people do in {100 * same:.1f} % of resamples" if same is not None
                 else "")

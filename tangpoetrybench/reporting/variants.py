@@ -43,8 +43,8 @@ def _cell(row: dict) -> str:
 
 
 def variant_comparison(board: list[dict], manifests: Sequence[Path]) -> dict:
-    """Per pipeline and variant: the leaderboard's figures; per variant: the ranking of the pipelines by the judge's quality,
-    and its Kendall τ-b with the default variant's ranking over the pipelines both rank."""
+    """Per pipeline and variant: the leaderboard's figures; per variant: the ranking of the pipelines by the judge's
+    quality, and its Kendall τ-b with the default variant's ranking over the pipelines both rank."""
     rows = {r["generator"]: r for r in board}
     made = {g: v for g, v in variant_of(manifests).items() if g in rows}
     if not made:

@@ -10,8 +10,8 @@ The scalar ones give one number per image, from the built dataset's own columns:
 - `follower` (weight 0) follows human quality with noise only: the test must find none (p > 0.05).
 
 An image without a Phase-1 answer counts as 0.5 recognizable. The records have the form `tpb score` writes (a scalar
-metric's task, `scalar`: no per-dimension scores), with the evaluator named `synthetic-<kind>` and `synthetic: true` in its
-settings, so they are never mistaken for a model's.
+metric's task, `scalar`: no per-dimension scores), with the evaluator named `synthetic-<kind>` and `synthetic: true`
+in its settings, so they are never mistaken for a model's.
 
 `simulated_readout_scores` is a rubric judge with a probability readout whose error has a known, image-dependent
 spread that its readout reports (`synthetic-readout`; see its docstring): the known truth of the calibration tests.

@@ -111,7 +111,7 @@ class Backend(Protocol):
     reads_choices: str | None = None  # how it reads a question's one-token `choices`: "logits" (their probabilities
     # at the first answer token), "logprobs" (one token held to them, its log-probabilities); None: it answers in text
     one_process: bool = False  # its engine uses the GPUs itself, from one process (never under accelerate launch)
-    ray_stage: str | None = None  # "module:class" of the Ray Data stage that runs it on a cluster (`.of(name, options)`)
+    ray_stage: str | None = None  # "module:class" of the Ray Data stage that runs it on a cluster (`.of(name, opts)`)
     random_weights: bool | None = False  # None: nobody can vouch for a served model's weights
     min_batch_size: int = 1  # an engine that schedules its own batches wants many questions at once
     device: Any = None  # the torch device the model runs on, or None

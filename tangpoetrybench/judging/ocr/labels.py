@@ -30,9 +30,9 @@ def read_ocr(ocr: ResultsFile | Path | str) -> dict[str, dict]:
     included)."""
     results = ResultsFile.of(ocr)
     if results.task != TextResult.task:
-        raise ValueError(f"{results.path} holds {results.name} results, not {ocr_evaluator()} ones (the "
-                         f"{TextResult.task} task's): make them with `tpb score --evaluator {ocr_evaluator()} ... --out "
-                         f"{results.path}`")
+        name = ocr_evaluator()
+        raise ValueError(f"{results.path} holds {results.name} results, not {name} ones (the {TextResult.task} "
+                         f"task's): make them with `tpb score --evaluator {name} ... --out {results.path}`")
     return results.records
 
 
@@ -73,7 +73,8 @@ def draft_text_labels(raw: Path | str, ocr: Path | str, overwrite: bool = False)
                if image_id not in release.images]
     if unknown:
         raise DataError(unknown + [Problem(str(ocr), f"score the release's own images: tpb score --images {raw}/images "
-                                                     f"--poems {raw}/poems.jsonl --evaluator {ocr_evaluator()} --out {ocr}")])
+                                                     f"--poems {raw}/poems.jsonl --evaluator {ocr_evaluator()} "
+                                                     f"--out {ocr}")])
     rows, evidence, failed = [], [], []
     for image_id in sorted(release.images):
         record = records.get(image_id)

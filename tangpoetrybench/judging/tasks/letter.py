@@ -8,10 +8,9 @@ or all 24 orders (`orders="all"`). The image's estimate is the share of orders a
 answers one letter is right in exactly one rotation of four, 25 %, whatever the image. Where the backend gives
 them, the letters' probabilities are kept too (`evidence.p_correct`: the mean probability of the right letter over
 the orders, and `evidence.candidate_probs`: each candidate's, position bias averaged out), as the backend reads
-choices (`Backend.reads_choices`): transformers reads them
-at the first answer token (every answer a letter, and `letter_mass`: how much of the next-token probability the
-letters held), vLLM from one token constrained to the letters; a server answers in text, read by
-`reading.parse_letter` (with the repair round where it reads nothing).
+choices (`Backend.reads_choices`): transformers at the first answer token (every answer a letter, and
+`letter_mass`: how much of the next-token probability the letters held), vLLM from one token constrained to the
+letters; a server answers in text, read by `reading.parse_letter` (with the repair round where it reads nothing).
 
 Records are `tpb score`'s (`scores.recognizability` and `quality` = the share); the settings hold the orders, the
 candidates' fingerprint and the reader's version, so a resume with other candidates is refused.
