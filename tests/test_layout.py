@@ -165,8 +165,8 @@ def unnamed_in_docstrings(package: Path) -> list[str]:
     """Each module (or subpackage) its folder's `__init__` docstring does not name (a word of the docstring)."""
     missing = []
     for path in modules_of(package):
-        package = path.name == "__init__.py"
-        folder, name = (path.parent.parent, path.parent.name) if package else (path.parent, path.stem)
+        subpackage = path.name == "__init__.py"
+        folder, name = (path.parent.parent, path.parent.name) if subpackage else (path.parent, path.stem)
         doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))) or ""
         if not re.search(rf"(?<![\w.]){re.escape(name)}\b", doc):
             missing.append(path.relative_to(package).as_posix())
