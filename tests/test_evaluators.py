@@ -23,8 +23,8 @@ from tangpoetrybench.judging.prompt import answer_schema, build_messages
 from tangpoetrybench.rubric import load_rubric
 from tangpoetrybench.judging.scoring import DatasetSource, score_to_jsonl
 
-FIELDS = {"image_id", "evaluator", "scores", "quality", "raw_output", "parse_status", "error", "seconds", "model",
-          "error_kind", "settings", "random_weights", "dataset"}  # dataset: what tpb score --dataset scored
+FIELDS = {"image_id", "evaluator", "task", "scores", "quality", "raw_output", "parse_status", "error", "seconds",
+          "model", "error_kind", "settings", "random_weights", "dataset"}  # dataset: what tpb score --dataset scored
 CASES = [("pae", "qwen3-vl", None), ("vqascore", "qwen3-vl", (0, 1)), ("clipscore", "clip", (0, 2.5)),
          ("clipscore", "chinese-clip", (0, 2.5)), ("blipscore", "blip", (0, 1))]
 
@@ -41,6 +41,7 @@ def test_end_to_end_over_the_demo_dataset(name, model, bounds, tiny_models, demo
     for r in records:
         assert set(r) == FIELDS | ({"evidence"} if name in ("clipscore", "blipscore") else set())
         assert r["evaluator"] == name and r["random_weights"] is True
+        assert r["task"] == ("scores" if name == "pae" else "scalar")  # the task each record names
         assert r["model"] == str(tiny_models[model])
         if name == "pae":
             assert r["parse_status"] in ("ok", "repaired", "failed") and isinstance(r["raw_output"], str)
