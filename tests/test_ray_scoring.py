@@ -219,7 +219,7 @@ def test_the_vllm_stages_configuration_is_what_ray_data_llm_accepts(tiny_models)
                          ({"device": "cuda"}, "--device applies to the transformers backend")):
         with pytest.raises(ValueError, match=message):
             stage(tiny_models, **bad)
-    with pytest.raises(ValueError, match="runs PAE's rubric scores, not semjudge"):
+    with pytest.raises(ValueError, match="asks the rubric's scores, which semjudge does not answer"):
         RayEngine().load_evaluator("semjudge", backend="vllm")
 
 

@@ -13,16 +13,16 @@ from conftest import tiny_pae_items
 from tangpoetrybench.judging.abstention import Abstention
 from tangpoetrybench.judging.calibrated import Calibrated, Calibration, Target
 from tangpoetrybench.judging.evaluators import load_evaluator
-from tangpoetrybench.judging.evaluators.base import EvalResult
+from tangpoetrybench.judging.evaluators.base import EvalResult, ScoresResult
 from tangpoetrybench.judging.prompt import format_answer
 from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.rubric import load_rubric
 from tangpoetrybench.reward import ABSTAINED_METRIC, PAEReward, Scalar, as_images, as_poems, load_reward
 
 
-def result(scores, quality, confidences=None) -> EvalResult:
+def result(scores, quality, confidences=None) -> ScoresResult:
     readout = None if confidences is None else {"dimensions": {k: {"confidence": c} for k, c in confidences.items()}}
-    return EvalResult("x", "pae", scores, quality, None, "ok", None, 0.0, readout=readout)
+    return ScoresResult("x", "pae", scores, quality, None, "ok", None, 0.0, readout=readout)
 
 
 def test_the_scalar_choices():

@@ -315,14 +315,14 @@ def test_parts_left_by_a_killed_parallel_run_are_merged(tiny_models, demo_built,
 def test_the_advice_when_a_run_stops_follows_from_its_failure():
     """A server's refusal is not blamed on memory; memory is named where it ran out."""
     from tangpoetrybench.judging.scoring import FailureGuard, what_to_fix
-    from tangpoetrybench.judging.evaluators.base import EvalResult
+    from tangpoetrybench.judging.evaluators.base import ScoresResult
 
     assert what_to_fix("OutOfMemoryError: CUDA out of memory").startswith("It is out of memory: lower --batch-size")
     refused = "HTTP 400 from http://127.0.0.1:8000/v1: {\"detail\": \"Server is pinned to 'm'; requested 'x'.\"}"
     assert what_to_fix(refused).startswith("The server refused every request: its message is above (a --model")
     assert what_to_fix("ValueError: shapes do not match") == "Fix the cause and run again"
     guard = FailureGuard(trusted=False, batches=1)
-    failed = EvalResult("g/p1", "api", {}, None, None, "failed", refused, 0.0, error_kind="model")
+    failed = ScoresResult("g/p1", "api", {}, None, None, "failed", refused, 0.0, error_kind="model")
     with pytest.raises(SystematicFailure) as stopped:
         guard.admit([failed.to_json()])  # the guard holds records
     assert "The server refused every request" in str(stopped.value) and "memory" not in str(stopped.value)

@@ -446,8 +446,8 @@ class Calibrated(Evaluator):
         calibration.check_evaluator(evaluator)
         self.inner, self.calibration = evaluator, calibration
         self.rubric = evaluator.rubric
-        for name in ("name", "model_name", "random_weights", "uses_rubric", "min_batch_size", "device",
-                     "worker_start_method"):
+        for name in ("name", "record_type", "model_name", "random_weights", "uses_rubric", "min_batch_size",
+                     "device", "worker_start_method"):
             setattr(self, name, getattr(evaluator, name))
 
     def __getattr__(self, name: str):

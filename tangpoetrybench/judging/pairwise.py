@@ -1,16 +1,7 @@
-"""Pairwise judging: which of two illustrations of one poem is better (two-alternative forced choice).
-
-The contract every pairwise judge follows (PAE's and the api judge's here, SemJudge's in `semjudge.py`):
-
-- a judge is an object with `name: str`, `model_name: str`, `random_weights: bool | None` (None: a served model,
-  whose records say "unknown"), `settings() -> dict` (what, besides the model, shapes an answer: a resumed run must
-  match it) and `judge(items) -> list[PairAnswer]`;
-- a `PairItem` is one *ordered* question: `image_a` is shown first, `image_b` second; the judge answers it as asked
-  and never swaps them;
-- a `PairAnswer` says which it prefers (`winner` "A" or "B", None when it gave no readable answer), with the raw
-  output(s), a parse `status` ("ok" | "repaired" | "failed"), an `error`, a `reason`, token `usage` and `extra`
-  (per-dimension winners, a judge's own evidence). `error_kind` (optional) is `base.error_kind`'s word for a
-  failure in the model ("model", "transient"), which a rerun asks again; a failed parse is final.
+"""`tpb compare`: which of two illustrations of one poem is better (two-alternative forced choice), asked of a
+pairwise judge — any object following the pairwise contract (`tasks.pairwise`: `PairwiseJudge`, asked `PairItem`s,
+answering `PairAnswer`s), PAE's and the api judge's (the pairwise task joined to a backend), SemJudge's, or a
+plugin's.
 
 Judges are built by name through the one registry of evaluators (`registry.load_evaluator(name, task="pairwise",
 ...)`): PAE's, the served judge's, SemJudge's, and any a plugin adds that answers the pairwise task.
@@ -27,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from PIL import Image
 
@@ -36,55 +27,13 @@ from ..errors import ImageError
 from ..files import DEFAULT_MAX_IMAGE_PIXELS, open_image
 from ..poems import Poem
 from .failures import KEEP, FailedAnswer
-from .results import MODEL_FAILURES, STATUSES, WINNERS, Resume, weights_word
+from .records import PairRecord
+from .results import MODEL_FAILURES, Resume, weights_word
 from .scoring import FolderSource, chunks
+from .tasks.pairwise import PairAnswer, PairItem, PairwiseJudge
 
 ORDERS = ("xy", "yx")  # x (the pair's first image id) shown first, then second
 DEFAULT_BATCH_SIZE = 8
-
-
-@dataclass
-class PairItem:
-    """One ordered question: is `image_a` (shown first) or `image_b` the better illustration of `poem`?"""
-
-    pair_id: str
-    poem: Poem
-    image_a: Image.Image
-    image_b: Image.Image
-
-
-@dataclass
-class PairAnswer:
-    """A judge's answer to one ordered question."""
-
-    winner: str | None  # "A", "B", or None (no readable answer)
-    raw: str | list[str] | None
-    status: str  # ok | repaired | failed
-    error: str | None = None
-    reason: str | None = None
-    usage: dict[str, int] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    error_kind: str | None = None  # for a failure: "parse" (final), "model" or "transient" (asked again by a rerun)
-
-    def __post_init__(self) -> None:
-        if self.winner not in (*WINNERS, None):
-            raise ValueError(f"a pair answer's winner is 'A', 'B' or None, not {self.winner!r}")
-        if self.status not in STATUSES:
-            raise ValueError(f"a pair answer's status is one of {', '.join(STATUSES)}, not {self.status!r}")
-        if (self.winner is None) != (self.status == "failed"):
-            raise ValueError("a failed answer has no winner, and an answer with no winner is failed")
-
-
-class PairwiseJudge(Protocol):
-    """What the compare machinery needs of a pairwise judge."""
-
-    name: str
-    model_name: str
-    random_weights: bool | None  # None: a served model (its records say "unknown")
-
-    def settings(self) -> dict[str, Any]: ...
-
-    def judge(self, items: list[PairItem]) -> list[PairAnswer]: ...
 
 
 # --- pairs and verdicts ---------------------------------------------------------------------------------------------
@@ -141,13 +90,12 @@ def position_bias(records: Iterable[dict]) -> dict[str, Any]:
 
 
 def pair_record(pair: Pair, judge: PairwiseJudge, answers: Sequence[PairAnswer]) -> dict[str, Any]:
-    """One JSON record: the pair, who judged it with what settings, both orders' answers and the verdict."""
+    """One JSON record (`records.PairRecord`): the pair, who judged it with what settings, both orders' answers and
+    the verdict."""
     orders = [{"order": order, **asdict(answer)} for order, answer in zip(ORDERS, answers)]
     retry = next((a.error_kind for a in answers if a.error_kind in MODEL_FAILURES), None)
-    return {"pair_id": pair.pair_id, "poem_id": pair.poem.poem_id, "x": pair.x, "y": pair.y, "judge": judge.name,
-            "model": judge.model_name, "settings": judge.settings(),
-            "random_weights": weights_word(judge.random_weights),
-            "orders": orders, "verdict": verdict(*answers), "error_kind": retry}
+    return PairRecord(pair.pair_id, pair.poem.poem_id, pair.x, pair.y, judge.name, judge.model_name, judge.settings(),
+                      weights_word(judge.random_weights), orders, verdict(*answers), retry).to_json()
 
 
 @dataclass

@@ -33,6 +33,7 @@ import math
 import os
 import socket
 from dataclasses import dataclass, field
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -223,16 +224,19 @@ class RayEngine:
                              "--worker-cpus, or a larger cluster")
 
     def load_evaluator(self, name: str, calibration=None, **options):
-        """The evaluator `name` as a Ray run uses it: PAE on vLLM as Ray Data's vLLM stage (`ray_vllm.VLLMStage`),
-        any other evaluator probed once on the cluster (`describe`) and loaded by each worker."""
+        """The evaluator `name` as a Ray run uses it: on a backend that Ray Data runs as a stage of its own
+        (`Backend.ray_stage`: vLLM's, `ray_vllm.VLLMStage`), that stage; any other evaluator probed once on the
+        cluster (`describe`) and loaded by each worker."""
         import ray
 
-        if options.get("backend") == "vllm":
-            from .ray_vllm import VLLMStage
+        from .registry import chosen_backend
 
+        backend = chosen_backend(name, options)
+        if backend is not None and backend.ray_stage:
+            module, _, stage = backend.ray_stage.partition(":")
             if calibration is not None:
-                raise ValueError("--calibration does not apply to PAE on Ray Data's vLLM stage")
-            return VLLMStage.of(name, options)
+                raise ValueError(f"--calibration does not apply to the {backend.name} backend's Ray Data stage")
+            return getattr(import_module(module), stage).of(name, options)
         self.start()
         probe = ray.remote(num_cpus=self.worker_cpus, num_gpus=self.worker_gpus)(describe)
         try:

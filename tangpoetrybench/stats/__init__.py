@@ -6,6 +6,9 @@
     calibration        conformal intervals, prediction sets and temperatures: fitted, and tested on held-out images
     external_ratings   multi-rater ratings of other text-to-image benchmarks
     evaluate_metric    the glue behind the `evaluate` module (metric/pae)
+    pairs              human pairs: which of two illustrations people prefer, and how judges and generators fare
+    recognition        a recognizability judge against the human Phase-1 track
+    scales             what the agreement statistics need of each bundled rubric (the evaluate module reads it)
 
 It imports the core modules, `dataset` and `judging`.
 """
