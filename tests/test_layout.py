@@ -218,7 +218,7 @@ def test_a_module_missing_from_the_maps_is_found(tmp_path):
 # Bottom up; a module belongs to the layer of the longest name here that is it or a package above it.
 JUDGING_LAYERS = (
     # what questions, answers and records are made of, read and written
-    ("prompt", "reading", "constrained", "readout", "records", "results", "failures", "ocr", "ocr.evidence"),
+    ("prompt", "reading", "constrained", "readout", "abstention", "records", "results", "failures", "ocr", "ocr.evidence"),
     ("backends",),  # who answers
     ("tasks", "evaluators.base", "evaluators.clipscore", "evaluators.blipscore", "evaluators.vqascore",
      "ocr.evaluator"),  # what is asked, and the evaluators of their own

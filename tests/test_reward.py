@@ -204,7 +204,7 @@ def served_judge(max_spread: float | None = 0.04, **reward):
 def made(reward: PAEReward, quality: float | None, sd: float | None) -> EvalResult:
     """A result as the calibrated judge returns it (its `calibrated` block applied); quality None: a failed answer."""
     failed = quality is None
-    result = EvalResult("x", "api", {} if failed else {"overall_impression": quality}, quality, None,
+    result = ScoresResult("x", "api", {} if failed else {"overall_impression": quality}, quality, None,
                         "failed" if failed else "ok", "HTTP 503" if failed else None, 0.0,
                         readout=None if failed else {"quality_sd": sd, "dimensions": {}})
     return reward.evaluator.calibration.apply_result(result)

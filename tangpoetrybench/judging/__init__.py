@@ -7,6 +7,7 @@ what questions, answers and records are made of
                   core (a failed read, never a guess)
     constrained   decoding that keeps an answer in its JSON form (a backend that constrains)
     readout       the probability readout: scores from the anchors' probabilities, not decoded
+    abstention    selective judging's threshold, as a calibration file holds it: whether the judge keeps a score
     records       a record type per task (scores, text, letter, scalar, pairwise), its fields declared as features
     results       results files: read once and checked, their record type from their records (`ResultsFile`);
                   resumed and appended to by `tpb score` and `tpb compare` alike (`Resume`)

@@ -219,8 +219,8 @@ class Calibration:
             result.calibrated = {"alpha": self.alpha, "calibration": self.fingerprint,
                                  "not_applied": f"calibrated under rubric {rubric}, not {result.settings['rubric']}"}
         else:
-            result.calibrated = self.apply(result.scores, result.quality, result.readout)
-        return result
+            result.calibrated = self.apply(result.scores, result.quality, getattr(result, "readout", None))
+        return result  # (only the scores task's records carry a readout)
 
 
 def _round(x: float) -> float:
