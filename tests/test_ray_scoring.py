@@ -150,12 +150,13 @@ def test_a_worker_killed_mid_run_leaves_every_image_recorded_once(cluster, tiny_
 @pytest.mark.slow
 def test_a_driver_killed_mid_run_is_completed_by_a_rerun(cluster, tiny_models, tiny_pae, images, tmp_path):
     """`tpb score --engine ray` in a process of its own (its own local Ray), killed once its file has two records;
-    a rerun scores the rest, and the file has every image once."""
+    a rerun scores the rest, and the file has every image once. The killed run was given its folder relative to its
+    working directory, the rerun absolute: every image is read either way."""
     out = tmp_path / "driver.jsonl"
-    cmd = [sys.executable, "-m", "tangpoetrybench.cli", "score", "--engine", "ray", "--images", str(images.root),
+    cmd = [sys.executable, "-m", "tangpoetrybench.cli", "score", "--engine", "ray", "--images", images.root.name,
            "--poems", str(images.poems), "--evaluator", "pae", "--model", str(tiny_models["qwen3-vl"]), "--adapter",
            str(tiny_pae), "--constrained", "--batch-size", "1", "--out", str(out), "--quiet"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=images.root.parent)
     family: list[psutil.Process] = []
     try:
         while proc.poll() is None and (not out.exists() or out.read_text().count("\n") < 2):
@@ -174,6 +175,7 @@ def test_a_driver_killed_mid_run_is_completed_by_a_rerun(cluster, tiny_models, t
                          poems=images.poems, batch_size=1, progress=False)  # the Python API of `tpb score`'s
     assert (rerun.skipped, rerun.scored) == (before, 6 - before)
     assert [r["image_id"] for r in records(out)] == images.source.ids()
+    assert all(r["parse_status"] == "ok" for r in records(out)), [r["error"] for r in records(out)]
 
 
 # ---- PAE on Ray Data's vLLM engine stage, against the real ray.data.llm (no vLLM: no engine runs) ----
