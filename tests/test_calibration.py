@@ -330,6 +330,45 @@ def test_a_calibration_refuses_other_settings_evaluators_builds_and_its_own_poem
         load_calibration(path)
 
 
+def served_by(records: list[dict], models: dict[str, str]) -> list[dict]:
+    """The records as a fleet's answers: each says which replica answered it (`server`, in turn) and the model that
+    replica said it served (`served_model`, `models[server]`), as the served judge records them."""
+    servers = list(models)
+    return [{**r, "settings": {**r["settings"], "server": servers[k % len(servers)],
+                               "served_model": models[servers[k % len(servers)]]}} for k, r in enumerate(records)]
+
+
+def test_a_fleets_results_calibrate_and_a_fleet_mixing_models_is_refused_naming_them(demo_built, tmp_path, capsys):
+    """The served judge's results from two identical replicas (each record naming its server) calibrate, and the
+    calibration applies to their test results answered in another order; a fleet whose replicas serve two models is
+    refused, naming the models and the servers that answered each; so is applying a calibration of one served model
+    to another's results."""
+    a, b = "http://10.0.0.5:8000/v1", "http://10.0.0.5:8001/v1"
+    same = {a: "pae", b: "pae"}
+    train = write_records(served_by(simulated_readout_scores(demo_built, "train"), same), tmp_path / "train.jsonl")
+    test = write_records(served_by(simulated_readout_scores(demo_built, "test"), {b: "pae", a: "pae"}),
+                         tmp_path / "test.jsonl")
+    cal = tmp_path / "calibration.json"
+    assert main(["calibrate", "--dataset", str(demo_built), "--scores", str(train), "--split", "train", "--alpha",
+                 "0.2", "--out", str(cal)]) == 0, capsys.readouterr().err
+    calibration = load_calibration(cal)
+    assert calibration.settings["served_model"] == "pae" and "server" not in calibration.settings
+    assert main(["agree", "--dataset", str(demo_built), "--scores", str(test), "--calibration", str(cal),
+                 "--bootstrap", "200"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    mixed = write_records(served_by(simulated_readout_scores(demo_built, "train"), {a: "pae", b: "Qwen/Qwen3-VL-8B"}),
+                          tmp_path / "mixed.jsonl")
+    assert main(["calibrate", "--dataset", str(demo_built), "--scores", str(mixed), "--split", "train", "--alpha",
+                 "0.2", "--out", str(tmp_path / "mixed.json")]) == 2
+    err = capsys.readouterr().err
+    assert "answered by more than one model: 'Qwen/Qwen3-VL-8B' (at http://10.0.0.5:8001/v1), 'pae' (at " \
+           "http://10.0.0.5:8000/v1)" in err, err
+    other = write_records(served_by(simulated_readout_scores(demo_built, "test"), {a: "other"}), tmp_path / "o.jsonl")
+    assert main(["agree", "--dataset", str(demo_built), "--scores", str(other), "--calibration", str(cal),
+                 "--bootstrap", "200"]) == 2
+    assert "made with served_model 'other', but the calibration (images/train) with 'pae'" in capsys.readouterr().err
+
+
 def test_records_without_human_scores_are_reported_never_dropped(demo_built, tmp_path, capsys):
     """The train split has three unrated images: a calibration fitted on test, applied to train (poem-disjoint),
     lists them; so does a calibration fitted on train."""
