@@ -118,6 +118,37 @@ def test_ece_the_prediction_set_threshold_and_the_temperature_by_hand():
     assert fit_temperature(np.zeros((0, 2)), np.zeros(0, int)) is None
 
 
+def test_a_human_score_half_way_between_two_anchors_goes_to_the_higher_everywhere(demo_built):
+    """docs/calibration.md: ties go to the higher anchor. Half-way is decided exactly (0.5 is as far from 0.33 as from
+    0.67, though their float distances differ in the last bit), for every pair of neighbouring anchors of both bundled
+    rubrics, by the one snapping rule (`Dimension.nearest_score`) that the calibration's people's anchors, the
+    synthetic judge and the Space's nearest anchor use. Each rated image's human core imagery set to 0.5 and the
+    readout's mass on 0.67 (0.6) and 0.33 (0.3): the people's anchor is 0.67, so the prediction set's threshold is
+    1 − 0.6, the readout's ECE |1 − 0.6| and the fitted temperature sharpens (below 1)."""
+    from tangpoetrybench.hub.space import nearest_anchor
+
+    for rubric in (TANG, rubric_for_tradition("song_ci")):
+        for dim in rubric.dimensions:
+            ordered = sorted(dim.scores)
+            for low, high in zip(ordered, ordered[1:]):
+                half = (low + high) / 2
+                assert dim.nearest_score(half) == high and dim.nearest_score(half - 1e-6) == low, (dim.key, half)
+    imagery = TANG.dimension("core_imagery")
+    assert nearest_anchor(TANG, imagery, 0.5).startswith("b: ") and nearest_anchor(TANG, imagery, 0.835).startswith("a")
+    train = [{**row, "core_imagery": 0.5 if row["quality"] is not None else None} for row in rows(demo_built, "train")]
+    records = by_id(simulated_readout(train, TANG))
+    for record in records.values():
+        record["readout"]["dimensions"]["core_imagery"]["distribution"] = {"1.0": 0.05, "0.67": 0.6, "0.33": 0.3,
+                                                                           "0.0": 0.05}
+    judged = judged_of(train, results(records), TANG, "train")
+    rated = judged.labels("core_imagery")[judged.rated]
+    assert len(rated) and set(rated) == {judged.anchor_texts("core_imagery").index("0.67")}
+    calibration = fit(judged, one_way(records, "train"), dataset_identity(demo_built, "images", "train"), 0.2)
+    target = calibration.dimensions["core_imagery"]
+    assert target.set_threshold == pytest.approx(0.4) and target.temperature < 1
+    assert calibration.diagnostics["per_dimension"]["core_imagery"]["ece_before"] == pytest.approx(0.4)
+
+
 # --- known truth: the synthetic judge on the synthetic release ---
 
 def test_coverage_over_twenty_seeds_is_in_the_band_and_adaptive_intervals_follow_the_spread(demo_built):
