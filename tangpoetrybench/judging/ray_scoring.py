@@ -43,6 +43,9 @@ from .scoring import DEFAULT_BATCH_SIZE, ROW_COLUMNS, DatasetSource, FolderSourc
     row_item, source_of, write_in_order
 
 
+MAX_FOLDER_BLOCKS = 10_000  # blocks a folder's rows are cut into on the driver (each one object in Ray's store)
+
+
 def build_evaluator(name: str, options: dict, calibration=None) -> Evaluator:
     """The evaluator `name` with its options (`registry.load_evaluator`), calibrated where a calibration is given:
     what the probe and every worker load, in a Ray process. One that holds no GPU never uses another's."""
@@ -122,9 +125,11 @@ class ScoreWorker:
 
 def ray_rows(source: Source, run: Run, rows_per_block: int):
     """The rows still to score, as a Ray dataset in the built dataset's row form, in blocks of `rows_per_block` rows
-    (a batch): a Parquet file is read as one block, and from_items makes at most 200, but a block goes to one worker
-    and its records come back when it is done; blocks of a batch spread the rows over every worker and let the driver
-    append each batch as it comes back. Ray Data splits the blocks as they stream (no rows held back)."""
+    (a batch). A block goes to one worker and its records come back when it is done, but Ray Data reads a Parquet
+    file as one block, and from_items makes at most 200: blocks of a batch spread the rows over every worker and let
+    the driver append each batch as it comes back. A dataset's blocks are split as they stream, by a task on the CPU
+    that reading needs anyway (`RayEngine.check_room`); a folder's rows are cut on the driver (at most
+    MAX_FOLDER_BLOCKS blocks), so its workers may take every CPU."""
     import ray.data
     from ray.data.expressions import col
 
@@ -132,12 +137,13 @@ def ray_rows(source: Source, run: Run, rows_per_block: int):
         rows = ray.data.read_parquet(source.files()).select_columns(list(ROW_COLUMNS))  # pushed down to the read
         if len(run.todo) != len(source.ids()):
             rows = rows.filter(expr=col("image_id").is_in(run.todo))
-    elif isinstance(source, FolderSource):
+        return rows.repartition(target_num_rows_per_block=rows_per_block)
+    if isinstance(source, FolderSource):
         todo = set(run.todo)
-        rows = ray.data.from_items([row for row in source.rows() if row["image_id"] in todo])
-    else:
-        raise TypeError(f"the Ray engine reads a built dataset or a folder of images, not a {type(source).__name__}")
-    return rows.repartition(target_num_rows_per_block=rows_per_block)
+        items = [row for row in source.rows() if row["image_id"] in todo]
+        return ray.data.from_items(items, override_num_blocks=min(MAX_FOLDER_BLOCKS,
+                                                                  max(1, math.ceil(len(items) / rows_per_block))))
+    raise TypeError(f"the Ray engine reads a built dataset or a folder of images, not a {type(source).__name__}")
 
 
 def same_cluster(address: str, running: str, node_ip: str) -> bool:
