@@ -102,6 +102,29 @@ def test_the_reward_takes_the_datasets_own_poems_and_names_an_unknown_id(demo_bu
                                          f"{poems['train'].num_rows} poems this reward knows")
 
 
+def test_a_failed_images_fill_is_its_poems_mean_in_the_docs_metadata_form():
+    """docs/reward.md's metadata form, `{"poem": {title, author, text}}` (no id), three images a poem, the first one
+    failed: its fill is the mean of its poem's scored images (not the call's), so with PAE alone its advantage under
+    per-prompt standardisation is zero. The same with a `poem_id` of None; TRL's `poem` column names it alike."""
+    from test_reward_fleet import per_prompt_advantages
+
+    reward = PAEReward(None)
+    chosen = [p for p in sample_poems()[:2] for _ in range(3)]
+    prompts = [p.text for p in chosen]
+    forms = {"metadata": [{"poem": {"title": p.title, "author": p.author, "text": p.text}} for p in chosen],
+             "an id of None": [{"poem": {"poem_id": None, "title": p.title, "author": p.author, "text": p.text}}
+                               for p in chosen]}
+    failed = EvalResult("x", "pae", {}, None, None, "failed", "HTTP 503", 0.0, error_kind="transient")
+    results = [failed] + [result({}, q) for q in (0.2, 0.4, 0.9, 0.8, 1.0)]
+    for form, metadata in forms.items():
+        poems = [reward.poem(prompt, meta, i) for i, (prompt, meta) in enumerate(zip(prompts, metadata))]
+        rewards, status = reward.rewards(poems, results)
+        assert status[0] == "filled" and rewards[0] == pytest.approx(0.3), form  # (0.2 + 0.4) / 2, not 0.66
+        assert per_prompt_advantages(rewards, prompts)[0] == pytest.approx(0.0, abs=1e-9), form
+    as_trl = [reward.poem(None, {"poem": m["poem"]}, i) for i, m in enumerate(forms["metadata"])]  # TRL's column
+    assert len({p.poem_id for p in as_trl}) == 2
+
+
 def test_the_local_reward_says_once_that_its_weights_are_random(tiny_models, caplog):
     """`info` says it for every call, the log once; a Scalar naming no dimension is refused as the reward is built."""
     import logging

@@ -268,7 +268,8 @@ def nearest_anchor(rubric: Rubric, dim: Dimension, score: float | None, failed: 
     if score is None:
         excluded = next((o for o in dim.options if o.excluded), None)
         return f"not applicable ({excluded.label['en']})" if excluded else "no score"
-    option = min((o for o in dim.options if not o.excluded), key=lambda o: (abs(o.score - score), o.letter))
+    nearest = dim.nearest_score(score)
+    option = min((o for o in dim.options if o.score == nearest), key=lambda o: o.letter)
     return f"{option.letter}: {rubric.in_languages(option.label)}"
 
 

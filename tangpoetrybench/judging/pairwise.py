@@ -24,7 +24,7 @@ from PIL import Image
 
 from ..dataset.reading import dataset_rows, row_image
 from ..errors import ImageError
-from ..files import DEFAULT_MAX_IMAGE_PIXELS, open_image
+from ..files import DEFAULT_MAX_IMAGE_PIXELS
 from ..poems import Poem
 from .failures import KEEP, FailedAnswer
 from .records import PairRecord
@@ -169,17 +169,23 @@ def dataset_pairs(dataset: str | Path, config: str = "images", split: str = "tes
             raise ValueError(f"{x} and {y} illustrate different poems: a pair is two images of one poem")
         pairs.append(Pair(Poem(r["poem_id"], r["title"], r["author"], r["poem"], r["tradition"]), x, y))
     wanted = {i for p in pairs for i in (p.x, p.y)}
-    images = {i: rows[i]["image"] for i in wanted}
+    return pairs, row_loader({i: rows[i]["image"] for i in wanted}, dataset, max_image_pixels,
+                             f"{dataset} ({config}, {split})")
 
+
+def row_loader(images: dict[str, dict], root: str | Path, max_image_pixels: int, where: str
+               ) -> Callable[[str], Image.Image]:
+    """A loader of images by id, from their rows' images (`{"bytes", "path"}`, a path below `root`) by `row_image`,
+    in RGB; a refused or unreadable image raises `ImageError` naming `where` and its id."""
     def load(image_id: str) -> Image.Image:
         try:
-            opened = row_image(images[image_id], dataset, max_image_pixels)
+            opened = row_image(images[image_id], root, max_image_pixels)
         except ImageError as exc:
-            raise ImageError(f"{dataset} ({config}, {split}): image {image_id}: {exc}") from None
+            raise ImageError(f"{where}: image {image_id}: {exc}") from None
         with opened:
             return opened.convert("RGB")
 
-    return pairs, load
+    return load
 
 
 def every_pair(images: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -198,15 +204,12 @@ def folder_pairs(images: Path | str, poems_file: Path | str, max_image_pixels: i
     if source.names_no_generator:
         raise ValueError(f"{images} holds images directly (<poem_id>.png): a pair is two generators' images of one "
                          "poem, so give a folder of <generator>/<poem_id>.png")
-    paths = dict(source.files)
-    pairs = [Pair(source.poems[paths[x].stem], x, y) for x, y in every_pair((i, p.stem) for i, p in source.files)]
+    rows = {r["image_id"]: r for r in source.rows()}
+    pairs = [Pair(source.poems[rows[x]["poem_id"]], x, y)
+             for x, y in every_pair((i, r["poem_id"]) for i, r in rows.items())]
     if not pairs:
         raise ValueError(f"{images} holds no two images of one poem: a pair is two generators' images of one poem")
-
-    def load(image_id: str) -> Image.Image:
-        return open_image(paths[image_id], max_image_pixels).convert("RGB")
-
-    return pairs, load
+    return pairs, row_loader({i: r["image"] for i, r in rows.items()}, source.root, max_image_pixels, str(images))
 
 
 def pair_choices(records: dict[str, dict]) -> dict[str, float | None]:

@@ -81,6 +81,7 @@ class VLLMStage:
     random_weights = False
     repair = 0
     min_batch_size = 1
+    default_batch_size = BATCH_SIZE
 
     @classmethod
     def of(cls, name: str, options: dict) -> "VLLMStage":

@@ -28,7 +28,7 @@ from PIL import Image
 
 from ...errors import ImageError, RunStopped
 from ...files import DEFAULT_MAX_IMAGE_PIXELS, open_image
-from ...poems import Poem
+from ...poems import Poem, content_id
 from ...rubric import BUILTIN, DEFAULT_TRADITION, Rubric, rubric_for_tradition
 from ..records import EvalResult, LetterResult, ScalarResult, ScoresResult, TextResult
 
@@ -79,11 +79,14 @@ class Prepared:
         return self
 
 
-def as_poem(poem: Poem | Mapping[str, str], index: int) -> Poem:
+def as_poem(poem: Poem | Mapping[str, str]) -> Poem:
+    """A `Poem`, or one from a mapping with its text (title, author, tradition, poem_id optional). A mapping without
+    an id is named by its content (`poems.content_id`): images of one poem name it alike, wherever they stand."""
     if isinstance(poem, Poem):
         return poem
-    return Poem(poem_id=str(poem.get("poem_id", f"poem-{index}")), title=poem.get("title", ""),
-                author=poem.get("author", ""), text=poem["text"], tradition=poem.get("tradition", DEFAULT_TRADITION))
+    title, author = poem.get("title", ""), poem.get("author", "")
+    return Poem(poem_id=str(poem.get("poem_id") or content_id(title, author, poem["text"])), title=title,
+                author=author, text=poem["text"], tradition=poem.get("tradition", DEFAULT_TRADITION))
 
 
 def describe(exc: BaseException) -> str:
@@ -237,7 +240,7 @@ class Evaluator(ABC):
         result of kind `input`, as `tpb score` records it."""
         if len(images) != len(poems):
             raise ValueError(f"{len(images)} images but {len(poems)} poems")
-        items = [checked_item(str(i), img, as_poem(p, i), max_image_pixels)
+        items = [checked_item(str(i), img, as_poem(p), max_image_pixels)
                  for i, (img, p) in enumerate(zip(images, poems))]
         return [r for start in range(0, len(items), batch_size) for r in self.score(items[start:start + batch_size])]
 
