@@ -114,11 +114,11 @@ def test_a_failed_images_fill_is_its_poems_mean_in_the_docs_metadata_form():
     forms = {"metadata": [{"poem": {"title": p.title, "author": p.author, "text": p.text}} for p in chosen],
              "an id of None": [{"poem": {"poem_id": None, "title": p.title, "author": p.author, "text": p.text}}
                                for p in chosen]}
-    failed = EvalResult("x", "pae", {}, None, None, "failed", "HTTP 503", 0.0, error_kind="transient")
+    failed = ScoresResult("x", "pae", {}, None, None, "failed", "HTTP 503", 0.0, error_kind="transient")
     results = [failed] + [result({}, q) for q in (0.2, 0.4, 0.9, 0.8, 1.0)]
     for form, metadata in forms.items():
         poems = [reward.poem(prompt, meta, i) for i, (prompt, meta) in enumerate(zip(prompts, metadata))]
-        rewards, status = reward.rewards(poems, results)
+        rewards, status, _ = reward.rewards(poems, results)
         assert status[0] == "filled" and rewards[0] == pytest.approx(0.3), form  # (0.2 + 0.4) / 2, not 0.66
         assert per_prompt_advantages(rewards, prompts)[0] == pytest.approx(0.0, abs=1e-9), form
     as_trl = [reward.poem(None, {"poem": m["poem"]}, i) for i, m in enumerate(forms["metadata"])]  # TRL's column
