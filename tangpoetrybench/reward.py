@@ -296,11 +296,9 @@ class PAEReward:
         return self.scaled(self.scalar(result))
 
     def abstains(self, result: EvalResult) -> bool:
-        """Whether the judge abstains on a scored result (`Calibration.abstains`; a result the calibration could not
-        be applied to, another rubric's, has no guarantee and is abstained on too)."""
-        if self.abstain is None or result.parse_status == "failed" or result.quality is None:
-            return False
-        return "quality" not in (result.calibrated or {}) or self.calibration.abstains(result.quality, result.readout)
+        """Whether the judge abstains on a result, where it may (`Calibration.abstains_on`, as `tpb score --abstain`
+        marks it: a result the calibration could not be applied to, another rubric's, is abstained on too)."""
+        return self.abstain is not None and self.calibration.abstains_on(result)
 
     def rewards(self, poems: Sequence[Poem], results: Sequence[EvalResult]
                 ) -> tuple[np.ndarray, list[str], np.ndarray]:

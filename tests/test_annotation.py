@@ -237,6 +237,46 @@ def test_assignment_overlap_never_twice_priority_first_and_balanced(raw, tmp_pat
     assert a.candidates == shown_order(campaign.candidates["p3"], 0, "r1", "g2/p3")
 
 
+def test_the_images_the_judge_abstains_on_are_rated_first(raw, tmp_path):
+    """The loop back to people: the judge's results on the release (SYNTHETIC, with a threshold SET BY HAND at spread
+    0.04), `tpb calibrate --select` over them, that list as --priority: a rater gets the failed answer first, then
+    the images the judge abstained on (widest interval first), then the rest."""
+    from test_reward import calibration_of
+
+    from tangpoetrybench.judging.calibrated import CALIBRATION_SETTING
+    from tangpoetrybench.judging.evaluators import load_evaluator
+
+    judge = load_evaluator("api", model="pae", base_url="http://127.0.0.1:9/v1", readout="expected")  # never asked
+    calibration = calibration_of(judge, 0.04)
+    cal = calibration.write(tmp_path / "calibration.json")
+    # (quality, spread): a failed answer; two abstained on, g2/p1's interval [0, 0.14] cut at 0, narrower than the
+    # kept images' [0.4, 0.6] (spread 0.04, kept): abstained comes before width
+    made = {"g1/p3": (None, None), "g2/p1": (0.0, 0.06), "gx/p2": (0.5, 0.3)}
+    pool = []
+    for image_id in load_campaign(raw).images:
+        quality, spread = made.get(image_id, (0.5, 0.04))
+        failed = quality is None
+        pool.append({"image_id": image_id, "evaluator": judge.name, "task": "scores", "model": judge.model_name,
+                     "scores": {} if failed else {"overall_impression": quality}, "quality": quality,
+                     "raw_output": "", "parse_status": "failed" if failed else "ok", "error": None, "seconds": 0.0,
+                     "settings": {**judge.settings(), CALIBRATION_SETTING: calibration.fingerprint},
+                     "readout": None if failed else {"quality_sd": spread, "dimensions": {}}})
+    (tmp_path / "pool.jsonl").write_text("".join(json.dumps(r) + "\n" for r in pool))
+    first = tmp_path / "first.jsonl"
+    assert main(["calibrate", "--calibration", str(cal), "--select", str(len(pool)), "--pool",
+                 str(tmp_path / "pool.jsonl"), "--select-out", str(first)]) == 0
+    chosen = [json.loads(line) for line in first.read_text().splitlines()]
+    assert [c["image_id"] for c in chosen[:3]] == ["g1/p3", "gx/p2", "g2/p1"]
+    assert [c["abstained"] for c in chosen] == [False, True, True] + [False] * (len(pool) - 3)
+    assert chosen[2]["width"] < chosen[3]["width"]
+    app, clock = started(raw, tmp_path / "c.sqlite", Plan(priority=read_priority(first, load_campaign(raw).images)))
+    token = app.protocol.store.invite("r1", "crowd", "en", 0.0)
+    for _ in range(4):
+        rate_one(app.protocol, clock, token, "aaaaaaaaaa")
+    rated = sorted((a for a in app.protocol.store.assignments() if a.done), key=lambda a: a.id)
+    assert [a.image_id for a in rated[:3]] == ["g1/p3", "gx/p2", "g2/p1"] and rated[3].image_id not in made
+
+
 def test_an_image_held_too_long_is_offered_again(raw):
     campaign = load_campaign(raw)
     from tangpoetrybench.annotation.store import Assignment

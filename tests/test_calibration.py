@@ -19,6 +19,7 @@ from tangpoetrybench.cli import main
 from tangpoetrybench.dataset.reading import dataset_identity, dataset_rows
 from tangpoetrybench.dataset.synthetic import simulated_readout, simulated_readout_scores, write_records
 from tangpoetrybench.errors import DataError
+from tangpoetrybench.judging.abstention import Abstention
 from tangpoetrybench.judging.calibrated import Calibration, Target, load_calibration, prediction_set, scaled, spread_of
 from tangpoetrybench.poems import Poem, write_poems
 from tangpoetrybench.rubric import rubric_for_tradition
@@ -494,6 +495,58 @@ def test_score_with_a_calibration_writes_intervals_and_a_resume_never_mixes(demo
     assert coverage["calibration"] == [fingerprint] and coverage["n_images"] == 12 and coverage["level"] == 0.5
     assert f"The judge's 50 % intervals (calibration {fingerprint}) hold the human quality of" in (
         board / "leaderboard.md").read_text()
+
+
+def with_threshold(calibration: Path, scores: Path, out: Path) -> Calibration:
+    """The calibration with a selective-judging threshold SET BY HAND at the median spread the tiny judge reported
+    on its calibration images (`scores`), so that it abstains on some images and keeps others: nothing here is
+    certified by data (tests/test_selective.py tests the fitting)."""
+    spreads = [json.loads(line)["readout"]["quality_sd"] for line in scores.read_text().splitlines()]
+    threshold = float(np.median(spreads))
+    made = dataclasses.replace(load_calibration(calibration), abstention=Abstention(
+        "mae", 0.1, 0.1, threshold, "set by hand", sorted({0.01, threshold}) + [None], 0.0, 0.0, 1, 1.0, 0.1))
+    made.write(out)
+    return made
+
+
+@pytest.mark.slow
+def test_score_abstain_marks_each_record_and_a_resume_with_other_abstain_is_refused(demo_built, tiny_models,
+                                                                                    tiny_calibrations, tmp_path,
+                                                                                    capsys):
+    """`tpb score --calibration F --abstain` keeps every record and marks in each whether the judge abstains on it,
+    as `Calibration.abstains` says from its quality and spread; a resume with or without --abstain is refused, and
+    --abstain without a threshold is refused before a model loads. The leaderboard ranks on the kept ones and
+    `tpb calibrate --select` puts the abstained first."""
+    plain = tiny_calibrations["expected"]
+    cal = with_threshold(plain, plain.parent / "val_expected.jsonl", tmp_path / "threshold.json")
+    out = tmp_path / "test.jsonl"
+    score = ["score", "--dataset", str(demo_built), "--evaluator", "pae", "--model", str(tiny_models["qwen3-vl"]),
+             "--readout", "expected", "--out", str(out), "--quiet"]
+    assert main([*score, "--calibration", str(plain), "--abstain"]) == 2
+    assert "--abstain needs a calibration with a selective-judging threshold, and " \
+        f"{load_calibration(plain).fingerprint} holds none: make one with tpb calibrate ... --epsilon E" in \
+        capsys.readouterr().err
+    assert main([*score, "--abstain"]) == 2
+    assert "--abstain needs --calibration FILE" in capsys.readouterr().err and not out.exists()
+    assert main([*score, "--calibration", str(tmp_path / "threshold.json"), "--abstain"]) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    marks = [r["calibrated"]["abstained"] for r in records]
+    assert len(records) == 12 and all(r["settings"]["abstain"] is True for r in records)
+    assert marks == [cal.abstains(r["quality"], r["readout"]) for r in records] and 0 < sum(marks) < 12
+    assert f"abstained on {sum(marks)} of the 12 images scored now" in capsys.readouterr().out
+    assert main([*score, "--calibration", str(tmp_path / "threshold.json")]) == 2  # a resume without --abstain
+    assert "made with abstain True" in capsys.readouterr().err
+    assert len(out.read_text().splitlines()) == 12
+    board = tmp_path / "board"
+    assert main(["leaderboard", "--dataset", str(demo_built), "--scores", str(out), "--kept-only",
+                 str(tmp_path / "threshold.json"), "--bootstrap", "0", "--out", str(board)]) == 0
+    rows = json.loads((board / "leaderboard.json").read_text())["leaderboard"]
+    assert sum(r["abstained"] for r in rows) == sum(marks)
+    assert main(["calibrate", "--calibration", str(tmp_path / "threshold.json"), "--select", "12", "--pool", str(out),
+                 "--select-out", str(tmp_path / "first.jsonl")]) == 0
+    chosen = [json.loads(line) for line in (tmp_path / "first.jsonl").read_text().splitlines()]
+    by_id = {r["image_id"]: r for r in records}
+    assert [by_id[c["image_id"]]["calibrated"]["abstained"] for c in chosen] == sorted(marks, reverse=True)
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 human scores plus a planted offset per generator, and a new generator the people never rated), so every number
 can be checked against a direct computation; the slow test runs the whole loop with the tiny models."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -15,7 +16,9 @@ from scipy import stats
 
 from conftest import launched_space
 from tangpoetrybench.cli import main
-from tangpoetrybench.dataset.reading import dataset_rows
+from tangpoetrybench.dataset.reading import dataset_fingerprint, dataset_rows
+from tangpoetrybench.judging.abstention import Abstention
+from tangpoetrybench.judging.calibrated import Calibration, Target
 from tangpoetrybench.reporting.leaderboard import build_leaderboard, leaderboard_rows, write_leaderboard
 from tangpoetrybench.rubric import rubric_for_tradition
 from tangpoetrybench.hub.space import LeaderboardView, UserError, leaderboard_view
@@ -325,3 +328,83 @@ def test_the_commands_tpb_generate_prints_next_make_a_board(tiny_models, tiny_pa
     numbers = json.loads((tmp_path / "board" / "leaderboard.json").read_text(encoding="utf-8"))
     assert "tinysd" in {r["generator"] for r in numbers["leaderboard"]}
     assert set(numbers.get("left_out", {})) <= {"tinysd"}  # at most its Song Ci poems, which the board does not rank
+
+
+# --- ranked on the images the judge kept (`tpb leaderboard --kept-only`) ---
+
+def threshold_calibration(demo_built) -> Calibration:
+    """A calibration of the synthetic judge's settings fitted (so its file says) on the train split's images, its
+    numbers and threshold SET BY HAND: the leaderboard only reads which records say the judge abstained, and which
+    generators the calibration's images hold (tests/test_selective.py tests the fitting)."""
+    train = sorted({r["poem_id"] for r in dataset_rows(demo_built, "images", "train", ["poem_id"])})
+    return Calibration(alpha=0.2, evaluator="pae", model="synthetic", settings=SETTINGS,
+                       dataset={"fingerprint": dataset_fingerprint(demo_built), "config": "images", "split": "train"},
+                       poems=train, n_images=0, quality=Target(0, 0, 0.3, 2.0), dimensions={},
+                       human_quality=[[0.0, 0.5], [1.0, 0.5]],
+                       abstention=Abstention("mae", 0.1, 0.1, 0.04, "set by hand", [0.01, 0.04, None], 0.0, 0.0, 1,
+                                             1.0, 0.1))
+
+
+def abstaining(records: list[dict], calibration: Calibration, every: int) -> list[dict]:
+    """The records as `tpb score --calibration --abstain` marks them, every `every`-th one abstained on (by hand)."""
+    settings = {"calibration": calibration.fingerprint, "abstain": True}
+    return [dict(r, settings={**r["settings"], **settings},
+                 calibrated={"alpha": 0.2, "calibration": calibration.fingerprint, "abstained": i % every == 0})
+            for i, r in enumerate(records)]
+
+
+def test_kept_only_ranks_on_the_kept_images_with_the_share_kept_per_generator(demo_built, files, board, tmp_path,
+                                                                               capsys):
+    """Every column over the kept images only, checked against a computation from the records and the dataset; the
+    share kept per generator in md, html and json; newgen and painter_e (no image among the calibration's) named
+    outside it. Without the option the board is as before (tests/test_outputs_unchanged.py pins it)."""
+    calibration = threshold_calibration(demo_built)
+    cal = calibration.write(tmp_path / "calibration.json")
+    rated, new = ([json.loads(line) for line in f.read_text().splitlines()] for f in files)
+    marked = [write(tmp_path / "rated.jsonl", abstaining(rated, calibration, 3)),
+              write(tmp_path / "new.jsonl", abstaining(new, calibration, 4))]
+    out = tmp_path / "kept"
+    assert main(["leaderboard", "--dataset", str(demo_built), "--scores", *map(str, marked), "--kept-only", str(cal),
+                 "--bootstrap", "200", "--out", str(out)]) == 0
+    numbers = json.loads((out / "leaderboard.json").read_text(encoding="utf-8"))
+    rows = {r["generator"]: r for r in numbers["leaderboard"]}
+    people = {r["image_id"]: r for r in human(demo_built)}
+    records = [json.loads(line) for f in marked for line in f.read_text().splitlines()]
+    for g, row in rows.items():
+        mine = [r for r in records if r["image_id"].startswith(g + "/")]
+        kept = [r for r in mine if not r["calibrated"]["abstained"]]
+        assert 0 < len(kept) < len(mine)
+        assert row["abstained"] == len(mine) - len(kept) and row["kept_share"] == pytest.approx(len(kept) / len(mine))
+        assert row["judge"]["quality"] == pytest.approx(np.mean([r["quality"] for r in kept]))
+        if g != "newgen":
+            rated_kept = [people[r["image_id"]]["quality"] for r in kept if people[r["image_id"]]["quality"] is not None]
+            assert row["human"]["quality"] == pytest.approx(np.mean(rated_kept))
+    agree = numbers["agreement_with_humans"]
+    assert agree["per_image"]["n_images"] == sum(not r["calibrated"]["abstained"] and r["image_id"] in people
+                                                 and people[r["image_id"]]["quality"] is not None for r in records)
+    train_generators = sorted({r["generator"] for r in dataset_rows(demo_built, "images", "train",
+                                                                    ["generator", "quality"]) if r["quality"] is not None})
+    assert numbers["kept_only"]["calibration_generators"] == train_generators
+    assert numbers["kept_only"]["outside_calibration"] == sorted(set(rows) - set(train_generators)) == ["newgen",
+                                                                                                        "painter_e"]
+    md, html = ((out / f"leaderboard.{ext}").read_text(encoding="utf-8") for ext in ("md", "html"))
+    a = rows["painter_a"]
+    shown = f"{a['abstained']} abstained on, {100 * a['kept_share']:.0f} % kept"
+    assert shown in md and shown in html and "**Kept images only.**" in md
+    assert "**Outside the calibration:** newgen, painter_e had no image among its images" in md
+    plain_numbers = json.loads((board / "leaderboard.json").read_text())
+    assert "kept_only" not in plain_numbers and numbers["poems"] == plain_numbers["poems"]  # the same poems compared
+    # refused: scores made without --abstain, and a calibration without a threshold
+    assert main(["leaderboard", "--dataset", str(demo_built), "--scores", *map(str, files), "--kept-only", str(cal),
+                 "--out", str(tmp_path / "no")]) == 2
+    assert "were scored without --abstain: score them with tpb score --calibration FILE --abstain" in \
+        capsys.readouterr().err
+    other = dataclasses.replace(calibration, alpha=0.1)
+    assert main(["leaderboard", "--dataset", str(demo_built), "--scores", *map(str, marked), "--kept-only",
+                 str(other.write(tmp_path / "other.json")), "--out", str(tmp_path / "no")]) == 2
+    assert f"scored under calibration {calibration.fingerprint}, not {other.fingerprint}" in capsys.readouterr().err
+    plain = dataclasses.replace(calibration, abstention=None).write(tmp_path / "plain.json")
+    assert main(["leaderboard", "--dataset", str(demo_built), "--scores", *map(str, marked), "--kept-only",
+                 str(plain), "--out", str(tmp_path / "no")]) == 2
+    assert "--kept-only needs a calibration with a selective-judging threshold" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()

@@ -103,6 +103,33 @@ def test_records_equal_tpb_scores_and_resume_the_same_way(cluster, tiny_models, 
         engine.load_evaluator("clipscore", adapter=str(tiny_pae))
 
 
+@pytest.mark.slow
+def test_the_ray_engine_marks_abstentions_as_tpb_score_does(cluster, tiny_models, demo_built, tmp_path):
+    """`tpb score --engine ray --calibration F --abstain`: every worker loads the calibrated, abstaining judge, so
+    the records (each marked `calibrated.abstained`) are the local engine's; a resume without --abstain is refused."""
+    from test_reward import calibration_of
+
+    from tangpoetrybench.judging.calibrated import Calibrated
+
+    source = DatasetSource(demo_built, "images", "test")
+    options = dict(model=str(tiny_models["qwen3-vl"]), readout="expected")
+    judge = load_evaluator("pae", **options)
+    plain = tmp_path / "plain.jsonl"
+    score_to_jsonl(judge, source, plain, batch_size=1, limit=4, progress=False)
+    spreads = sorted(r["readout"]["quality_sd"] for r in records(plain))
+    assert spreads[1] < spreads[2], spreads
+    calibration = calibration_of(judge, (spreads[1] + spreads[2]) / 2)  # between the spreads: two of four kept
+    local, far = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
+    score_to_jsonl(Calibrated(judge, calibration, abstain=True), source, local, batch_size=1, limit=4, progress=False)
+    engine = RayEngine(workers=1)
+    summary = engine.score_to_jsonl(engine.load_evaluator("pae", calibration, True, **options), source, far,
+                                    batch_size=1, limit=4, progress=False)
+    assert without_timing(records(far)) == without_timing(records(local))
+    assert [r["calibrated"]["abstained"] for r in records(far)].count(True) == summary.abstained == 2
+    with pytest.raises(ValueError, match="abstain"):
+        engine.score_to_jsonl(engine.load_evaluator("pae", calibration, False, **options), source, far, progress=False)
+
+
 def score_workers() -> list[psutil.Process]:
     """This test process's Ray Data actors that score (Ray titles each worker process by its actor's class)."""
     found = []

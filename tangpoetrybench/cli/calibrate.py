@@ -26,7 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, help="the calibration file to write (JSON)")
     p.add_argument("--calibration", type=Path, help="instead of fitting one: a calibration file (tpb calibrate --out)")
     p.add_argument("--select", type=int, metavar="K", help="list the K images of --pool with the widest quality "
-                   "intervals (a failed answer first): the ones to send to people first")
+                   "intervals (a failed answer first, then those the judge abstains on where the calibration holds a "
+                   "threshold): the ones to send to people first")
     p.add_argument("--pool", type=Path, help="with --select: the judge's results on the images to choose from "
                                              "(tpb score --images RAW/images)")
     p.add_argument("--select-out", type=Path, metavar="FILE",
@@ -68,5 +69,7 @@ def run(args: argparse.Namespace) -> None:
         raise ValueError("--select K needs --pool (the results to choose from) and --select-out FILE")
     rows = widest(calibration, ResultsFile.read(args.pool).records, args.select, args.pool)
     path = write_selection(rows, args.select_out)
-    print(f"Wrote the {counted(len(rows), 'image')} with the widest {percent(calibration.level)} intervals to {path}: "
-          f"widths {rows[0]['width']:.3f} to {rows[-1]['width']:.3f}")
+    first = sum(bool(r.get("abstained")) for r in rows)
+    first = f" ({first} the judge abstains on first, under the threshold)" if first else ""
+    print(f"Wrote the {counted(len(rows), 'image')} with the widest {percent(calibration.level)} intervals{first} to "
+          f"{path}: widths {rows[0]['width']:.3f} to {rows[-1]['width']:.3f}")

@@ -9,7 +9,8 @@ from pathlib import Path
 from .base import add_bootstrap, add_dataset_arguments
 
 SUMMARY = "rank generators by a rubric judge's estimated quality beside the human scores, as Markdown, HTML and JSON"
-EXAMPLE = 'tpb leaderboard --dataset sample/dataset --scores rated.jsonl new.jsonl --out board/'
+EXAMPLE = ('tpb leaderboard --dataset sample/dataset --scores rated.jsonl new.jsonl --out board/\n'
+           'tpb leaderboard --dataset D --scores rated.jsonl new.jsonl --kept-only calibration.json --out kept/')
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -22,6 +23,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True,
                    help="the folder to write (leaderboard.md, leaderboard.html, leaderboard.json, figures/)")
     add_bootstrap(p)
+    p.add_argument("--kept-only", type=Path, metavar="CALIBRATION",
+                   help="rank on the images the judge kept: the scores were made with tpb score --calibration "
+                        "CALIBRATION --abstain (a calibration with a threshold: tpb calibrate --epsilon); the share "
+                        "kept per generator is shown, and the generators outside the calibration are named")
     p.add_argument("--eval-results", type=Path, metavar="DIR",
                    help="also write DIR/<generator>/.eval_results/tangpoetrybench.yaml, the Hub's Eval Results file "
                         "each generator's model repo would carry")
@@ -38,10 +43,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    from ..judging.calibrated import check_abstain, load_calibration
     from ..reporting.leaderboard import compute_leaderboard, lay_out, write_leaderboard
 
+    kept_only = None
+    if args.kept_only is not None:
+        kept_only = load_calibration(args.kept_only)
+        check_abstain(kept_only, "--kept-only")
     data = compute_leaderboard(args.dataset, args.scores, split=args.split, n_bootstrap=args.bootstrap,
-                               seed=args.seed, recognize=args.recognize or [], generation=args.generation or [])
+                               seed=args.seed, recognize=args.recognize or [], generation=args.generation or [],
+                               kept_only=kept_only)
     rep = lay_out(data)
     out = write_leaderboard(rep, args.out)
     print(f"Wrote {out / 'leaderboard.md'}, {out / 'leaderboard.html'}, {out / 'leaderboard.json'} and {out / 'figures'}/")

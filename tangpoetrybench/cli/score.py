@@ -47,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a served judge: USD per million completion tokens, for the cost estimate (default: none)")
     p.add_argument("--calibration", type=Path, metavar="FILE", help="a calibration of this judge as set up here (tpb "
                    "calibrate --out): each record gets its intervals, prediction sets and calibrated confidences")
+    p.add_argument("--abstain", action="store_true", help="with a --calibration that holds a threshold (tpb calibrate "
+                   "--epsilon): keep every record, and mark in each whether the judge abstains on it "
+                   "(calibrated.abstained), for tpb leaderboard --kept-only and tpb calibrate --select")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     ray = p.add_argument_group("engine options (docs/scale.md)")
     ray.add_argument("--engine", choices=("local", "ray"), default="local", help="local: this machine (or each "
@@ -61,7 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from ..judging.calibrated import Calibrated, load_calibration
+    from ..judging.calibrated import Calibrated, check_abstain, load_calibration
     from ..judging.evaluators import load_evaluator
     from ..judging.registry import asks_server, chosen_backend, evaluator_spec
     from ..judging.scoring import score_to_jsonl, source_of
@@ -81,6 +84,8 @@ def run(args: argparse.Namespace) -> None:
         raise ValueError(f"the {backend.name} backend runs as one process that uses its GPUs itself: start tpb score "
                          "without accelerate launch or torchrun")
     calibration = load_calibration(args.calibration) if args.calibration else None  # read before a model loads
+    if args.abstain:
+        check_abstain(calibration)
     options = judge_options(args)
     if "rubric" in evaluator_spec(args.evaluator).options:  # the dataset's rubric where it is not a bundled one
         options["rubric"] = judge_rubric(args.rubric, args.dataset, args.config, None if args.dataset else args.poems)
@@ -91,7 +96,7 @@ def run(args: argparse.Namespace) -> None:
             raise ValueError("--engine ray places its workers itself: give --workers, not accelerate launch, torchrun "
                              "or --num-workers")
         engine = RayEngine(args.address, args.workers, args.worker_gpus, args.worker_cpus)
-        evaluator = engine.load_evaluator(args.evaluator, calibration, **options)
+        evaluator = engine.load_evaluator(args.evaluator, calibration, args.abstain, **options)
         summary = engine.score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,
                                         progress=not args.quiet)
     else:
@@ -99,7 +104,7 @@ def run(args: argparse.Namespace) -> None:
             raise ValueError("--address, --workers, --worker-gpus and --worker-cpus apply to --engine ray")
         evaluator = load_evaluator(args.evaluator, **options)
         if calibration is not None:
-            evaluator = Calibrated(evaluator, calibration)
+            evaluator = Calibrated(evaluator, calibration, args.abstain)
         summary = score_to_jsonl(evaluator, source, args.out, batch_size=args.batch_size, limit=args.limit,
                                  num_workers=args.num_workers, progress=not args.quiet)
     if summary.num_processes > 1:
@@ -123,6 +128,9 @@ def run(args: argparse.Namespace) -> None:
               f"again, {summary.repair_parsed} of them then read")
     elif served:
         print("repair round: off (--repair 0)")
+    if args.abstain:
+        print(f"abstained on {summary.abstained} of the {counted(summary.scored, 'image')} scored now (marked "
+              "calibrated.abstained; the records are kept)")
     if summary.readout_fallbacks:
         print(f"warning: the readout fell back to decoding for {summary.readout_fallbacks} of the {summary.scored} "
               "answers (the server returned no usable logprobs): their scores are decoded, without confidences; "

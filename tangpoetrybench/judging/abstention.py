@@ -13,6 +13,10 @@ import numpy as np
 ABSTAIN_TARGETS = ("mae", "pairwise")  # the error a threshold bounds: of quality scores, or of pairwise orders
 DEFAULT_DELTA = 0.1
 SPREAD_SLACK = 1e-9  # float slack where a spread is compared with the threshold
+ABSTAIN_SETTING = "abstain"
+"""The setting (true) of results scored with `tpb score --calibration FILE --abstain`: each record with a quality says
+in its `calibrated` block whether the judge abstained on it (`records.EvalResult`), and a resume with or without
+--abstain is refused like any other setting."""
 
 
 @dataclass

@@ -14,7 +14,9 @@ dimension) and the calibration's quantiles for it:
 - a calibrated confidence: the probability of the most likely anchor after temperature scaling, p_T ∝ p^(1/T), the
   chance (on calibration-like images) that the most likely anchor is the people's;
 - where the calibration holds a selective-judging threshold (`tpb calibrate --epsilon`, fitted in
-  `stats.selective`), whether the judge abstains on a result: `Calibration.abstains`, the one place that says so;
+  `stats.selective`), whether the judge abstains on a result: `Calibration.abstains` (from a score and its readout)
+  and `abstains_on` (a calibrated result, as `tpb score --abstain` marks it and the reward treats it), the one place
+  that says so;
 - where it holds the people's quality distribution (format `/3`), a score's percentile in it (`percentile`).
 
 A calibration holds for results made the way its calibration results were (evaluator, model, every setting and
@@ -34,7 +36,7 @@ import numpy as np
 
 from ..errors import DataError, Problem, quote
 from ..files import write_file
-from .abstention import ABSTAIN_TARGETS, Abstention
+from .abstention import ABSTAIN_SETTING, ABSTAIN_TARGETS, Abstention
 from .evaluators.base import EvalResult, Evaluator, Prepared, ScoringItem
 from .results import PER_RESULT_SETTINGS, two_settings
 
@@ -50,6 +52,9 @@ SERVED_MODEL = "served_model"  # the model a server said answered a result: one 
 ANSWER_FACTS = PER_RESULT_SETTINGS - {"rubric", SERVED_MODEL}
 """Which replica of a fleet answered a result and how its answer was constrained: facts of one answer, which may
 differ between the results of one judge set up one way, never compared."""
+APPLIED = frozenset({CALIBRATION_SETTING, ABSTAIN_SETTING})
+"""The settings that say how a calibration was applied to results (which one; whether the judge abstained), not how
+the results were made: a calibration compares results without them."""
 
 
 @dataclass
@@ -127,8 +132,7 @@ class Calibration:
         """Why results made so are not what this calibration was fitted on (the first setting that differs), or
         None. A result's own calibration fingerprint does not count: the intervals are computed afresh. The model a
         server said it served counts where both name one (a failed request's record names none)."""
-        made = {"evaluator": evaluator, "model": model,
-                **{k: v for k, v in settings.items() if k != CALIBRATION_SETTING}}
+        made = {"evaluator": evaluator, "model": model, **{k: v for k, v in settings.items() if k not in APPLIED}}
         fitted = {"evaluator": self.evaluator, "model": self.model, **self.settings}
         for key in [*fitted, *(k for k in made if k not in fitted)]:
             if key in ANSWER_FACTS or key == SERVED_MODEL and None in (made.get(key), fitted.get(key)):
@@ -163,6 +167,15 @@ class Calibration:
         if self.abstention is None or quality is None:
             return False
         return not self.abstention.keeps((readout or {}).get("quality_sd"))
+
+    def abstains_on(self, result: EvalResult) -> bool:
+        """Whether the judge abstains on a result this calibration was applied to (`apply_result`): `abstains` from
+        its quality and readout, and on a scored result it could not be applied to (another rubric's, whose scores
+        the threshold guarantees nothing of). A failed result is a failure, not an abstention."""
+        if result.parse_status == "failed" or result.quality is None:
+            return False
+        return "quality" not in (result.calibrated or {}) or self.abstains(result.quality,
+                                                                          getattr(result, "readout", None))
 
     def max_width(self) -> float | None:
         """The widest quality interval the judge keeps, before it is cut to the score range: 2 q̂ (max_spread +
@@ -216,15 +229,21 @@ class Calibration:
         low, high = SCORE_RANGE
         return [_round(max(low, score - half)), _round(min(high, score + half))]
 
-    def apply_result(self, result: EvalResult) -> EvalResult:
-        """The result with its `calibrated` block and the calibration's fingerprint among its settings."""
+    def apply_result(self, result: EvalResult, abstain: bool = False) -> EvalResult:
+        """The result with its `calibrated` block and the calibration's fingerprint among its settings; with
+        `abstain` (`tpb score --abstain`), its settings say so and a result with a quality is marked `abstained`
+        (`abstains_on`) in its block."""
         result.settings[CALIBRATION_SETTING] = self.fingerprint
+        if abstain:
+            result.settings[ABSTAIN_SETTING] = True
         rubric = self.settings.get("rubric")
         if rubric and result.settings.get("rubric") not in (None, rubric):
             result.calibrated = {"alpha": self.alpha, "calibration": self.fingerprint,
                                  "not_applied": f"calibrated under rubric {rubric}, not {result.settings['rubric']}"}
         else:
             result.calibrated = self.apply(result.scores, result.quality, getattr(result, "readout", None))
+        if abstain and result.calibrated is not None and result.quality is not None:
+            result.calibrated["abstained"] = self.abstains_on(result)
         return result  # (only the scores task's records carry a readout)
 
 
@@ -443,13 +462,27 @@ def _human_quality(raw: Any, where: str, problems: list[Problem]) -> list[list[f
 
 # --- an evaluator whose results carry intervals ---
 
+def check_abstain(calibration: Calibration | None, option: str = "--abstain") -> None:
+    """Abstaining (`tpb score --abstain`, and what reads its marks: `option`) needs a calibration that holds a
+    selective-judging threshold."""
+    if calibration is None or calibration.abstention is None:
+        which = ("--calibration FILE, a calibration with a selective-judging threshold" if calibration is None else
+                 f"a calibration with a selective-judging threshold, and {calibration.fingerprint} holds none")
+        raise ValueError(f"{option} needs {which}: make one with tpb calibrate ... --epsilon E --delta D "
+                         "(docs/calibration.md)")
+
+
 class Calibrated(Evaluator):
     """`evaluator`'s results, each with the calibration's `calibrated` block; its settings carry the calibration's
-    fingerprint, so a resume never mixes calibrated and uncalibrated records (or two calibrations)."""
+    fingerprint, so a resume never mixes calibrated and uncalibrated records (or two calibrations). With `abstain`
+    (the calibration must hold a threshold), each result with a quality is marked `abstained` or not, and the
+    settings say so: a resume with and without it is refused too."""
 
-    def __init__(self, evaluator: Evaluator, calibration: Calibration):
+    def __init__(self, evaluator: Evaluator, calibration: Calibration, abstain: bool = False):
         calibration.check_evaluator(evaluator)
-        self.inner, self.calibration = evaluator, calibration
+        if abstain:
+            check_abstain(calibration)
+        self.inner, self.calibration, self.abstain = evaluator, calibration, abstain
         self.rubric = evaluator.rubric
         for name in ("name", "record_type", "model_name", "random_weights", "uses_rubric", "min_batch_size",
                      "device", "worker_start_method"):
@@ -457,12 +490,13 @@ class Calibrated(Evaluator):
 
     def __getattr__(self, name: str):
         """Anything else the wrapped evaluator has (a served judge's repair setting, a backend, ...)."""
-        if name in ("inner", "calibration") or name.startswith("__"):
+        if name in ("inner", "calibration", "abstain") or name.startswith("__"):
             raise AttributeError(name)
         return getattr(self.inner, name)
 
     def settings(self) -> dict[str, Any]:
-        return {**self.inner.settings(), CALIBRATION_SETTING: self.calibration.fingerprint}
+        return {**self.inner.settings(), CALIBRATION_SETTING: self.calibration.fingerprint,
+                **({ABSTAIN_SETTING: True} if self.abstain else {})}
 
     def rubric_fingerprints(self) -> set[str]:
         return self.inner.rubric_fingerprints()
@@ -474,13 +508,13 @@ class Calibrated(Evaluator):
         return self.inner.prepare(items)
 
     def run(self, batch: Prepared) -> list[EvalResult]:
-        return [self.calibration.apply_result(r) for r in self.inner.run(batch)]
+        return [self.calibration.apply_result(r, self.abstain) for r in self.inner.run(batch)]
 
     def _prepare(self, items: Sequence[ScoringItem]) -> Any:
         return self.inner._prepare(items)
 
     def _run(self, inputs: Any, items: Sequence[ScoringItem]) -> list[EvalResult]:
-        return [self.calibration.apply_result(r) for r in self.inner._run(inputs, items)]
+        return [self.calibration.apply_result(r, self.abstain) for r in self.inner._run(inputs, items)]
 
 
 def interval_info(results: Sequence[EvalResult]) -> dict[str, Any]:

@@ -48,9 +48,10 @@ from .scoring import DEFAULT_BATCH_SIZE, ROW_COLUMNS, DatasetSource, FolderSourc
 MAX_FOLDER_BLOCKS = 10_000  # blocks a folder's rows are cut into on the driver (each one object in Ray's store)
 
 
-def build_evaluator(name: str, options: dict, calibration=None) -> Evaluator:
-    """The evaluator `name` with its options (`registry.load_evaluator`), calibrated where a calibration is given:
-    what the probe and every worker load, in a Ray process. One that holds no GPU never uses another's."""
+def build_evaluator(name: str, options: dict, calibration=None, abstain: bool = False) -> Evaluator:
+    """The evaluator `name` with its options (`registry.load_evaluator`), calibrated where a calibration is given
+    (abstaining with `abstain`, as `tpb score --abstain` asks): what the probe and every worker load, in a Ray
+    process. One that holds no GPU never uses another's."""
     import ray
 
     from .registry import load_evaluator
@@ -61,18 +62,19 @@ def build_evaluator(name: str, options: dict, calibration=None) -> Evaluator:
     if calibration is not None:
         from .calibrated import Calibrated
 
-        evaluator = Calibrated(evaluator, calibration)
+        evaluator = Calibrated(evaluator, calibration, abstain)
     return evaluator
 
 
 @dataclass
 class RayEvaluator:
-    """An evaluator as the driver of a Ray run sees it: how each worker loads it (`spec`, `options`, `calibration`),
-    and what it is, as the probe found it (what a resume is checked against, what the summary names)."""
+    """An evaluator as the driver of a Ray run sees it: how each worker loads it (`spec`, `options`, `calibration`,
+    `abstain`), and what it is, as the probe found it (what a resume is checked against, what the summary names)."""
 
     spec: str  # the registry's name
     options: dict[str, Any]
     calibration: Any
+    abstain: bool
     name: str
     model_name: str
     described: dict[str, Any]  # the evaluator's settings()
@@ -100,10 +102,10 @@ class RayEvaluator:
                                 num_gpus=engine.worker_gpus)
 
 
-def describe(spec: str, options: dict, calibration) -> RayEvaluator:
+def describe(spec: str, options: dict, calibration, abstain: bool) -> RayEvaluator:
     """The probe (run as a Ray task where a worker would run): the evaluator loaded once, described."""
-    evaluator = build_evaluator(spec, options, calibration)
-    return RayEvaluator(spec, options, calibration, evaluator.name, evaluator.model_name, evaluator.settings(),
+    evaluator = build_evaluator(spec, options, calibration, abstain)
+    return RayEvaluator(spec, options, calibration, abstain, evaluator.name, evaluator.model_name, evaluator.settings(),
                         frozenset(evaluator.rubric_fingerprints()), bool(evaluator.random_weights),
                         int(getattr(evaluator, "repair", 0)), evaluator.min_batch_size)
 
@@ -113,7 +115,7 @@ class ScoreWorker:
     (`image_id`, and `record`: its JSON)."""
 
     def __init__(self, evaluator: RayEvaluator, root: str, max_image_pixels: int):
-        self.evaluator = build_evaluator(evaluator.spec, evaluator.options, evaluator.calibration)
+        self.evaluator = build_evaluator(evaluator.spec, evaluator.options, evaluator.calibration, evaluator.abstain)
         self.root, self.max_image_pixels = root, max_image_pixels
 
     def __call__(self, batch):
@@ -238,10 +240,11 @@ class RayEngine:
                              f"{cpus:g}, leaving none for Ray Data to read the dataset: give fewer --workers or "
                              "--worker-cpus, or a larger cluster")
 
-    def load_evaluator(self, name: str, calibration=None, **options):
-        """The evaluator `name` as a Ray run uses it: on a backend that Ray Data runs as a stage of its own
-        (`Backend.ray_stage`: vLLM's, `ray_vllm.VLLMStage`), that stage; any other evaluator probed once on the
-        cluster (`describe`) and loaded by each worker."""
+    def load_evaluator(self, name: str, calibration=None, abstain: bool = False, **options):
+        """The evaluator `name` as a Ray run uses it, calibrated where a calibration is given (abstaining with
+        `abstain`): on a backend that Ray Data runs as a stage of its own (`Backend.ray_stage`: vLLM's,
+        `ray_vllm.VLLMStage`), that stage; any other evaluator probed once on the cluster (`describe`) and loaded by
+        each worker."""
         import ray
 
         from .registry import chosen_backend
@@ -255,7 +258,7 @@ class RayEngine:
         self.start()
         probe = ray.remote(num_cpus=self.worker_cpus, num_gpus=self.worker_gpus)(describe)
         try:
-            return ray.get(probe.remote(name, options, calibration))
+            return ray.get(probe.remote(name, options, calibration, abstain))
         except ray.exceptions.RayTaskError as exc:  # the evaluator's own error (a bad option, a missing model)
             raise exc.cause from None
 

@@ -25,6 +25,8 @@ import math
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, Iterator
 
+from .abstention import ABSTAIN_SETTING
+
 STATUSES = ("ok", "repaired", "failed")
 MODEL_FAILURES = ("model", "transient")  # `evaluators.base.error_kind`'s words: a rerun tries these again
 ERROR_KINDS = ("input", *MODEL_FAILURES, "parse")
@@ -120,6 +122,17 @@ class Orders:
                 yield f'{key}[{n}].winner: {shown(winner)} is not "A", "B" or null'
 
 
+@dataclass(frozen=True)
+class Intervals:
+    """A calibration's block (`judging.calibrated`), or null: an object whose `abstained`, where `tpb score --abstain`
+    marked it, is true or false."""
+
+    def problems(self, key: str, value: Any) -> Iterator[str]:
+        yield from Value("object", nullable=True).problems(key, value)
+        if isinstance(value, dict) and "abstained" in value and not isinstance(value["abstained"], bool):
+            yield f"{key}.abstained: {shown(value['abstained'])} is not true or false"
+
+
 def feature(check: Any = None, default: Any = MISSING, optional: bool = False, **kwargs) -> Any:
     """A record's field with its feature (None: not checked); `optional` fields are left out of a record when empty."""
     return field(default=default, metadata={"feature": check, "optional": optional}, **kwargs)
@@ -197,13 +210,29 @@ class EvalResult(Record):
     usage: dict[str, int] | None = feature(default=None, optional=True)  # a served model's prompt/completion tokens
     evidence: dict[str, Any] | None = feature(default=None, optional=True)  # what the score rests on, where shown
     repair: dict[str, Any] | None = feature(default=None, optional=True)  # the repair round's raw_output, status, error
-    calibrated: dict[str, Any] | None = feature(default=None, optional=True)  # `judging.calibrated`'s intervals
+    calibrated: dict[str, Any] | None = feature(Intervals(), default=None,
+                                                optional=True)  # `judging.calibrated`'s intervals; `abstained`
     dataset: dict[str, Any] | None = feature(Value("object", nullable=True), default=None,
                                              optional=True)  # the dataset it scored (`tpb score --dataset`)
 
     per: ClassVar[str] = "image"
     maker: ClassVar[str] = "evaluator"
     trailing: ClassVar[tuple[str, ...]] = ("calibrated", "dataset")  # added by a calibration and by `tpb score`
+
+    @classmethod
+    def problems(cls, record: dict) -> Iterator[str]:
+        """Each field's problems, and the abstention's marks: a record scored with `--abstain` (its setting true)
+        that has a quality says in `calibrated.abstained` whether the judge abstained on it; no other record does."""
+        yield from super().problems(record)
+        settings, block = (record.get(k) if isinstance(record.get(k), dict) else {} for k in ("settings", "calibrated"))
+        abstaining = settings.get(ABSTAIN_SETTING)
+        if abstaining not in (None, True):
+            yield f"settings.{ABSTAIN_SETTING}: {shown(abstaining)} is not true (tpb score --abstain)"
+        elif abstaining and record.get("quality") is not None and "abstained" not in block:
+            yield ("calibrated.abstained: missing (a record scored with --abstain that has a quality says whether the "
+                   "judge abstained on it)")
+        elif not abstaining and "abstained" in block:
+            yield f"calibrated.abstained: a record scored without --abstain (no settings.{ABSTAIN_SETTING}) marks none"
 
 
 @dataclass
@@ -277,3 +306,9 @@ def record_type(task: str) -> type[Record]:
     if task not in RECORD_TYPES:
         raise ValueError(f"unknown task {task!r} (known: {', '.join(RECORD_TYPES)})")
     return RECORD_TYPES[task]
+
+
+def abstained(record: dict) -> bool:
+    """Whether an image's record (a JSON object) says the judge abstained on it (`tpb score --abstain`)."""
+    block = record.get("calibrated")
+    return isinstance(block, dict) and block.get("abstained") is True

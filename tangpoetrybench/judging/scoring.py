@@ -38,6 +38,7 @@ from ..errors import DataError, ImageError, Problem, SystematicFailure
 from ..files import DEFAULT_MAX_IMAGE_PIXELS, data_folder, link_outside, local_or_hub, write_file
 from .evaluators.base import Evaluator, Prepared, ScoringItem, rgb_item
 from .failures import KEEP, FailedAnswer
+from .records import abstained
 from .results import MODEL_FAILURES, Resume, final_records, read_lines
 from .tasks.scores import readout_fallback
 from ..models import process_state
@@ -196,6 +197,7 @@ class Tally:
     repair_parsed: int = 0  # of those, read from the second answer
     truncated: int = 0  # texts the evaluator's text encoder saw only in part
     readout_fallbacks: int = 0  # answers asked for the readout that were decoded instead (a server without logprobs)
+    abstained: int = 0  # results the judge abstained on (`tpb score --abstain`)
     failed_answers: list[FailedAnswer] = field(default_factory=list)  # a sample of this process's unreadable answers
 
     def add(self, records: list[dict]) -> None:
@@ -208,6 +210,7 @@ class Tally:
         self.repair_parsed += sum(r.get("repair") is not None and r["parse_status"] != "failed" for r in records)
         self.truncated += sum(bool((r.get("evidence") or {}).get("text_seen", {}).get("truncated")) for r in records)
         self.readout_fallbacks += sum(readout_fallback(r) is not None for r in records)
+        self.abstained += sum(map(abstained, records))
         self.failed_answers.extend(FailedAnswer.of(r.get("raw_output"), r.get("error"), r.get("usage"),
                                                    (r.get("settings") or {}).get("max_new_tokens"))
                                    for r in records if r.get("error_kind") == "parse")
@@ -235,6 +238,7 @@ class ScoreSummary:
     repair_parsed: int = 0  # of those, read from the second answer
     truncated: int = 0  # texts the evaluator's text encoder saw only in part (CLIP's 77 tokens, BLIP's 35, ...)
     readout_fallbacks: int = 0  # answers asked for the readout that were decoded instead (a server without logprobs)
+    abstained: int = 0  # results the judge abstained on (`tpb score --abstain`)
     failed_answers: list[FailedAnswer] = field(default_factory=list)  # a sample of this process's unreadable answers
 
     @property

@@ -15,11 +15,16 @@ Definitions (also stated in the output):
   human means of each generator on the images that have both, and the per-image statistics of docs/statistics.md
   (τ within a poem, Spearman over images) from `agreement.agreement`.
 - Images scored but not compared are counted and said, per generator, with why (`left_out`).
+- Kept images only (`kept_only`, `tpb leaderboard --kept-only CALIBRATION`): records scored with `tpb score
+  --calibration CALIBRATION --abstain` that say the judge abstained are left out of every judge's and human column and
+  of the agreement with people; the poems compared stay those above. Each generator's row says how many it abstained
+  on and the share of its images kept; the generators that had no image among the calibration's are named, since
+  the calibration's guarantee says nothing of them (a shift).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -28,9 +33,12 @@ from scipy import stats
 
 from ..stats.agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement, resample_weights
 from ..stats.calibration import carried_coverage, percent
+from ..stats.selective import TARGET_WORDS
 from ..dataset.raw_release import MAIN_IMAGE_CONFIGS
-from ..dataset.reading import config_rubric, dataset_rows
-from ..judging.records import RECORD_TYPES
+from ..dataset.reading import config_rubric, dataset_fingerprint, dataset_rows
+from ..judging.abstention import ABSTAIN_SETTING
+from ..judging.calibrated import CALIBRATION_SETTING, Calibration
+from ..judging.records import RECORD_TYPES, abstained
 from ..judging.registry import evaluator_names, label_of
 from ..judging.results import PER_RESULT_SETTINGS, Results, ResultsFile, two_settings
 from ..numeric import counted, fmt, fmt_ci, fmt_interval
@@ -217,6 +225,7 @@ class LeaderboardData:
     recognizability_judge: dict | None = None  # with recognize results: what the recognizability table says of them
     prompt_variants: dict | None = None  # with generation.json files: one pipeline's prompt variants side by side
     left_out: dict | None = None  # generator → images scored but not compared, by why (see `left_out`)
+    kept_only: "KeptOnly | None" = None  # ranked on the images the judge kept (see `KeptOnly`)
 
     def numbers(self) -> dict:
         """leaderboard.json."""
@@ -232,6 +241,8 @@ class LeaderboardData:
             out["prompt_variants"] = self.prompt_variants
         if self.left_out:
             out["left_out"] = self.left_out
+        if self.kept_only is not None:
+            out["kept_only"] = self.kept_only.numbers()
         out["agreement_with_humans"] = self.agreement_with_humans
         if self.generator_strengths is not None:
             out["generator_strengths"] = self.generator_strengths
@@ -240,16 +251,17 @@ class LeaderboardData:
 
 def build_leaderboard(dataset: str | Path, scores: Sequence[Results], split: str = "test",
                       n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, recognize: Sequence[Results] = (),
-                      generation: list[Path] = ()) -> Report:
+                      generation: list[Path] = (), kept_only: Calibration | None = None) -> Report:
     """`tpb leaderboard`: read the scores and the dataset once, compute every number, then lay it out. `recognize`:
     recognize results of the same generators (a recognizability table); `generation`: tpb generate's records (one
-    pipeline's prompt variants side by side)."""
-    return lay_out(compute_leaderboard(dataset, scores, split, n_bootstrap, seed, recognize, generation))
+    pipeline's prompt variants side by side); `kept_only`: the calibration the scores abstained under (`tpb score
+    --abstain`), to rank on the images the judge kept."""
+    return lay_out(compute_leaderboard(dataset, scores, split, n_bootstrap, seed, recognize, generation, kept_only))
 
 
 def compute_leaderboard(dataset: str | Path, scores: Sequence[Results], split: str = "test",
                         n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, recognize: Sequence[Results] = (),
-                        generation: list[Path] = ()) -> LeaderboardData:
+                        generation: list[Path] = (), kept_only: Calibration | None = None) -> LeaderboardData:
     rubric = config_rubric(dataset, "images", split)
     keys = list(rubric.keys)
     columns = keys + ["quality"]
@@ -265,22 +277,98 @@ def compute_leaderboard(dataset: str | Path, scores: Sequence[Results], split: s
     keep = set(poems)
     compared = [i for i in s.records if i.split("/", 1)[1] in keep]
     s.settings["rubric"] = _one_rubric(s.records, compared)
+    kept = None if kept_only is None else KeptOnly.of(s, kept_only, dataset, compared)
+    judged = rows  # the human-rated images the judge's columns are set beside
+    if kept is not None:  # the images the judge abstained on leave every column
+        compared = [i for i in compared if i not in kept.abstained]
+        judged = [r for r in rows if r["image_id"] not in kept.abstained]
     judge_values = {tuple(i.split("/", 1)): [(s.records[i].get("scores") or {}).get(k) for k in keys]
                   + [s.records[i].get("quality")] for i in compared}
-    human_values = {(r["generator"], r["poem_id"]): [r[c] for c in columns] for r in rows
+    human_values = {(r["generator"], r["poem_id"]): [r[c] for c in columns] for r in judged
                     if r["poem_id"] in keep and r["generator"] in scored}
     rated = [g for g in generators if any(human_values.get((g, p), [None])[-1] is not None for p in poems)]
     weights = (resample_weights(np.random.default_rng(seed), len(poems), n_bootstrap) if n_bootstrap > 0 else None)
     board = ranked_board(generators, poems, columns, judge_values, human_values, rated, weights)
+    if kept is not None:
+        kept.add_to(board)
     judge = board_recognizability(board, rows, [ResultsFile.of(r) for r in recognize], poems, n_bootstrap,
                                   seed)  # adds it to the board's rows
     return LeaderboardData(
         str(dataset), split, rubric, poems, s, n_bootstrap, seed, board, rated, is_synthetic(dataset),
-        agreement_with_humans(s, rows, keep, rated, judge_values, human_values, poems, n_bootstrap, seed, weights,
+        agreement_with_humans(s, judged, keep, rated, judge_values, human_values, poems, n_bootstrap, seed, weights,
                               rubric),
         unproven_files(s.results, dataset, split, {r["image_id"] for r in rows}),
         leaderboard_strengths(s.records, compared, n_bootstrap, seed), judge, variant_comparison(board, generation) if generation else None,
-        left_out(scored, split_poems, keep))
+        left_out(scored, split_poems, keep), kept)
+
+
+@dataclass
+class KeptOnly:
+    """A leaderboard ranked on the images the judge kept (see the module's docstring): the calibration the scores
+    abstained under, the images abstained on, and the generators it holds images of (None: it was fitted on
+    another build of the dataset, so which cannot be told)."""
+
+    calibration: Calibration
+    abstained: set[str]  # of the images compared
+    per_generator: dict[str, tuple[int, int, int]]  # generator → (images compared, abstained on, kept)
+    calibration_generators: list[str] | None
+    outside: list[str] = field(default_factory=list)  # generators here with no image among the calibration's
+
+    @classmethod
+    def of(cls, s: Scores, calibration: Calibration, dataset: str | Path, compared: list[str]) -> "KeptOnly":
+        """Refused unless the scores abstained under this calibration (`tpb score --calibration FILE --abstain`)."""
+        made = s.settings.get(CALIBRATION_SETTING)
+        if made != calibration.fingerprint or s.settings.get(ABSTAIN_SETTING) is not True:
+            how = (f"under calibration {made}, not {calibration.fingerprint}" if made and made != calibration.fingerprint
+                   else "without --abstain")
+            raise ValueError(f"--kept-only ranks on the images the judge kept, as records scored with --abstain under "
+                             f"that calibration say; {', '.join(s.files)} were scored {how}: score them with tpb score "
+                             "--calibration FILE --abstain")
+        gone = {i for i in compared if abstained(s.records[i])}
+        per_generator: dict[str, tuple[int, int, int]] = {}
+        for image_id in compared:
+            n, out, kept = per_generator.get(image_id.split("/", 1)[0], (0, 0, 0))
+            held = image_id not in gone and s.records[image_id].get("quality") is not None
+            per_generator[image_id.split("/", 1)[0]] = (n + 1, out + (image_id in gone), kept + held)
+        found, fitted = None, calibration.dataset
+        if fitted.get("fingerprint") and fitted["fingerprint"] == dataset_fingerprint(dataset):
+            poems = set(calibration.poems)
+            found = sorted({r["generator"] for r in dataset_rows(dataset, fitted["config"], fitted["split"],
+                                                                   ["poem_id", "generator", "quality"])
+                            if r["poem_id"] in poems and r["quality"] is not None})
+        outside = sorted(g for g in per_generator if found is None or g not in found)
+        return cls(calibration, gone, per_generator, found, outside)
+
+    def add_to(self, board: list[dict]) -> None:
+        """Each generator's row gains `abstained` (images) and `kept_share` (of the images compared, those whose
+        score the judge kept)."""
+        for row in board:
+            n, out, kept = self.per_generator[row["generator"]]
+            row.update(abstained=out, kept_share=kept / n)
+
+    def numbers(self) -> dict:
+        a = self.calibration.abstention
+        return {"calibration": self.calibration.fingerprint, "calibrated_on": self.calibration.on,
+                "target": a.target, "epsilon": a.epsilon, "delta": a.delta, "max_spread": a.max_spread,
+                "calibration_generators": self.calibration_generators, "outside_calibration": self.outside}
+
+    def words(self, label: str) -> str:
+        """What the leaderboard says of it, at the top."""
+        a, on = self.calibration.abstention, self.calibration.on
+        text = (f"**Kept images only.** {label} abstained where its readout was unsure (calibration "
+                f"`{self.calibration.fingerprint}`, fitted on `{on}`: {TARGET_WORDS[a.target]} at most ε = "
+                f"{a.epsilon:g} with probability at least {1 - a.delta:g}, on new poems like its own): every column "
+                "is over the images it kept, and Images says per generator how many it abstained on and the share "
+                "kept.")
+        if not self.outside:
+            return text
+        if self.calibration_generators is None:
+            return text + (f" **Outside the calibration.** It was fitted on another build of the dataset "
+                           f"({self.calibration.dataset.get('fingerprint')}), so which of these generators it covers "
+                           "cannot be told: its guarantee is not assumed for any of them.")
+        return text + (f" **Outside the calibration:** {', '.join(self.outside)} had no image among its images "
+                       f"({', '.join(self.calibration_generators)}): its guarantee says nothing of them (a shift; "
+                       "docs/calibration.md), and their kept error may lie above ε.")
 
 
 def left_out(scored: dict[str, set[str]], split_poems: set[str], compared: set[str]) -> dict:
@@ -350,6 +438,8 @@ def lay_out(data: LeaderboardData) -> Report:
                  "nothing.")
     if data.synthetic:
         rep.text("**Synthetic data.** The dataset was made by `tpb demo-release`: its human scores are simulated.")
+    if data.kept_only is not None:
+        rep.text(data.kept_only.words(label))
     if data.left_out:
         rep.text("**Left out.** " + "; ".join(_left_out_words(g, why, data.split) for g, why in data.left_out.items())
                  + ". Generate and score only the split's poems to spend nothing on them (`tpb generate --split "
@@ -414,7 +504,10 @@ def leaderboard_rows(board: list[dict], label: str) -> list[list[str]]:
 
 def _images(row: dict, label: str) -> str:
     missing = row["answers_without_quality"]
-    return str(row["images"]) + (f" ({missing} without a {label} quality)" if missing else "")
+    notes = [f"{missing} without a {label} quality"] if missing else []
+    if "kept_share" in row:  # a leaderboard of kept images (`KeptOnly`)
+        notes.append(f"{row['abstained']} abstained on, {100 * row['kept_share']:.0f} % kept")
+    return str(row["images"]) + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _finite(value) -> float | None:

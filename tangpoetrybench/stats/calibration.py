@@ -39,8 +39,8 @@ from .agreement import AgreementData, bootstrap_draws, per_unit_sums, percentile
 from ..judging.abstention import SelectiveOptions
 from .selective import abstention_sentence, fit_abstention, fit_words, held_out_words, kept_error
 from ..dataset.reading import dataset_fingerprint
-from ..judging.calibrated import (ANSWER_FACTS, CALIBRATION_SETTING, PROB_FLOOR, SCORE_RANGE, SERVED_MODEL,
-                                  SPREAD_FLOOR, Calibration, Target, spread_of)
+from ..judging.calibrated import (ANSWER_FACTS, APPLIED, PROB_FLOOR, SCORE_RANGE, SERVED_MODEL, SPREAD_FLOOR,
+                                  Calibration, Target, spread_of)
 from ..judging.prompt import format_value
 from ..judging.readout import anchors
 from ..files import write_file
@@ -205,7 +205,7 @@ def one_way(records: dict[str, dict], where: Path | str) -> dict[str, Any]:
             served.setdefault(settings[SERVED_MODEL], set()).add(settings.get("server"))
         this = {"evaluator": record.get("evaluator", "?"), "model": record.get("model", ""),
                 "settings": {k: v for k, v in settings.items()
-                             if k not in (CALIBRATION_SETTING, SERVED_MODEL, *ANSWER_FACTS)}}
+                             if k not in (*APPLIED, SERVED_MODEL, *ANSWER_FACTS)}}
         if made is None:
             made = this
         elif this != made:
@@ -488,8 +488,10 @@ def evaluate_records(calibration: Calibration, judged: Judged, records: dict[str
 # --- selective judging: the images to send to people ---
 
 def widest(calibration: Calibration, records: dict[str, dict], k: int, where: Path | str) -> list[dict]:
-    """The k images whose quality intervals are widest (an image without one, a failed answer, first), each with
-    its poem id (the last part of its image id), quality, interval and width."""
+    """The k images to send to people first, each with its poem id (the last part of its image id), quality,
+    interval and width: an image without an interval (a failed answer) first, then, where the calibration holds a
+    threshold, those the judge abstains on (`Calibration.abstains`: `abstained` says which), then the widest
+    intervals."""
     if k < 1:
         raise ValueError(f"--select {k}: give a number of images ≥ 1")
     rows = []
@@ -500,7 +502,10 @@ def widest(calibration: Calibration, records: dict[str, dict], k: int, where: Pa
         rows.append({"image_id": image_id, "poem_id": image_id.rsplit("/", 1)[-1], "quality": record.get("quality"),
                      "interval": interval,
                      "width": RANGE_WIDTH if interval is None else round(interval[1] - interval[0], 6)})
-    return sorted(rows, key=lambda r: (r["interval"] is not None, -r["width"], r["image_id"]))[:k]
+        if calibration.abstention is not None:
+            rows[-1]["abstained"] = calibration.abstains(record.get("quality"), record.get("readout"))
+    return sorted(rows, key=lambda r: (r["interval"] is not None, not r.get("abstained"), -r["width"],
+                                       r["image_id"]))[:k]
 
 
 def write_selection(rows: list[dict], path: Path | str) -> Path:
