@@ -144,8 +144,8 @@ def test_the_pairwise_prompt_and_parser():
     system = messages[0]["content"][0]["text"]
     assert all(rubric.dimension(k).name["en"] in system for k in rubric.keys) and '"winner"' in system
     assert pair_answer_schema()["properties"]["winner"]["enum"] == ["A", "B"]
-    assert parse_pair_answer('{"winner": "B", "reason": "quieter"}').status == "ok"
-    repaired = parse_pair_answer('I prefer B.\n```json\n{"winner": "b", "reason": "x"}\n```')
+    assert parse_pair_answer('{"winner": "B", "reason": "B is closer to the poem."}').status == "ok"
+    repaired = parse_pair_answer('```json\n{"winner": "b", "reason": "B is closer to the poem."}\n```')
     assert repaired.winner == "B" and repaired.status == "repaired" and "code fence" in repaired.error
     assert parse_pair_answer("A").winner == "A" and parse_pair_answer("A").status == "repaired"  # a bare letter
     for bad in ('{"winner": "tie"}', "", None, '{"reason": "A is better"}', "Not B."):
@@ -227,7 +227,7 @@ def test_a_pairwise_answer_saved_by_the_repair_round_keeps_its_winner(server, de
     [row] = [line.record for line in read_lines(tmp_path / "pairs.jsonl")]
     for order in row["orders"]:
         assert order["status"] == "repaired" and order["winner"] == "B", order
-        assert order["reason"] == "the moon is there" and order["raw"] == "Both are lovely, in their ways."
+        assert order["reason"] == "B better shows the moon." and order["raw"] == "Both are lovely, in their ways."
 
 
 @pytest.mark.slow
