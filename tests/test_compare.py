@@ -211,11 +211,11 @@ def test_api_pairwise_through_transformers_serve(server, demo_built, tmp_path): 
 def test_a_pairwise_answer_saved_by_the_repair_round_keeps_its_winner(server, demo_built, tmp_path):  # noqa: F811
     """The first answer is prose, the repair round's is the form: the order is `repaired`, with the repair's winner
     and reason (not the first answer parsed again); its raw output stays the first answer."""
-    from tangpoetrybench.judging.tasks.scores import REPAIR_PROMPT
+    from tangpoetrybench.judging.reading import REPAIR
 
     def answer(request: dict, response: dict) -> dict:
-        repair = request["messages"][-1]["content"] == REPAIR_PROMPT
-        response["choices"][0]["message"]["content"] = (json.dumps({"winner": "B", "reason": "the moon is there"})
+        repair = request["messages"][-1]["content"] == REPAIR["winner"]  # asks for a reason about the chosen image
+        response["choices"][0]["message"]["content"] = (json.dumps({"winner": "B", "reason": "B better shows the moon."})
                                                         if repair else "Both are lovely, in their ways.")
         return response
 
@@ -272,5 +272,7 @@ def test_a_folder_of_ones_own_images_is_compared_without_a_dataset(tiny_models, 
     rows = [line.record for line in read_lines(out)]
     assert [r["pair_id"] for r in rows] == [p.pair_id for p in pairs] and all(r["verdict"] for r in rows)
     assert rows[0]["random_weights"] is True
+    # constrained decoding closes the reason at once (the form PAE is trained to give): every answer reads as is
+    assert all(o["status"] == "ok" and o["reason"] == "" for r in rows for o in r["orders"]), rows
     assert main(["compare", "--images", str(folder), "--evaluator", "pae", "--out", str(out)]) == 2
     assert "give --dataset DIR, or --images DIR with --poems FILE" in capsys.readouterr().err

@@ -14,10 +14,9 @@ from ...models import fit_pixels
 from ..backends import Answer, Backend, Question
 from ..constrained import PairAnswerConstraint
 from ..evaluators.base import ScoringItem
-from ..reading import VERSIONS, parse_pair_answer
+from ..reading import REPAIR, VERSIONS, parse_pair_answer
 from ..prompt import build_pair_messages, pair_answer_schema
 from . import Reading
-from .scores import REPAIR_PROMPT
 
 DEFAULT_MAX_NEW_TOKENS = 256
 
@@ -71,7 +70,7 @@ class Pairwise:
         return Reading(parsed if parsed.winner else None, parsed.status, parsed.error)
 
     def repair_prompt(self, question: Question, reading: Reading) -> str:
-        return REPAIR_PROMPT
+        return REPAIR["winner"]
 
     def record(self, judge, item, attempts: Sequence) -> Any:
         [attempt] = attempts

@@ -20,14 +20,13 @@ from ...models import fit_pixels
 from ...rubric import Rubric
 from ..backends import Answer, Backend, Question
 from ..constrained import AnswerConstraint
-from ..reading import VERSIONS, parse_answer
+from ..reading import REPAIR, VERSIONS, parse_answer
 from ..prompt import answer_schema, build_messages
 from ..readout import Readout, logprob_tokens, read_logprobs, readout_settings
 from . import Reading
 
 DEFAULT_MAX_NEW_TOKENS = 256  # the ten-key answer is about 120 Qwen tokens
 EXPLAIN_MAX_NEW_TOKENS = 1536  # room for ten reasons at their longest (MAX_REASON_CHARS each) after the scores
-REPAIR_PROMPT = "Reply with the JSON object only, in the schema above."
 READOUTS = ("decode", "expected")
 FALLBACK = "readout: {why}, the decoded answer is used"  # an answer's note where the readout fell back to decoding
 
@@ -111,7 +110,7 @@ class RubricScores:
         return Reading(parsed, parsed.status, parsed.error)
 
     def repair_prompt(self, question: Question, reading: Reading) -> str:
-        return REPAIR_PROMPT
+        return REPAIR["explain" if self.explain else "scores"]
 
     def record(self, judge, item, attempts: Sequence) -> Any:
         [attempt] = attempts
