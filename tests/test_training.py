@@ -47,11 +47,12 @@ def answer(**overrides):
 def test_accuracy_reward_hand_cases():
     exact = answer()
     off = answer(safety=0.5, overall_impression=0.25)     # errors 0.5 + 0.5 over 9 rated dimensions
-    missing = answer(core_imagery=None)                    # a rated dimension left null: error 1
+    missing = answer(cultural_coherence=None)              # a rated dimension left null (it may be): error 1
+    refused = answer(core_imagery=None)                    # null where the dimension always applies: not read
     extra = answer(scene_consistency=0.9)                  # a dimension the human did not rate: ignored
-    got = rewards.accuracy_reward([exact, off, missing, extra, [{"role": "assistant", "content": "no idea"}]],
-                                  targets=[TARGET] * 5, tradition=["tang"] * 5)
-    assert got == pytest.approx([1.0, 1 - 1.0 / 9, 1 - 1.0 / 9, 1.0, 0.0])
+    got = rewards.accuracy_reward([exact, off, missing, refused, extra, [{"role": "assistant", "content": "no idea"}]],
+                                  targets=[TARGET] * 6, tradition=["tang"] * 6)
+    assert got == pytest.approx([1.0, 1 - 1.0 / 9, 1 - 1.0 / 9, 0.0, 1.0, 0.0])
 
 
 def test_format_reward_hand_cases():
