@@ -97,6 +97,24 @@ def test_every_form_and_refusal_in_the_docs(case):
         assert status == case.get("status", "repaired"), error
 
 
+def documented_conditions() -> list[str]:
+    """The phrases docs/reading.md's refusal table says the errors hold."""
+    rows = [line for line in DOCS.read_text(encoding="utf-8").splitlines() if re.match(r"\| R\d+ \|", line)]
+    return [p for line in rows for p in re.findall(r'"([^"]+)"', line.rsplit("|", 2)[-2])]
+
+
+def test_every_refusal_names_a_condition_of_the_docs_table():
+    conditions = documented_conditions()
+    rows = FORMS + table("handwritten_answers.jsonl") + table("handwritten_redteam.jsonl") + [
+        {**c, "task": task} for task, name in (("scores", "parser_cases.jsonl"), ("winner", "winner_cases.jsonl"),
+                                              ("letter", "letter_cases.jsonl")) for c in table(name)] + [
+        {**c, "task": "scores", "explain": True} for c in REASONS]
+    unnamed = [(c["task"], c["answer"][:40], error) for c in rows
+               if (read := read_any(c))[0] is None and not any(p in read[2] for p in conditions)
+               for error in [read[2]]]
+    assert len(conditions) > 25 and not unnamed, unnamed[:5]
+
+
 def test_the_docs_table_and_the_forms_file_name_the_same_forms():
     documented = set(re.findall(r"^\| ([SWLR]\d+) \|", DOCS.read_text(encoding="utf-8"), re.M))
     assert documented == {c["form"] for c in FORMS} and len(documented) == 28

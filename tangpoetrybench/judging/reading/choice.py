@@ -104,7 +104,7 @@ fold_title = functools.lru_cache(maxsize=1024)(fold)  # titles recur: a candidat
 def _titled(written: str, options: Options, bracketed: bool) -> str:
     """The letter of the one candidate whose title is `written`, or `Unreadable`."""
     if not options.titles:
-        raise Unreadable(f"the answer names the title {written!r}, but the reader was given no candidates' titles")
+        raise Unreadable(f"{written!r} is no candidate's title (the reader was given none)")
     folded = fold_title(written)
     matches = [LETTERS[i] for i, t in enumerate(options.titles) if fold_title(t) == folded]
     if not matches:
@@ -168,7 +168,7 @@ def _statement(line: str, options: Options) -> tuple[str, str] | None:
         if by_title and by_letter and by_title != by_letter:
             raise Unreadable(f"{text!r} gives the letter {by_letter} and another candidate's title")
         if found.get("other") and _letter(found["other"], options) == by_letter:
-            raise Unreadable(f"{text!r} compares {by_letter} with itself")
+            raise Unreadable(f"no answer in the answer's forms ({text!r} compares {by_letter} with itself)")
         return by_letter or by_title, name
     return None
 
@@ -182,7 +182,7 @@ def _letter(letter: str, options: Options) -> str:
 def _object_choice(value, options: Options) -> tuple[str, str | None]:
     """(the option, the reason) of the answer object (W1, W2, L6), or `Unreadable`."""
     if not isinstance(value, Pairs):
-        raise Unreadable("the answer is JSON, but not the answer's object")
+        raise Unreadable("the answer is JSON, but not the answer's object: text outside the form")
     keys = [str(k).lower() for k in value.keys()]
     allowed = {*options.fields, *(("reason",) if options.reasoned else ())}
     if extra := next((k for k in value.keys() if str(k).lower() not in allowed or keys.count(str(k).lower()) > 1),
@@ -190,16 +190,17 @@ def _object_choice(value, options: Options) -> tuple[str, str | None]:
         raise Unreadable(f"the object has {extra!r}" + (" twice" if str(extra).lower() in allowed else "")
                          + ": text outside the form")
     given = [(k, v) for k, v in value if str(k).lower() in options.fields]
-    if len(given) != 1:
-        raise Unreadable(f"the object gives its choice {'under ' + ' and '.join(k for k, _ in given) if given else 'nowhere'}"
-                         f", not under one of {', '.join(options.fields)}")
+    if len(given) > 1:
+        raise Unreadable(f"the object gives its choice twice (under {' and '.join(k for k, _ in given)})")
+    if not given:
+        raise Unreadable(f"no answer in the answer's forms (the object has no {' or '.join(options.fields)})")
     key, written = given[0]
     if not isinstance(written, str) or not (m := re.fullmatch(VALUE, written.strip(), re.I)):
         raise Unreadable(f"the object's {key!r} is {json.dumps(written, ensure_ascii=False, default=str)[:40]}, not "
                          f"one of the options ({', '.join(options.labels)})")
     reason = next((v for k, v in value if str(k).lower() == "reason"), None)
     if reason is not None and not isinstance(reason, str):
-        raise Unreadable("the object's reason is not a sentence")
+        raise Unreadable("the object's reason is not a sentence: text outside the form")
     return _letter(m.group("letter"), options), reason
 
 

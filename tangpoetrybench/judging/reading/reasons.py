@@ -35,7 +35,7 @@ def from_object(value, rubric: Rubric) -> Reasons:
     if value is None:
         return {}, {}
     if not isinstance(value, Pairs):
-        raise Unreadable("'reasons' holds no object of reasons")
+        raise Unreadable("'reasons' holds no object of reasons: text outside the form")
     return _entries([(key, sentence, True) for key, sentence in value], rubric)
 
 

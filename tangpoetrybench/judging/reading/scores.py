@@ -146,7 +146,7 @@ def _json(body: str, rubric: Rubric, explain: bool, notes: list[str], text: str)
 def _object(value, rubric: Rubric, explain: bool, notes: list[str]):
     """(the scores, the reasons kept, whether S1 exactly) of a loaded answer object, or `Unreadable`."""
     if not isinstance(value, Pairs):
-        raise Unreadable("the answer is JSON, but not an object of scores")
+        raise Unreadable("the answer is JSON, but not the answer's object: text outside the form")
     keys = value.keys()
     if "scores" in keys:
         if sorted(keys) not in (["reasons", "scores"], ["scores"]):
@@ -211,7 +211,7 @@ def _as_written(text: str, rubric: Rubric, kept: dict[str, str]) -> dict[str, st
 def _dimension_scores(mapping, rubric: Rubric, notes: list[str]) -> dict[str, float | None]:
     """Each dimension's score from an object of dimension → value: every key names a dimension, once."""
     if not isinstance(mapping, Pairs):
-        raise Unreadable("'scores' holds no object of scores")
+        raise Unreadable("'scores' holds no object of scores: text outside the form")
     found: dict[str, float | None] = {}
     renamed = []
     for key, value in mapping:
@@ -353,7 +353,7 @@ def _table(body: str, rubric: Rubric) -> dict[str, float | None]:
         raise Unreadable(f"text outside the form: {excerpt(outside)}")
     cells = [[FORMATTING.sub("", c).strip() for c in row.strip("|").split("|")] for row in rows]
     if len(cells) < 3 or not all(re.fullmatch(r":?-{2,}:?", c) for c in cells[1]):
-        raise Unreadable("a table without a header row and a separator row")
+        raise Unreadable("a table without a header row and a separator row: text outside the form")
     header = [re.sub(r"\s+", "", c.lower()) for c in cells[0]]
     roles = ["score" if h in SCORE_HEADERS else "option" if h in OPTION_HEADERS else None for h in header[1:]]
     if (not set(re.split(r"\s+", cells[0][0].lower())) <= DIMENSION_HEADERS or None in roles
@@ -369,6 +369,6 @@ def _table(body: str, rubric: Rubric) -> dict[str, float | None]:
             raise Unreadable(f"a table row that names no rubric dimension: {row[0]!r}")
         given = {_text_value(cell, rubric.dimension(dim)) for cell in row[1:]}
         if len(given) > 1:
-            raise Unreadable(f"{dim}: the table's score and option disagree ({' and '.join(row[1:])})")
+            raise Unreadable(f"{dim}: given twice, differently, by the table's score and option ({' and '.join(row[1:])})")
         _given(found, dim, given.pop())
     return found
