@@ -9,8 +9,9 @@ The public API, for users who need not know the layout:
 
 The package is laid out as the pipeline, each room importing only from those before it: the core modules here
 (rubric, poems, errors, numeric, files, fonts, models) → `dataset` → `annotation` → `generation` → `judging` →
-`stats` → `reporting` → `hub`, with the command line (`cli`, or `python -m tangpoetrybench`) on top. Names are imported
-on first use, so `import tangpoetrybench` stays fast.
+`stats` → `reporting` → `hub`, with the command line (`cli`, or `python -m tangpoetrybench`) and the reward (`reward`:
+PAE as a reinforcement-learning reward for image generators) on top. Names are imported on first use, so
+`import tangpoetrybench` stays fast.
 """
 
 from __future__ import annotations

@@ -296,9 +296,18 @@ def write_csv(path: Path | str, columns: Iterable[str], rows: Iterable[Mapping],
     return write_file(path, csv_text(columns, rows).encode("utf-8"), root, private)
 
 
+def data_folder(folder: Path | str) -> Path:
+    """A folder of data as its rows' readers take it: absolute, with every link and `..` resolved (as the system
+    resolves them: `link/..` is the parent of the link's target), once, where its source is made. Its rows name their
+    files relative to it (`inside` joins them), so a path given relative, with `..` or through a linked parent names
+    the same files in any process and working directory (a data-loader worker, a Ray worker)."""
+    return Path(folder).resolve()
+
+
 def inside(root: Path | str, path: Path | str) -> Path:
     """`root / path` with every link resolved, refused (ValueError) unless it lies inside `root`: a path read from data
-    (absolute, with `..`, or through a link) never reaches outside the data's folder."""
+    (absolute, with `..`, or through a link) never reaches outside the data's folder. A relative `path` is taken from
+    `root` (how rows name their files: `data_folder`)."""
     base = Path(root).resolve()
     target = (base / path).resolve()
     if not target.is_relative_to(base):

@@ -1,11 +1,15 @@
 """Small number helpers shared by the aggregation, the parser, the agreement statistics, the report and the
-model card: means that skip nulls, and numbers as the tables print them. Standard library only: the published
-`evaluate` module carries this file as it is."""
+model card: means that skip nulls, numbers as the tables print them, and the statistics' defaults (here, so that the
+command line's options read them without loading scipy). Standard library only: the published `evaluate` module
+carries this file as it is."""
 
 from __future__ import annotations
 
 import math
 from typing import Iterable, Sequence
+
+DEFAULT_BOOTSTRAP = 10_000  # resamples of poems for a 95 % interval
+DEFAULT_MARGIN = 0.05  # a human pair's two images differ in human quality by at least this (one twentieth)
 
 
 def mean_or_none(values: Iterable[float | None]) -> float | None:

@@ -9,6 +9,7 @@ language, shown to raters beside it once it is revealed).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass
@@ -75,6 +76,13 @@ class Poem:
 
     def to_json(self) -> str:
         return json.dumps({k: v for k, v in asdict(self).items() if v is not None}, ensure_ascii=False)
+
+
+def content_id(title: str, author: str, text: str) -> str:
+    """The id of a poem given without one, from its title, author and text: one poem, one id, wherever it stands in
+    a call (the reward's fill for a failed image is the mean of its poem's images)."""
+    digest = hashlib.sha256(json.dumps([title, author, text], ensure_ascii=False).encode("utf-8")).hexdigest()
+    return f"poem-{digest[:16]}"
 
 
 def read_poems(path: Path | str, display: str | None = None, traditions: Iterable[str] | None = None) -> list[Poem]:

@@ -15,7 +15,8 @@ for the dimensions a generator can game).
 A call never hangs and never dies on one bad request: a served judge's call has a total deadline (`deadline`, over
 every request and retry of the call), and an image that could not be scored (a failed request, the deadline, an
 answer that did not read) gets what `on_failure` says — by default the mean reward of the call's scored images of
-its poem (its prompt), so its own reward sits at its group's mean: PAE's part of its centred reward is zero. Under
+its poem (one poem however it is given: a poem without an id is known by its content, `as_poem`), so its own reward
+sits at its group's mean: PAE's part of its centred reward is zero. Under
 Flow-GRPO's per-prompt standardisation its advantage is then zero only where PAE is the sole reward and the call
 holds the prompt's whole group; in a weighted sum with other scorers it is what those scorers give it. Or a fixed
 value, NaN (for a trainer that masks it), or an exception ("raise"). `info["status"]` says, per image,
@@ -172,7 +173,7 @@ def as_poems(poems: Mapping[str, Poem] | Iterable[Poem | Mapping]) -> dict[str, 
         if not isinstance(row, Poem) and not (isinstance(row, Mapping) and row.get("poem_id") and row.get("text")):
             raise ValueError(f"poems[{i}] is not a poem: give Poems, or rows with poem_id, title, author, text and "
                              "tradition (a dataset's poems config)")
-        poem = as_poem(row, i)
+        poem = as_poem(row)
         known[poem.poem_id] = poem
     return known
 
@@ -266,7 +267,7 @@ class PAEReward:
                              "poems this reward knows (give the poems with poems=..., e.g. the dataset's poems config)")
         for candidate in (meta.get("poem"), poem_id, prompt):
             if isinstance(candidate, (Poem, Mapping)):
-                return as_poem(candidate, index)
+                return as_poem(candidate)
             if isinstance(candidate, str) and candidate in self.poems:
                 return self.poems[candidate]
         raise ValueError(f"image {index}: its prompt {str(prompt)[:60]!r} is neither a poem nor the id of one of "

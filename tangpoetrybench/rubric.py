@@ -44,6 +44,7 @@ FIELDS = ("name", "tradition", "display", "short", "description", "languages", "
           "adjudicated_dimension", "face_avoidance", "consistency", "overall", "depict", "evoke", "title_format")
 # Anchor steps are written with two decimals (0.33); the distinct scores may differ by up to 0.01 more.
 ANCHOR_TOLERANCE = 0.011
+TIE_TOLERANCE = 1e-9  # two distances to anchors closer than this are equal (float rounding): a tie
 MAX_RUBRIC_BYTES = 256 * 1024  # a rubric is a few KB (the bundled ones are 7 KB); a larger file is refused unread
 MAX_RUBRIC_DEPTH = 16  # levels of nested lists and mappings (the bundled rubrics use 6)
 
@@ -105,8 +106,12 @@ class Dimension:
         return tuple(sorted({o.score for o in self.options if o.score is not None}, reverse=True))
 
     def nearest_score(self, value: float) -> float:
-        """The distinct score nearest to `value` (a mean of raters may lie between two; ties go to the higher)."""
-        return min(self.scores, key=lambda s: (abs(s - value), -s))
+        """The distinct score nearest to `value` (a mean of raters may lie between two). Half-way between two is a
+        tie, decided exactly: distances within `TIE_TOLERANCE` of each other are equal (|0.5 − 0.33| and
+        |0.67 − 0.5| differ in the last bit), and a tie goes to the higher score. The one rule wherever a score is
+        snapped to an anchor."""
+        nearest = min(abs(s - value) for s in self.scores)
+        return max(s for s in self.scores if abs(s - value) <= nearest + TIE_TOLERANCE)
 
 
 @dataclass(frozen=True)

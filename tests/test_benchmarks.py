@@ -38,6 +38,20 @@ def test_train_step_smoke(tmp_path):
     assert figures["smoke"] is True and figures["tokens_per_step"] > 0 and figures["mfu"] is None
 
 
+@pytest.mark.slow
+def test_ray_scaling_reports_both_sources_in_one_run(tmp_path):
+    """1 and 2 workers from a folder and from a built dataset (4 synthetic images), each source's ratio to its own
+    1-worker run, and the machine's load beside them."""
+    out = tmp_path / "figures.json"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ray_scaling.py"), "--images", "4", "--workers",
+                           "1,2", "--out", str(out)], capture_output=True, text=True, check=True)
+    assert "| source | workers | images | load | wall s | records written in | images/s | × 1 worker |" in done.stdout
+    figures = json.loads(out.read_text())
+    assert [(r["source"], r["workers"], r["images"]) for r in figures["rows"]] == [
+        ("folder", 1, 4), ("folder", 2, 4), ("dataset", 1, 4), ("dataset", 2, 4)]
+    assert {"load_average_start", "load_average_end", "cpu", "cpus", "date"} <= set(figures["machine"])
+
+
 def test_agreement_speed_runs():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "agreement_speed.py"), "--poems", "20",
                            "--bootstrap", "200"], capture_output=True, text=True, check=True)

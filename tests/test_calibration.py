@@ -122,6 +122,37 @@ def test_ece_the_prediction_set_threshold_and_the_temperature_by_hand():
     assert fit_temperature(np.zeros((0, 2)), np.zeros(0, int)) is None
 
 
+def test_a_human_score_half_way_between_two_anchors_goes_to_the_higher_everywhere(demo_built):
+    """docs/calibration.md: ties go to the higher anchor. Half-way is decided exactly (0.5 is as far from 0.33 as from
+    0.67, though their float distances differ in the last bit), for every pair of neighbouring anchors of both bundled
+    rubrics, by the one snapping rule (`Dimension.nearest_score`) that the calibration's people's anchors, the
+    synthetic judge and the Space's nearest anchor use. Each rated image's human core imagery set to 0.5 and the
+    readout's mass on 0.67 (0.6) and 0.33 (0.3): the people's anchor is 0.67, so the prediction set's threshold is
+    1 − 0.6, the readout's ECE |1 − 0.6| and the fitted temperature sharpens (below 1)."""
+    from tangpoetrybench.hub.space import nearest_anchor
+
+    for rubric in (TANG, rubric_for_tradition("song_ci")):
+        for dim in rubric.dimensions:
+            ordered = sorted(dim.scores)
+            for low, high in zip(ordered, ordered[1:]):
+                half = (low + high) / 2
+                assert dim.nearest_score(half) == high and dim.nearest_score(half - 1e-6) == low, (dim.key, half)
+    imagery = TANG.dimension("core_imagery")
+    assert nearest_anchor(TANG, imagery, 0.5).startswith("b: ") and nearest_anchor(TANG, imagery, 0.835).startswith("a")
+    train = [{**row, "core_imagery": 0.5 if row["quality"] is not None else None} for row in rows(demo_built, "train")]
+    records = by_id(simulated_readout(train, TANG))
+    for record in records.values():
+        record["readout"]["dimensions"]["core_imagery"]["distribution"] = {"1.0": 0.05, "0.67": 0.6, "0.33": 0.3,
+                                                                           "0.0": 0.05}
+    judged = judged_of(train, results(records), TANG, "train")
+    rated = judged.labels("core_imagery")[judged.rated]
+    assert len(rated) and set(rated) == {judged.anchor_texts("core_imagery").index("0.67")}
+    calibration = fit(judged, one_way(records, "train"), dataset_identity(demo_built, "images", "train"), 0.2)
+    target = calibration.dimensions["core_imagery"]
+    assert target.set_threshold == pytest.approx(0.4) and target.temperature < 1
+    assert calibration.diagnostics["per_dimension"]["core_imagery"]["ece_before"] == pytest.approx(0.4)
+
+
 # --- known truth: the synthetic judge on the synthetic release ---
 
 def test_coverage_over_twenty_seeds_is_in_the_band_and_adaptive_intervals_follow_the_spread(demo_built):
@@ -332,6 +363,45 @@ def test_a_calibration_refuses_other_settings_evaluators_builds_and_its_own_poem
     path.write_text(json.dumps(broken))
     with pytest.raises(DataError, match=r"c.json: poems: missing \(it must be a list(.|\n)*quality.n: not a whole"):
         load_calibration(path)
+
+
+def served_by(records: list[dict], models: dict[str, str]) -> list[dict]:
+    """The records as a fleet's answers: each says which replica answered it (`server`, in turn) and the model that
+    replica said it served (`served_model`, `models[server]`), as the served judge records them."""
+    servers = list(models)
+    return [{**r, "settings": {**r["settings"], "server": servers[k % len(servers)],
+                               "served_model": models[servers[k % len(servers)]]}} for k, r in enumerate(records)]
+
+
+def test_a_fleets_results_calibrate_and_a_fleet_mixing_models_is_refused_naming_them(demo_built, tmp_path, capsys):
+    """The served judge's results from two identical replicas (each record naming its server) calibrate, and the
+    calibration applies to their test results answered in another order; a fleet whose replicas serve two models is
+    refused, naming the models and the servers that answered each; so is applying a calibration of one served model
+    to another's results."""
+    a, b = "http://10.0.0.5:8000/v1", "http://10.0.0.5:8001/v1"
+    same = {a: "pae", b: "pae"}
+    train = write_records(served_by(simulated_readout_scores(demo_built, "train"), same), tmp_path / "train.jsonl")
+    test = write_records(served_by(simulated_readout_scores(demo_built, "test"), {b: "pae", a: "pae"}),
+                         tmp_path / "test.jsonl")
+    cal = tmp_path / "calibration.json"
+    assert main(["calibrate", "--dataset", str(demo_built), "--scores", str(train), "--split", "train", "--alpha",
+                 "0.2", "--out", str(cal)]) == 0, capsys.readouterr().err
+    calibration = load_calibration(cal)
+    assert calibration.settings["served_model"] == "pae" and "server" not in calibration.settings
+    assert main(["agree", "--dataset", str(demo_built), "--scores", str(test), "--calibration", str(cal),
+                 "--bootstrap", "200"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    mixed = write_records(served_by(simulated_readout_scores(demo_built, "train"), {a: "pae", b: "Qwen/Qwen3-VL-8B"}),
+                          tmp_path / "mixed.jsonl")
+    assert main(["calibrate", "--dataset", str(demo_built), "--scores", str(mixed), "--split", "train", "--alpha",
+                 "0.2", "--out", str(tmp_path / "mixed.json")]) == 2
+    err = capsys.readouterr().err
+    assert "answered by more than one model: 'Qwen/Qwen3-VL-8B' (at http://10.0.0.5:8001/v1), 'pae' (at " \
+           "http://10.0.0.5:8000/v1)" in err, err
+    other = write_records(served_by(simulated_readout_scores(demo_built, "test"), {a: "other"}), tmp_path / "o.jsonl")
+    assert main(["agree", "--dataset", str(demo_built), "--scores", str(other), "--calibration", str(cal),
+                 "--bootstrap", "200"]) == 2
+    assert "made with served_model 'other', but the calibration (images/train) with 'pae'" in capsys.readouterr().err
 
 
 def test_records_without_human_scores_are_reported_never_dropped(demo_built, tmp_path, capsys):

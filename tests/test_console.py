@@ -114,3 +114,17 @@ def test_the_command_line_says_a_notice_plainly_and_leaves_other_warnings_alone(
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0 and done.stderr.startswith("warning: a fit did not converge\n"), done.stderr
     assert "UserWarning: a library's own word" in done.stderr  # Python's form: not the package's to reword
+
+
+def test_the_advice_follows_from_what_the_backend_can_do():
+    """--constrained is advised only where the backend holds decoding to a form (not vLLM's, which is asked for the
+    schema already), the adapter only to a rubric judge that takes one; a served judge is advised another model."""
+    from argparse import Namespace
+
+    from tangpoetrybench.cli.base import what_to_try
+
+    assert what_to_try(Namespace(evaluator="pae", backend=None)) == [
+        "--constrained (decoding held to the answer's JSON form)", "a PAE adapter (--adapter)"]
+    assert what_to_try(Namespace(evaluator="pae", backend="vllm")) == ["a PAE adapter (--adapter)"]
+    assert what_to_try(Namespace(evaluator="recognize", backend=None)) == []
+    assert what_to_try(Namespace(evaluator="api", backend=None))[0].startswith("a model that follows")

@@ -51,7 +51,7 @@ def test_leaderboard_eval_results(demo_built, written):
             assert item["notes"].startswith("SYNTHETIC dataset") and "tangpoetrybench 0.1.0" in item["notes"]
         by_task = {i["dataset"]["task_id"]: i for i in items}
         config = "unseen_generator" if g == "painter_e" else "images"
-        assert by_task[f"{config}_pae_quality"]["value"] == pytest.approx(row["pae"]["quality"], abs=5e-5)
+        assert by_task[f"{config}_pae_quality"]["value"] == pytest.approx(row["judge"]["quality"], abs=5e-5)
         assert "Evaluator pae (synthetic;" in by_task[f"{config}_pae_quality"]["notes"]
         if g == "newgen":  # people never rated it: its PAE quality only
             assert list(by_task) == ["images_pae_quality"]

@@ -11,11 +11,11 @@ from conftest import Flaky, without_engine
 from tangpoetrybench.judging.evaluators import load_evaluator
 from tangpoetrybench.judging.evaluators.base import ScoringItem
 from tangpoetrybench.models import fit_pixels
-from tangpoetrybench.judging.backends import BACKENDS, Answer, BackendRow
+from tangpoetrybench.judging.backends import BACKENDS, Answer, Backend, BackendRow
 from tangpoetrybench.judging.backends.vllm import engine_kwargs, sampling_kwargs
 from tangpoetrybench.judging.registry import BUILTIN, JudgeOptions, evaluator_spec
 from tangpoetrybench.judging.tiny_models import BUILDERS, PIPELINE, models
-from tangpoetrybench.judging.tasks.pairwise import Pairwise, PairScoringItem
+from tangpoetrybench.judging.tasks.pairwise import PairItem, Pairwise
 from tangpoetrybench.judging.tasks.scores import RubricScores
 from tangpoetrybench.judging.reading import VERSIONS
 from tangpoetrybench.poems import Poem, sample_poems
@@ -23,8 +23,8 @@ from tangpoetrybench.judging.prompt import answer_schema, build_messages
 from tangpoetrybench.rubric import load_rubric
 from tangpoetrybench.judging.scoring import DatasetSource, score_to_jsonl
 
-FIELDS = {"image_id", "evaluator", "scores", "quality", "raw_output", "parse_status", "error", "seconds", "model",
-          "error_kind", "settings", "random_weights", "dataset"}  # dataset: what tpb score --dataset scored
+FIELDS = {"image_id", "evaluator", "task", "scores", "quality", "raw_output", "parse_status", "error", "seconds",
+          "model", "error_kind", "settings", "random_weights", "dataset"}  # dataset: what tpb score --dataset scored
 CASES = [("pae", "qwen3-vl", None), ("vqascore", "qwen3-vl", (0, 1)), ("clipscore", "clip", (0, 2.5)),
          ("clipscore", "chinese-clip", (0, 2.5)), ("blipscore", "blip", (0, 1))]
 
@@ -41,6 +41,7 @@ def test_end_to_end_over_the_demo_dataset(name, model, bounds, tiny_models, demo
     for r in records:
         assert set(r) == FIELDS | ({"evidence"} if name in ("clipscore", "blipscore") else set())
         assert r["evaluator"] == name and r["random_weights"] is True
+        assert r["task"] == ("scores" if name == "pae" else "scalar")  # the task each record names
         assert r["model"] == str(tiny_models[model])
         if name == "pae":
             assert r["parse_status"] in ("ok", "repaired", "failed") and isinstance(r["raw_output"], str)
@@ -178,13 +179,12 @@ def test_load_evaluator_errors():
         load_evaluator("pae", backend="vllm", constrained=True)
 
 
-class SchemaBackend:
+class SchemaBackend(Backend):
     """A backend of this test module, a whole `backends.Backend` in a few lines: it answers from the question alone,
     prose at first and, asked again, the best score for every key of the answer's JSON schema. A local backend that
     repairs by default: the judge must do what its class says, whatever its name."""
 
-    name, served, default_repair, constrains = "schema", False, 1, False
-    random_weights, min_batch_size, device, worker_start_method = False, 1, None, None
+    name, default_repair = "schema", 1
 
     def __init__(self, model: str = "answers-from-the-schema"):
         self.model_name = model
@@ -255,7 +255,7 @@ def test_vllm_pairwise_requests_are_the_pair_prompt_builders():
     rubric, poem = load_rubric("tang"), sample_poems()[1]
     judge = without_engine(Pairwise(), rubric)
     a, b = Image.new("RGB", (2048, 2048), "white"), Image.new("RGB", (300, 200), "black")
-    _, [messages], [question] = judge._prepare([PairScoringItem("x", a, poem, image_b=b)])
+    _, [messages], [question] = judge._prepare([PairItem("x", poem, a, b)])
     reference = build_pair_messages(poem, rubric, a, b)
     assert messages[0] == reference[0]
     parts = messages[1]["content"]

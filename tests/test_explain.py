@@ -10,7 +10,7 @@ from PIL import Image
 
 from tangpoetrybench.judging.constrained import Grammar, state
 from tangpoetrybench.judging.evaluators import load_evaluator
-from tangpoetrybench.judging.evaluators.base import EvalResult, ScoringItem
+from tangpoetrybench.judging.evaluators.base import ScoresResult, ScoringItem
 from tangpoetrybench.judging.reading import parse_answer
 from tangpoetrybench.judging.prompt import MAX_REASON_CHARS, answer_schema, format_answer, system_prompt
 from tangpoetrybench.poems import sample_poems
@@ -74,9 +74,9 @@ def test_the_explain_grammar():
 
 
 def test_records_keep_reasons_only_when_there_are_some():
-    record = EvalResult("x", "pae", SCORES, 0.5, "{}", "ok", None, 0.1, reasons={"safety": "无害。"}).to_json()
+    record = ScoresResult("x", "pae", SCORES, 0.5, "{}", "ok", None, 0.1, reasons={"safety": "无害。"}).to_json()
     assert record["reasons"] == {"safety": "无害。"}
-    assert "reasons" not in EvalResult("x", "pae", SCORES, 0.5, "{}", "ok", None, 0.1).to_json()
+    assert "reasons" not in ScoresResult("x", "pae", SCORES, 0.5, "{}", "ok", None, 0.1).to_json()
 
 
 def test_explain_options(tmp_path, capsys):

@@ -5,6 +5,8 @@ imports form a cycle. The imports are read with `ast`, so nothing is imported to
 from __future__ import annotations
 
 import ast
+import dataclasses
+import re
 import shutil
 from pathlib import Path
 
@@ -110,3 +112,149 @@ def test_every_room_says_what_it_holds_and_the_top_level_stays_small():
     vague = {"common", "utils", "misc", "helpers", "util"}
     names = {p.stem for p in PACKAGE.rglob("*.py")} | {p.stem for p in (PACKAGE.parent / "training").glob("*.py")}
     assert not names & vague
+
+
+# Names that the rubric files and the registry hold, retyped in code: a tradition's dimension key or a bundled
+# tradition's name in a string literal. Allowed: the default tradition's one definition, the converter of a source
+# whose poems are of those traditions, and the Space's OCR summary (issue 42b's, which takes it from the rubric).
+RETYPED_ALLOWED = {("rubric.py", "tang"), ("poems.py", "tang"), ("poems.py", "song_ci"),
+                   ("hub/space.py", "text_integrity")}
+
+
+def retyped_names(root: Path) -> list[str]:
+    from tangpoetrybench.rubric import BUILTIN, load_rubric
+
+    keys = {k for t in BUILTIN for k in load_rubric(t).keys}
+    listed = ", ".join(BUILTIN)
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        where = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                value = node.value
+                if (value in keys or value in BUILTIN) and (where, value) not in RETYPED_ALLOWED:
+                    found.append(f"{where}:{node.lineno} {value!r}")
+                elif listed in value:
+                    found.append(f"{where}:{node.lineno} lists the bundled rubrics by hand")
+    return found
+
+
+def test_dimensions_and_traditions_come_from_the_rubrics_never_retyped():
+    assert retyped_names(PACKAGE) == []
+    from tangpoetrybench.judging.registry import JudgeOptions
+    from tangpoetrybench.rubric import BUILTIN
+
+    [rubric] = [f for f in dataclasses.fields(JudgeOptions) if f.name == "rubric"]
+    assert f"a bundled name ({', '.join(BUILTIN)})" in rubric.metadata["help"]
+
+
+# --- every module on its room's map and on docs/architecture.md -----------------------------------------------------
+
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+
+
+def modules_of(package: Path) -> list[Path]:
+    """The package's modules and subpackages (their `__init__.py`), but `__main__` and the command modules, which
+    `cli.COMMANDS` names (checked below)."""
+    return sorted(p for p in package.rglob("*.py") if p.name != "__main__.py" and p != package / "__init__.py"
+                  and "__pycache__" not in p.parts and not (p.parent.name == "cli" and p.name not in ("__init__.py",
+                                                                                                    "base.py")))
+
+
+def unnamed_in_docstrings(package: Path) -> list[str]:
+    """Each module (or subpackage) its folder's `__init__` docstring does not name (a word of the docstring)."""
+    missing = []
+    for path in modules_of(package):
+        subpackage = path.name == "__init__.py"
+        folder, name = (path.parent.parent, path.parent.name) if subpackage else (path.parent, path.stem)
+        doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))) or ""
+        if not re.search(rf"(?<![\w.]){re.escape(name)}\b", doc):
+            missing.append(path.relative_to(package).as_posix())
+    return missing
+
+
+def off_the_map(package: Path, architecture: str) -> list[str]:
+    """Each module the table of docs/architecture.md does not name in its folder's row (`name.py`; a subpackage has a
+    row of its own, or is named `name/` in its parent's): a row per folder, `core (top level)` for the core modules and
+    `top` for what sits on the pipeline (the command line and the reward)."""
+    rows = {}
+    for line in architecture.splitlines():
+        cells = line.split("|")
+        if line.startswith("| ") and len(cells) > 3:
+            rows[cells[1].strip().strip("`")] = cells[2]
+    missing = []
+    for path in modules_of(package):
+        relative = path.relative_to(package)
+        inner = relative.parent.parent if path.name == "__init__.py" else relative.parent
+        shown = f"{relative.parent.name}/" if path.name == "__init__.py" else path.name
+        folder = inner.as_posix().strip(".")
+        top = folder == "cli" or shown in ("cli/", "reward.py") and not folder
+        row = "top" if top else f"{folder}/" if folder else "core (top level)"
+        own_row = path.name == "__init__.py" and f"{relative.parent.as_posix()}/" in rows  # a room, a folder in one
+        if shown not in rows.get(row, "") and not own_row:
+            missing.append(relative.as_posix())
+    return missing
+
+
+def test_every_module_is_named_in_its_rooms_docstring_and_on_the_map():
+    from tangpoetrybench.cli import COMMANDS
+
+    assert unnamed_in_docstrings(PACKAGE) == []
+    assert off_the_map(PACKAGE, ARCHITECTURE.read_text(encoding="utf-8")) == []
+    commands = {p.stem for p in (PACKAGE / "cli").glob("*.py")} - {"__init__", "__main__", "base"}
+    assert commands == {c.replace("-", "_") for c in COMMANDS}  # a command module is named by its command
+
+
+def test_a_module_missing_from_the_maps_is_found(tmp_path):
+    root = tmp_path / "tangpoetrybench"
+    shutil.copytree(PACKAGE, root, ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "stats" / "orphan.py").write_text('"""Nobody names me."""\n', encoding="utf-8")
+    assert unnamed_in_docstrings(root) == ["stats/orphan.py"]
+    assert off_the_map(root, ARCHITECTURE.read_text(encoding="utf-8")) == ["stats/orphan.py"]
+
+
+# --- inside judging/: layers whose imports run one way -------------------------------------------------------------
+
+# Bottom up; a module belongs to the layer of the longest name here that is it or a package above it.
+JUDGING_LAYERS = (
+    # what questions, answers and records are made of, read and written
+    ("prompt", "reading", "constrained", "readout", "abstention", "records", "results", "failures", "ocr", "ocr.evidence"),
+    ("backends",),  # who answers
+    ("tasks", "evaluators.base", "evaluators.clipscore", "evaluators.blipscore", "evaluators.vqascore",
+     "ocr.evaluator"),  # what is asked, and the evaluators of their own
+    ("judge", "calibrated"),  # the one evaluator
+    ("registry", "evaluators"),  # every evaluator by name (`evaluators/__init__` re-exports `load_evaluator`)
+    ("scoring", "pairwise", "ray_scoring", "ray_vllm", "semjudge", "tiny_models", "ocr.labels"),  # the drivers
+)
+
+
+def judging_layer(module: str) -> int | None:
+    """The layer of a module of `judging/` (None for a module outside it, or the room itself)."""
+    prefix = "tangpoetrybench.judging."
+    if not module.startswith(prefix):
+        return None
+    name = module[len(prefix):]
+    found = [(len(entry), i) for i, layer in enumerate(JUDGING_LAYERS) for entry in layer
+             if name == entry or name.startswith(entry + ".")]
+    assert found, f"{module} is in no layer of JUDGING_LAYERS: put it in one"
+    return max(found)[1]
+
+
+def judging_downward(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{m} imports {t}" for m, targets in graph.items() for t in targets
+                  if judging_layer(m) is not None and judging_layer(t) is not None
+                  and judging_layer(t) > judging_layer(m))
+
+
+def test_imports_inside_judging_run_up_its_layers():
+    assert judging_downward(imports(PACKAGE)) == []
+
+
+def test_a_planted_import_of_a_driver_is_caught(tmp_path):
+    root = tmp_path / "tangpoetrybench"
+    shutil.copytree(PACKAGE, root, ignore=shutil.ignore_patterns("__pycache__"))
+    judge = root / "judging" / "judge.py"
+    judge.write_text(judge.read_text(encoding="utf-8") + "\nfrom .pairwise import compare_to_jsonl\n",
+                     encoding="utf-8")
+    assert judging_downward(imports(root)) == ["tangpoetrybench.judging.judge imports "
+                                               "tangpoetrybench.judging.pairwise"]

@@ -27,7 +27,7 @@ OFFSET = {"painter_a": 0.0, "painter_b": -0.02, "painter_c": -0.3, "painter_d": 
 
 def record(image_id: str, scores: dict, **settings) -> dict:
     present = [v for v in scores.values() if v is not None]
-    return {"image_id": image_id, "evaluator": "pae", "model": "synthetic", "scores": scores,
+    return {"image_id": image_id, "evaluator": "pae", "task": "scores", "model": "synthetic", "scores": scores,
             "quality": sum(present) / len(present) if present else None, "raw_output": "", "parse_status": "ok",
             "error": None, "seconds": 0.0, "settings": {**SETTINGS, **settings}}
 
@@ -71,20 +71,20 @@ def test_numbers_equal_direct_computations(demo_built, files, board):
     pae = {json.loads(line)["image_id"]: json.loads(line) for f in files for line in f.read_text().splitlines()}
     for g, row in rows.items():
         mine = [r for r in pae.values() if r["image_id"].startswith(g + "/")]
-        assert row["pae"]["quality"] == pytest.approx(np.mean([r["quality"] for r in mine]))
-        assert row["pae"]["core_imagery"] == pytest.approx(np.mean([r["scores"]["core_imagery"] for r in mine]))
-        low, high = row["pae"]["quality_ci"]
-        assert low <= row["pae"]["quality"] + 1e-9 and row["pae"]["quality"] <= high + 1e-9
+        assert row["judge"]["quality"] == pytest.approx(np.mean([r["quality"] for r in mine]))
+        assert row["judge"]["core_imagery"] == pytest.approx(np.mean([r["scores"]["core_imagery"] for r in mine]))
+        low, high = row["judge"]["quality_ci"]
+        assert low <= row["judge"]["quality"] + 1e-9 and row["judge"]["quality"] <= high + 1e-9
         assert 0.0 <= row["rank_stability"] <= 1.0
         if g != "newgen":
             qualities = [r["quality"] for r in people if r["generator"] == g and r["quality"] is not None]
             assert row["human"]["quality"] == pytest.approx(np.mean(qualities))
-    order = sorted(rows, key=lambda g: -rows[g]["pae"]["quality"])
+    order = sorted(rows, key=lambda g: -rows[g]["judge"]["quality"])
     assert [rows[g]["rank"] for g in order] == list(range(1, 7))
     agree = numbers["agreement_with_humans"]
     rated = agree["generators"]
     assert rated == ["painter_a", "painter_b", "painter_c", "painter_d", "painter_e"]
-    pq, hq = [agree["pae_quality"][g] for g in rated], [agree["human_quality"][g] for g in rated]
+    pq, hq = [agree["judge_quality"][g] for g in rated], [agree["human_quality"][g] for g in rated]
     assert agree["kendall_tau"] == pytest.approx(stats.kendalltau(pq, hq).statistic)
     assert agree["spearman"] == pytest.approx(stats.spearmanr(pq, hq).statistic)
     assert agree["kendall_tau"] < 1  # painter_c's planted offset moves it down PAE's ranking
@@ -111,14 +111,42 @@ def test_refusals(demo_built, files, tmp_path, capsys):
         build_leaderboard(demo_built, [rated, other], n_bootstrap=0)
     with pytest.raises(ValueError, match="is scored in both"):
         build_leaderboard(demo_built, [rated, new, new], n_bootstrap=0)
-    clip = write(tmp_path / "clip.jsonl", [dict(records[0], evaluator="clipscore", scores={})])
-    with pytest.raises(ValueError, match="holds clipscore results"):
+    clip = write(tmp_path / "clip.jsonl", [dict(records[0], evaluator="clipscore", task="scalar", scores={})])
+    with pytest.raises(ValueError, match="holds clipscore's scalar records: the leaderboard ranks a rubric judge's "
+                                         "scores, so score every generator with one \\(tpb score --evaluator pae "
+                                         "or api"):
         build_leaderboard(demo_built, [clip], n_bootstrap=0)
+    fleet = [dict(r, evaluator="api", settings={**r["settings"], "server": f"http://127.0.0.1:800{i % 2}/v1",
+                                                "served_model": "m"}) for i, r in enumerate(records)]
+    mixed = write(tmp_path / "mixed.jsonl", fleet[:-1] + [dict(fleet[-1], settings={**fleet[-1]["settings"],
+                                                                                  "served_model": "other"})])
+    with pytest.raises(ValueError, match="scored with served_model 'other' but .* with 'm'"):
+        build_leaderboard(demo_built, [mixed], n_bootstrap=0)
     elsewhere = write(tmp_path / "elsewhere.jsonl", [record("newgen/not-a-test-poem", records[0]["scores"])])
     assert main(["leaderboard", "--dataset", str(demo_built), "--scores", str(rated), str(elsewhere),
                  "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err
     assert "no poem of" in err and "has a result for every generator" in err and not (tmp_path / "b").exists()
+
+
+def test_a_served_judges_results_rank_labelled_by_what_they_are(demo_built, files, tmp_path):
+    """A fleet's records (each naming the replica that answered) rank like PAE's, labelled by the evaluator, its model
+    and the servers: nothing says PAE. (Before, the leaderboard took only results named pae.)"""
+    served = []
+    for path in files:
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        served.append(write(tmp_path / path.name, [
+            dict(r, evaluator="api", random_weights="unknown",
+                 settings={**r["settings"], "server": f"http://127.0.0.1:800{i % 2}/v1", "served_model": "m"})
+            for i, r in enumerate(records)]))
+    out = tmp_path / "board"
+    write_leaderboard(build_leaderboard(demo_built, served, n_bootstrap=20), out)
+    md = (out / "leaderboard.md").read_text(encoding="utf-8")
+    assert "one evaluator, `api` (`synthetic` at http://127.0.0.1:8000/v1, http://127.0.0.1:8001/v1, settings" in md
+    assert "**api** columns are the evaluator's estimates" in md and "| api quality [95 % CI] |" in md
+    assert "PAE" not in md and (out / "figures" / "radar_api.png").is_file()
+    numbers = json.loads((out / "leaderboard.json").read_text(encoding="utf-8"))
+    assert numbers["evaluator"] == "api" and all("judge" in row for row in numbers["leaderboard"])
 
 
 def test_the_board_says_what_it_left_out_and_why(demo_built, files, board, tmp_path):
@@ -146,7 +174,7 @@ def test_the_board_says_what_it_left_out_and_why(demo_built, files, board, tmp_p
 def test_space_tab(board, tmp_path):
     view = leaderboard_view(board / "leaderboard.json")
     numbers = json.loads((board / "leaderboard.json").read_text(encoding="utf-8"))
-    assert view.rows == leaderboard_rows(numbers["leaderboard"]) and len(view.rows) == 6
+    assert view.rows == leaderboard_rows(numbers["leaderboard"], "PAE") and len(view.rows) == 6
     assert "PAE columns are estimates; human columns are people's ratings" in view.summary and view.figure.axes
     assert leaderboard_view(None).rows == [] and "tpb leaderboard" in leaderboard_view(None).summary
     (tmp_path / "broken.json").write_text("{")

@@ -199,7 +199,7 @@ def test_a_new_tradition_runs_the_whole_pipeline(haiku_raw, tiny_models, tmp_pat
     board = json.loads(Path("board/leaderboard.json").read_text(encoding="utf-8"))
     assert board["settings"]["rubric"] == haiku.fingerprint
     columns = (*haiku.keys, "quality")
-    assert set(board["leaderboard"][0]["pae"]) == {*columns, *(f"{k}_ci" for k in columns)}
+    assert set(board["leaderboard"][0]["judge"]) == {*columns, *(f"{k}_ci" for k in columns)}
     assert not bundled_words_in(Path("board/leaderboard.md").read_text(encoding="utf-8"))
     from tangpoetrybench.hub.eval_results import read_eval_results, write_eval_results
 

@@ -115,7 +115,7 @@ def test_leaderboard_shows_variants_side_by_side(demo_built, tmp_path):
     assert c["ranking_changes"] is True and c["agreement"]["rich"]["kendall_tau_with_appendix-b"] == pytest.approx(-1)
     mean_offset = 0.01 * (len(poems) - 1) / 2
     board = {r["generator"]: r for r in numbers["leaderboard"]}
-    assert board["weak-rich"]["pae"]["quality"] == pytest.approx(0.8 + mean_offset)
+    assert board["weak-rich"]["judge"]["quality"] == pytest.approx(0.8 + mean_offset)
     assert board["strong-terse"]["recognizability"]["judge"]["value"] == pytest.approx(0.25)
     text = (out / "leaderboard.md").read_text(encoding="utf-8")
     assert "| Pipeline | appendix-b | terse | rich |" in text

@@ -150,12 +150,13 @@ def test_a_worker_killed_mid_run_leaves_every_image_recorded_once(cluster, tiny_
 @pytest.mark.slow
 def test_a_driver_killed_mid_run_is_completed_by_a_rerun(cluster, tiny_models, tiny_pae, images, tmp_path):
     """`tpb score --engine ray` in a process of its own (its own local Ray), killed once its file has two records;
-    a rerun scores the rest, and the file has every image once."""
+    a rerun scores the rest, and the file has every image once. The killed run was given its folder relative to its
+    working directory, the rerun absolute: every image is read either way."""
     out = tmp_path / "driver.jsonl"
-    cmd = [sys.executable, "-m", "tangpoetrybench.cli", "score", "--engine", "ray", "--images", str(images.root),
+    cmd = [sys.executable, "-m", "tangpoetrybench.cli", "score", "--engine", "ray", "--images", images.root.name,
            "--poems", str(images.poems), "--evaluator", "pae", "--model", str(tiny_models["qwen3-vl"]), "--adapter",
            str(tiny_pae), "--constrained", "--batch-size", "1", "--out", str(out), "--quiet"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=images.root.parent)
     family: list[psutil.Process] = []
     try:
         while proc.poll() is None and (not out.exists() or out.read_text().count("\n") < 2):
@@ -174,6 +175,47 @@ def test_a_driver_killed_mid_run_is_completed_by_a_rerun(cluster, tiny_models, t
                          poems=images.poems, batch_size=1, progress=False)  # the Python API of `tpb score`'s
     assert (rerun.skipped, rerun.scored) == (before, 6 - before)
     assert [r["image_id"] for r in records(out)] == images.source.ids()
+    assert all(r["parse_status"] == "ok" for r in records(out)), [r["error"] for r in records(out)]
+
+
+@pytest.mark.slow
+def test_a_built_dataset_is_spread_over_the_workers_and_appended_as_it_goes(cluster, tiny_models, tiny_pae,
+                                                                           demo_built, tmp_path):
+    """The demo's test split is one Parquet file (12 images), which Ray Data reads as one block. Its rows reach the
+    workers in blocks of one batch each (so every worker takes some), and the driver appends each batch's records as
+    they come back: `tpb score --engine ray --workers 2` on it, in a process of its own killed once its file has a
+    record, has scored part of the split; a rerun scores the rest, and the file has every image once."""
+    from tangpoetrybench.judging.ray_scoring import ray_rows
+    from tangpoetrybench.judging.scoring import Run
+
+    source = DatasetSource(demo_built, "images", "test")
+    out = tmp_path / "dataset.jsonl"
+    cmd = [sys.executable, "-m", "tangpoetrybench.cli", "score", "--engine", "ray", "--workers", "2", "--worker-cpus",
+           "0.5", "--dataset", str(demo_built), "--split", "test", "--evaluator", "pae", "--model",
+           str(tiny_models["qwen3-vl"]), "--adapter", str(tiny_pae), "--constrained", "--batch-size", "1", "--out",
+           str(out), "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    family: list[psutil.Process] = []
+    try:
+        while proc.poll() is None and (not out.exists() or "\n" not in out.read_text()):
+            time.sleep(0.05)
+        family = psutil.Process(proc.pid).children(recursive=True)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        _, alive = psutil.wait_procs(family, timeout=30)
+        for process in alive:
+            process.kill()
+    before = len(read_lines(out, partial="cut"))
+    assert 1 <= before < 12, f"the driver should have been killed part-way ({before} records)"
+    engine = RayEngine(workers=2, worker_cpus=0.5)  # half a CPU each: the other CPU reads the Parquet file
+    pae = engine.load_evaluator("pae", **pae_options(tiny_models, tiny_pae))
+    rows = ray_rows(source, Run.start(pae, source, out), 3).materialize()
+    assert rows.count() == 12 - before and rows.num_blocks() == math.ceil((12 - before) / 3)
+    rerun = engine.score_to_jsonl(pae, source, out, batch_size=1, progress=False)
+    assert (rerun.skipped, rerun.scored) == (before, 12 - before)
+    assert [r["image_id"] for r in records(out)] == source.ids()
+    assert all(r["parse_status"] == "ok" for r in records(out)), [r["error"] for r in records(out)]
 
 
 # ---- PAE on Ray Data's vLLM engine stage, against the real ray.data.llm (no vLLM: no engine runs) ----
@@ -219,7 +261,7 @@ def test_the_vllm_stages_configuration_is_what_ray_data_llm_accepts(tiny_models)
                          ({"device": "cuda"}, "--device applies to the transformers backend")):
         with pytest.raises(ValueError, match=message):
             stage(tiny_models, **bad)
-    with pytest.raises(ValueError, match="runs PAE's rubric scores, not semjudge"):
+    with pytest.raises(ValueError, match="asks the rubric's scores, which semjudge does not answer"):
         RayEngine().load_evaluator("semjudge", backend="vllm")
 
 
@@ -303,8 +345,8 @@ def test_the_vllm_processor_builds_on_ray_data(cluster, tiny_models, images, tmp
     assert engine_stage.fn_constructor_kwargs["engine_kwargs"]["enable_lora"]
     assert engine_stage.fn_constructor_kwargs["should_continue_on_error"]
     assert engine_stage.map_batches_kwargs["num_gpus"] == 1
-    rows = ray_rows(images.source, Run.start(pae, images.source, tmp_path / "plan.jsonl"))
-    plan = str(pae.dataset(rows, RayEngine(workers=2, worker_gpus=1), None))
+    rows = ray_rows(images.source, Run.start(pae, images.source, tmp_path / "plan.jsonl"), pae.default_batch_size)
+    plan = str(pae.dataset(rows, RayEngine(workers=2, worker_gpus=1), pae.default_batch_size))
     assert plan.index("Map(VLLMStage.record)") < plan.index("vLLMEngineStageUDF") < plan.index("Map(_preprocess)")
 
 

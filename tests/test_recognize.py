@@ -17,7 +17,7 @@ import pytest
 from tangpoetrybench.cli import main
 from tangpoetrybench.dataset.distractors import choose_distractors, read_candidates, write_candidates
 from tangpoetrybench.dataset.reading import dataset_rows
-from tangpoetrybench.judging.backends import Answer, Question
+from tangpoetrybench.judging.backends import Answer, Backend, Question
 from tangpoetrybench.judging.backends.vllm import choice_probs, sampling_kwargs
 from tangpoetrybench.judging.evaluators import load_evaluator
 from tangpoetrybench.judging.evaluators.base import ScoringItem
@@ -43,18 +43,13 @@ class Simulated(Recognize):
         return asked
 
 
-class SimulatedBackend:
+class SimulatedBackend(Backend):
     """SIMULATED backend: plain Python that answers the real prompts with `answer(item, shown poems, order index)`."""
 
-    name, model_name, random_weights, min_batch_size, device, worker_start_method = (
-        "simulated", "simulated", False, 1, None, None)
-    served, default_repair, constrains = False, 0, False
+    name, model_name = "simulated", "simulated"
 
     def __init__(self, answer):
         self.answer_with = answer
-
-    def settings(self):
-        return {}
 
     def prepare(self, questions):
         return questions

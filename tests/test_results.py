@@ -19,9 +19,9 @@ from scipy.optimize import minimize
 from tangpoetrybench.cli import main
 from tangpoetrybench.dataset.reading import dataset_rows
 from tangpoetrybench.errors import Notice
-from tangpoetrybench.judging.evaluators.base import Evaluator
+from tangpoetrybench.judging.evaluators.base import Evaluator, ScalarResult
 from tangpoetrybench.judging.pairwise import Pair, compare_to_jsonl
-from tangpoetrybench.judging.results import (EXPLAIN, PAIRWISE, RECOGNITION, RUBRIC, SCALAR, Resume, ResultsFile,
+from tangpoetrybench.judging.results import (Resume, ResultsFile,
                                              read_lines)
 from tangpoetrybench.judging.scoring import FolderSource, score_to_jsonl
 from tangpoetrybench.poems import sample_poems
@@ -51,7 +51,7 @@ def split_rows(dataset: Path) -> list[dict]:
 def rubric_records(rows: list[dict], evaluator: str = "synthetic-rubric", reasons: bool = False) -> list[dict]:
     out = []
     for r in rows:
-        record = {"image_id": r["image_id"], "evaluator": evaluator, "model": "synthetic",
+        record = {"image_id": r["image_id"], "evaluator": evaluator, "task": "scores", "model": "synthetic",
                   "scores": {k: r[k] for k in TANG.keys}, "quality": r["quality"], "parse_status": "ok",
                   "error": None, "error_kind": None, "settings": {"rubric": TANG.fingerprint}}
         if reasons:
@@ -61,20 +61,21 @@ def rubric_records(rows: list[dict], evaluator: str = "synthetic-rubric", reason
 
 
 def scalar_records(rows: list[dict]) -> list[dict]:
-    return [{"image_id": r["image_id"], "evaluator": "synthetic-scalar", "model": "synthetic", "scores": {},
+    return [{"image_id": r["image_id"], "evaluator": "synthetic-scalar", "task": "scalar", "model": "synthetic",
+             "scores": {},
              "quality": None if r["quality"] is None else 2 * r["quality"], "parse_status": "ok", "settings": {}}
             for r in rows]  # a scalar metric has its own scale (CLIPScore's is [0, 2.5])
 
 
-def recognize_records(rows: list[dict]) -> list[dict]:
-    return [{"image_id": r["image_id"], "evaluator": "recognize", "model": "synthetic",
+def recognize_records(rows: list[dict], evaluator: str = "recognize") -> list[dict]:
+    return [{"image_id": r["image_id"], "evaluator": evaluator, "task": "letter", "model": "synthetic",
              "scores": {"recognizability": r["recognizability"]}, "quality": r["recognizability"],
              "parse_status": "ok" if r["recognizability"] is not None else "failed",
              "settings": {"orders": "rotations"}} for r in rows]
 
 
 def ocr_records(rows: list[dict]) -> list[dict]:
-    return [{"image_id": r["image_id"], "evaluator": "text-ocr", "model": "synthetic",
+    return [{"image_id": r["image_id"], "evaluator": "text-ocr", "task": "text", "model": "synthetic",
              "scores": {"text_integrity": 1.0}, "quality": 1.0, "parse_status": "ok", "settings": {},
              "evidence": {"issue_type": "none", "verdict": "no text"}} for r in rows]
 
@@ -89,7 +90,8 @@ def pair_records(dataset: Path, verdict_of=None, judge: str = "synthetic-judge")
         v = verdict_of(x, y, bool(x_wins))
         winners = {"x": ("A", "B"), "y": ("B", "A"), "tie": ("A", "A"), None: (None, None)}[v]
         out.append({"pair_id": f"{x}|{y}", "poem_id": x.split("/", 1)[1], "x": x, "y": y, "judge": judge,
-                    "model": "synthetic", "settings": {}, "random_weights": False, "error_kind": None, "verdict": v,
+                    "task": "pairwise", "model": "synthetic", "settings": {}, "random_weights": False,
+                    "error_kind": None, "verdict": v,
                     "orders": [{"order": o, "winner": w, "status": "ok" if w else "failed"}
                                for o, w in zip(("xy", "yx"), winners)]})
     return out
@@ -108,14 +110,44 @@ def files(demo_built, tmp_path_factory) -> dict[str, Path]:
 
 
 def test_the_kind_comes_from_the_records(files):
-    kinds = {name: ResultsFile.read(path).kind for name, path in files.items()}
-    assert kinds == {"rubric": RUBRIC, "explain": EXPLAIN, "scalar": SCALAR, "recognize": RECOGNITION,
-                     "ocr": RUBRIC, "pairs": PAIRWISE}
+    tasks = {name: ResultsFile.read(path).task for name, path in files.items()}
+    assert tasks == {"rubric": "scores", "explain": "scores", "scalar": "scalar", "recognize": "letter",
+                     "ocr": "text", "pairs": "pairwise"}
     pairs = ResultsFile.read(files["pairs"])
     assert pairs.name == "synthetic-judge" and not pairs.pointwise and all("|" in i for i in pairs.records)
     rubric = ResultsFile.read(files["rubric"])
     assert rubric.name == "synthetic-rubric" and rubric.model == "synthetic" and not rubric.random_weights
     assert rubric.settings == {"rubric": TANG.fingerprint} and rubric.datasets == []
+
+
+def test_a_task_is_read_from_the_records_not_from_the_evaluators_name(demo_built, tmp_path):
+    """A plugin's evaluator answering the letter task is read as letter records (before records named their task,
+    its file was read as rubric scores), and one record of another task in the file is refused."""
+    records = recognize_records(split_rows(demo_built), evaluator="my-letter-plugin")
+    letter = ResultsFile.read(write(tmp_path / "plugin.jsonl", records))
+    assert letter.task == "letter" and letter.record_type.compared_with == "recognizability"
+    records[1]["task"] = "scores"
+    with pytest.raises(ValueError, match=r"plugin.jsonl:2: image .*: task: \"scores\", but line 1 is of the letter "
+                                         "task: results of several tasks"):
+        ResultsFile.read(write(tmp_path / "plugin.jsonl", records))
+    records[1]["task"] = "poems"
+    with pytest.raises(ValueError, match=r'task: "poems" is not one of "scores", "text", "letter", "scalar", '
+                                         r'"pairwise"'):
+        ResultsFile.read(write(tmp_path / "plugin.jsonl", records))
+
+
+def test_files_written_before_records_named_their_task_are_read_as_they_always_were(files, tmp_path):
+    """The legacy rule (`results.legacy_task`), once per file: pair records, the recognize and text-ocr evaluators'
+    by their names, any other by whether a record holds rubric scores."""
+    for name, path in files.items():
+        old = [{k: v for k, v in json.loads(line).items() if k != "task"}
+               for line in path.read_text(encoding="utf-8").splitlines()]
+        assert ResultsFile.read(write(tmp_path / f"old-{name}.jsonl", old)).task == ResultsFile.read(path).task, name
+    old = [{k: v for k, v in json.loads(line).items() if k != "task"}
+           for line in files["rubric"].read_text(encoding="utf-8").splitlines()]
+    for record in old[:3]:  # failed answers hold no scores: the file's rubric scores elsewhere decide
+        record.update(scores={}, quality=None, parse_status="failed")
+    assert ResultsFile.read(write(tmp_path / "old-failed.jsonl", old)).task == "scores"
 
 
 # --- one open per results file --------------------------------------------------------------------------------------
@@ -299,7 +331,7 @@ class Bright(Evaluator):
     """A real evaluator by the contract, with no model: an image's mean brightness, under a rubric (so its results
     record the rubric's fingerprint); fails (timed out) on the images it is told to, or gives NaN."""
 
-    name, model_name, uses_rubric = "bright", "mean-pixel", True
+    name, model_name, uses_rubric, record_type = "bright", "mean-pixel", True, ScalarResult
 
     def __init__(self, fail=(), setting=1, rubric="tang", nan=()):
         super().__init__(rubric)

@@ -13,16 +13,16 @@ from conftest import tiny_pae_items
 from tangpoetrybench.judging.abstention import Abstention
 from tangpoetrybench.judging.calibrated import Calibrated, Calibration, Target
 from tangpoetrybench.judging.evaluators import load_evaluator
-from tangpoetrybench.judging.evaluators.base import EvalResult
+from tangpoetrybench.judging.evaluators.base import EvalResult, ScoresResult
 from tangpoetrybench.judging.prompt import format_answer
 from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.rubric import load_rubric
 from tangpoetrybench.reward import ABSTAINED_METRIC, PAEReward, Scalar, as_images, as_poems, load_reward
 
 
-def result(scores, quality, confidences=None) -> EvalResult:
+def result(scores, quality, confidences=None) -> ScoresResult:
     readout = None if confidences is None else {"dimensions": {k: {"confidence": c} for k, c in confidences.items()}}
-    return EvalResult("x", "pae", scores, quality, None, "ok", None, 0.0, readout=readout)
+    return ScoresResult("x", "pae", scores, quality, None, "ok", None, 0.0, readout=readout)
 
 
 def test_the_scalar_choices():
@@ -100,6 +100,29 @@ def test_the_reward_takes_the_datasets_own_poems_and_names_an_unknown_id(demo_bu
         reward.poem(poems["train"][0]["poem_id"], {"poem_id": "tang300-999"}, 3)
     assert str(refused.value).startswith(f"image 3: its metadata poem_id 'tang300-999' is not one of the "
                                          f"{poems['train'].num_rows} poems this reward knows")
+
+
+def test_a_failed_images_fill_is_its_poems_mean_in_the_docs_metadata_form():
+    """docs/reward.md's metadata form, `{"poem": {title, author, text}}` (no id), three images a poem, the first one
+    failed: its fill is the mean of its poem's scored images (not the call's), so with PAE alone its advantage under
+    per-prompt standardisation is zero. The same with a `poem_id` of None; TRL's `poem` column names it alike."""
+    from test_reward_fleet import per_prompt_advantages
+
+    reward = PAEReward(None)
+    chosen = [p for p in sample_poems()[:2] for _ in range(3)]
+    prompts = [p.text for p in chosen]
+    forms = {"metadata": [{"poem": {"title": p.title, "author": p.author, "text": p.text}} for p in chosen],
+             "an id of None": [{"poem": {"poem_id": None, "title": p.title, "author": p.author, "text": p.text}}
+                               for p in chosen]}
+    failed = ScoresResult("x", "pae", {}, None, None, "failed", "HTTP 503", 0.0, error_kind="transient")
+    results = [failed] + [result({}, q) for q in (0.2, 0.4, 0.9, 0.8, 1.0)]
+    for form, metadata in forms.items():
+        poems = [reward.poem(prompt, meta, i) for i, (prompt, meta) in enumerate(zip(prompts, metadata))]
+        rewards, status, _ = reward.rewards(poems, results)
+        assert status[0] == "filled" and rewards[0] == pytest.approx(0.3), form  # (0.2 + 0.4) / 2, not 0.66
+        assert per_prompt_advantages(rewards, prompts)[0] == pytest.approx(0.0, abs=1e-9), form
+    as_trl = [reward.poem(None, {"poem": m["poem"]}, i) for i, m in enumerate(forms["metadata"])]  # TRL's column
+    assert len({p.poem_id for p in as_trl}) == 2
 
 
 def test_the_local_reward_says_once_that_its_weights_are_random(tiny_models, caplog):
@@ -204,7 +227,7 @@ def served_judge(max_spread: float | None = 0.04, **reward):
 def made(reward: PAEReward, quality: float | None, sd: float | None) -> EvalResult:
     """A result as the calibrated judge returns it (its `calibrated` block applied); quality None: a failed answer."""
     failed = quality is None
-    result = EvalResult("x", "api", {} if failed else {"overall_impression": quality}, quality, None,
+    result = ScoresResult("x", "api", {} if failed else {"overall_impression": quality}, quality, None,
                         "failed" if failed else "ok", "HTTP 503" if failed else None, 0.0,
                         readout=None if failed else {"quality_sd": sd, "dimensions": {}})
     return reward.evaluator.calibration.apply_result(result)

@@ -26,7 +26,7 @@ from tangpoetrybench.cli import main
 from tangpoetrybench.judging.backends import Question
 from tangpoetrybench.judging.backends.served import Replica, ServedBackend
 from tangpoetrybench.poems import write_poems
-from tangpoetrybench.reward import RewardFailed, load_reward
+from tangpoetrybench.reward import RewardFailed, Scalar, load_reward
 
 WAIT = 60.0  # seconds a test waits for an event before it fails: a bound, never a pace
 
@@ -375,7 +375,9 @@ def test_a_flow_grpo_step_with_one_failed_image(pae_server):
     reaches the advantages unless the caller asked for NaN. By default the failed image's PAE reward is the mean of
     its prompt's other images', so PAE's part of its centred reward is zero: with PAE alone its advantage is 0, in the
     weighted sum it is what brightness alone gives it (not 0). A fixed fill gives it that value; with "nan" its whole
-    group's advantages are NaN, as Flow-GRPO's np.mean and np.std make them."""
+    group's advantages are NaN, as Flow-GRPO's np.mean and np.std make them. The poems come as docs/reward.md shows
+    them (no id), and the reward is scene consistency alone, null (so 0) for the second picture's poem: the call's
+    mean is not the failed image's poem's."""
     pictures, poems = synthetic()
     images = [variant for picture in pictures for variant in corner_variants(picture, 3)]
     poems = [p for p in poems for _ in range(3)]
@@ -385,7 +387,7 @@ def test_a_flow_grpo_step_with_one_failed_image(pae_server):
     for on_failure in ("mean", 0.0, "nan"):
         with FaultProxy(pae_server["url"], faults=["503", "503"]) as proxy:
             reward = load_reward(pae_server["model"], base_url=proxy.url, readout="decode", concurrency=1, retries=1,
-                                 backoff=0.05, on_failure=on_failure)
+                                 backoff=0.05, on_failure=on_failure, scalar=Scalar(weights={"scene_consistency": 1}))
             total, advantages, called = flow_grpo_step(reward, images, prompts, metadata)
         (pae, info), (bright, _) = called["pae"], called["brightness"]
         assert info["status"] == ["nan" if on_failure == "nan" else "filled"] + ["ok"] * 8, info["status"]
@@ -396,6 +398,7 @@ def test_a_flow_grpo_step_with_one_failed_image(pae_server):
             continue
         assert np.isfinite(total).all() and np.isfinite(advantages).all()
         if on_failure == "mean":
+            assert list(pae[1:]) == [1.0] * 2 + [0.0] * 3 + [1.0] * 3  # the poems' rewards differ
             assert pae[0] == np.mean(pae[1:3])  # its prompt's mean: PAE's part of its centred reward is zero
             assert per_prompt_advantages(pae, prompts)[0] == pytest.approx(0.0, abs=1e-9)  # PAE the only reward
             from_brightness = 0.2 * (bright[0] - bright[group].mean()) / (np.std(total[group]) + 1e-4)

@@ -18,7 +18,7 @@ from tangpoetrybench.cli import main
 from tangpoetrybench.errors import SystematicFailure
 from tangpoetrybench.judging.evaluators import load_evaluator
 from tangpoetrybench.judging.results import read_lines
-from tangpoetrybench.judging.scoring import DatasetSource, FolderSource, score_to_jsonl
+from tangpoetrybench.judging.scoring import DatasetSource, FolderSource, row_item, score_to_jsonl
 
 
 def records(path):
@@ -315,14 +315,14 @@ def test_parts_left_by_a_killed_parallel_run_are_merged(tiny_models, demo_built,
 def test_the_advice_when_a_run_stops_follows_from_its_failure():
     """A server's refusal is not blamed on memory; memory is named where it ran out."""
     from tangpoetrybench.judging.scoring import FailureGuard, what_to_fix
-    from tangpoetrybench.judging.evaluators.base import EvalResult
+    from tangpoetrybench.judging.evaluators.base import ScoresResult
 
     assert what_to_fix("OutOfMemoryError: CUDA out of memory").startswith("It is out of memory: lower --batch-size")
     refused = "HTTP 400 from http://127.0.0.1:8000/v1: {\"detail\": \"Server is pinned to 'm'; requested 'x'.\"}"
     assert what_to_fix(refused).startswith("The server refused every request: its message is above (a --model")
     assert what_to_fix("ValueError: shapes do not match") == "Fix the cause and run again"
     guard = FailureGuard(trusted=False, batches=1)
-    failed = EvalResult("g/p1", "api", {}, None, None, "failed", refused, 0.0, error_kind="model")
+    failed = ScoresResult("g/p1", "api", {}, None, None, "failed", refused, 0.0, error_kind="model")
     with pytest.raises(SystematicFailure) as stopped:
         guard.admit([failed.to_json()])  # the guard holds records
     assert "The server refused every request" in str(stopped.value) and "memory" not in str(stopped.value)
@@ -346,3 +346,34 @@ def test_a_flat_folder_names_its_generator_or_is_warned_of_before_scoring(tiny_m
     assert main(["score", "--images", str(demo_raw / "images"), *common[2:], "--generator", "x", "--out",
                  str(tmp_path / "x.jsonl")]) == 2
     assert "has generator folders (DIR/<generator>/<poem_id>.png): give no --generator" in capsys.readouterr().err
+
+
+def folder_forms(tmp_path, demo_raw) -> dict[str, str]:
+    """One folder of two generators' images (two each), named four ways from `tmp_path` (the working directory):
+    relative, absolute, with `..`, and through a symbolic link to its parent folder."""
+    real = tmp_path / "elsewhere" / "images"
+    for generator in ("painter_a", "painter_b"):
+        (real / generator).mkdir(parents=True)
+        for image in sorted((demo_raw / "images" / generator).iterdir())[:2]:
+            shutil.copy(image, real / generator / image.name)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    return {"relative": "elsewhere/images", "absolute": str(real), "dotdot": "sub/../elsewhere/images",
+            "linked parent": "link/images"}
+
+
+@pytest.mark.parametrize("form", ["relative", "absolute", "dotdot", "linked parent"])
+def test_an_images_folder_named_any_way_scores_every_image(form, tiny_models, demo_raw, tmp_path, monkeypatch):
+    """`--images` relative, absolute, with `..` or through a linked parent: every image is read (the rows name their
+    files below the folder, and the folder is made absolute once, where the source is made). The rows a Ray worker
+    or a data-loader worker gets read the same files from another working directory."""
+    monkeypatch.chdir(tmp_path)
+    images = folder_forms(tmp_path, demo_raw)[form]
+    out = tmp_path / "clip.jsonl"
+    assert main(["score", "--images", images, "--poems", str(demo_raw / "poems.jsonl"), "--evaluator", "clipscore",
+                 "--model", str(tiny_models["clip"]), "--out", str(out), "--quiet"]) == 0
+    rows = records(out)
+    assert len(rows) == 4 and all(r["parse_status"] == "ok" for r in rows), [r["error"] for r in rows]
+    source = FolderSource(images, demo_raw / "poems.jsonl")
+    monkeypatch.chdir(tmp_path / "sub")  # a worker whose working directory is another
+    assert all(row_item(row, source.root).load().image is not None for row in source.rows())

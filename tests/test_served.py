@@ -27,7 +27,7 @@ from tangpoetrybench.files import is_internal_url
 from tangpoetrybench.judging.backends.served import (ServedBackend, is_hf_host, json_format, redact,
                                                      retry_after_seconds, retry_delay, usage_line, wire_messages)
 from tangpoetrybench.judging.evaluators import load_evaluator
-from tangpoetrybench.judging.evaluators.base import EvalResult, ScoringItem
+from tangpoetrybench.judging.evaluators.base import ScalarResult, ScoringItem
 from tangpoetrybench.judging.reading import REPAIR, VERSIONS
 from tangpoetrybench.models import chat_inputs
 from tangpoetrybench.reward import Scalar, load_reward
@@ -117,7 +117,7 @@ def test_judge_state_and_record_format(monkeypatch):
                                 "parser": VERSIONS["scores"], "temperature": 0.0, "seed": 0, "repair": 1}
     assert load_evaluator("api", model="pae", base_url="http://127.0.0.1:8000/v1", repair=0).settings()["repair"] == 0
     assert judge.backend.random_weights is None  # nobody can vouch for a served model's weights
-    plain = EvalResult("x", "clipscore", {}, 0.5, None, "ok", None, 0.1)
+    plain = ScalarResult("x", "clipscore", {}, 0.5, None, "ok", None, 0.1)
     assert "usage" not in plain.to_json()
 
 
@@ -665,7 +665,7 @@ def test_item9_an_unknown_model_names_a_few_of_the_servers_models_quoted_redacte
                                repair=0)
         [result] = judge(*a_question())
     assert result.error_kind == "model" and "HTTP 404" in result.error and len(result.error) < 1000
-    assert judge.backend.served == []
+    assert judge.backend.listed == [] and judge.backend.served is True  # the capability, not the list
 
 
 def test_item9_a_servers_model_name_and_redirect_target_are_redacted_and_bounded(monkeypatch):

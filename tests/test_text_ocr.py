@@ -27,6 +27,7 @@ from tangpoetrybench.judging.ocr.evidence import TextRegion, align, cjk, judge, 
 pytest.importorskip("rapidocr", reason='the text-ocr evaluator needs the ocr extra: pip install -e ".[ocr]"')
 needs_font = pytest.mark.skipif(cjk_font() is None, reason="no Chinese font installed (apt-get install fonts-noto-cjk)")
 POEMS = [p for p in sample_poems() if p.tradition == "tang"]
+HAIKU = Path(__file__).parent / "data" / "haiku.yaml"  # a tradition with no adjudicated dimension
 FENGQIAO = Poem("fq", "枫桥夜泊", "张继", "月落乌啼霜满天，江枫渔火对愁眠。\n姑苏城外寒山寺，夜半钟声到客船。", "tang")
 KINDS = ("leak", "typo", "pseudo", "strokes", "seal", "clean")
 ISSUES = ("leaked_poem_text", "garbled_characters", "other_text")
@@ -175,11 +176,31 @@ def test_evidence_of_a_leak_names_the_poem_characters(ocr):
     assert r.settings["ocr"].startswith("rapidocr 3.") and r.settings["rules"] >= 1
 
 
-def test_records_of_other_evaluators_keep_their_format():
-    from tangpoetrybench.judging.evaluators import EvalResult
+def test_the_ocr_scores_its_rubrics_adjudicated_dimension_whatever_its_key(tmp_path):
+    """A tradition whose adjudicated dimension has another key gets that key scored; one that names none has nothing
+    for the OCR to score, and says so (before, the OCR named `text_integrity` itself and failed on both)."""
+    from importlib import resources
 
-    record = EvalResult("a/b", "clipscore", {}, 0.3, None, "ok", None, 0.1).to_json()
-    assert "evidence" not in record and "random_weights" not in record
+    from tangpoetrybench.judging.evaluators import load_evaluator
+    from tangpoetrybench.rubric import load_rubric
+
+    tang = resources.files("tangpoetrybench").joinpath("rubrics/tang.yaml").read_text(encoding="utf-8")
+    renamed = tmp_path / "renamed.yaml"
+    renamed.write_text(tang.replace("text_integrity", "written_text"), encoding="utf-8")
+    assert load_rubric(renamed).adjudicated_dimension == "written_text"
+    clean = Image.new("RGB", (256, 256), (236, 228, 210))
+    [r] = load_evaluator("text-ocr", rubric=load_rubric(renamed))([clean], [FENGQIAO])
+    assert r.parse_status == "ok" and r.scores == {"written_text": 1.0} and r.to_json()["task"] == "text"
+    [none] = load_evaluator("text-ocr", rubric=load_rubric(HAIKU))([clean], [FENGQIAO])
+    assert none.parse_status == "failed" and none.error_kind == "input"
+    assert "names no adjudicated dimension" in none.error
+
+
+def test_records_of_other_evaluators_keep_their_format():
+    from tangpoetrybench.judging.evaluators.base import ScalarResult
+
+    record = ScalarResult("a/b", "clipscore", {}, 0.3, None, "ok", None, 0.1).to_json()
+    assert "evidence" not in record and "random_weights" not in record and record["task"] == "scalar"
 
 
 def test_the_ocr_refuses_a_gpu_and_a_model():

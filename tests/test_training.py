@@ -47,12 +47,13 @@ def answer(**overrides):
 def test_accuracy_reward_hand_cases():
     exact = answer()
     off = answer(safety=0.5, overall_impression=0.25)     # errors 0.5 + 0.5 over 9 rated dimensions
-    missing = answer(cultural_coherence=None)              # a rated dimension left null (it may be): error 1
-    refused = answer(core_imagery=None)                    # null where the dimension always applies: not read
+    missing = answer(cultural_coherence=None)              # a rated dimension left null where it may be: error 1
     extra = answer(scene_consistency=0.9)                  # a dimension the human did not rate: ignored
-    got = rewards.accuracy_reward([exact, off, missing, refused, extra, [{"role": "assistant", "content": "no idea"}]],
+    unreadable = answer(core_imagery=None)                 # null where the dimension always applies: no reading
+    got = rewards.accuracy_reward([exact, off, missing, extra, unreadable,
+                                   [{"role": "assistant", "content": "no idea"}]],
                                   targets=[TARGET] * 6, tradition=["tang"] * 6)
-    assert got == pytest.approx([1.0, 1 - 1.0 / 9, 1 - 1.0 / 9, 0.0, 1.0, 0.0])
+    assert got == pytest.approx([1.0, 1 - 1.0 / 9, 1 - 1.0 / 9, 1.0, 0.0, 0.0])
 
 
 def test_format_reward_hand_cases():

@@ -31,8 +31,9 @@ def _rubric(rubric: Rubric | None, tradition, i: int) -> Rubric:
 
 
 def accuracy_reward(completions, targets, tradition=None, rubric: Rubric | None = None, **kwargs) -> list[float]:
-    """1 − mean |predicted − human| over the dimensions a human rated; a dimension the answer leaves null or
-    unusable counts as the largest error (1); an answer that does not parse gets 0."""
+    """1 − mean |predicted − human| over the dimensions a human rated; a dimension the answer leaves null (where the
+    rubric lets it be excluded) counts as the largest error (1); an answer that does not read (docs/reading.md: a
+    null where the dimension always applies is one) gets 0."""
     rewards = []
     for i, (completion, target) in enumerate(zip(completions, targets)):
         rubric_i = _rubric(rubric, tradition, i)

@@ -3,7 +3,7 @@ measure agreement with people, report the human-data findings, and publish to th
 
 Each command is one module of this package, its parser (`add_arguments`) beside its handler (`run`), with its
 one-line `SUMMARY` and an `EXAMPLE`; `COMMANDS` lists them in the order the pipeline runs them. A new command is
-one module and one entry there.
+one module and one entry there. The option groups several commands share are declared once, in `base`.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .base import add_bootstrap, add_dataset_arguments
+from .base import add_bootstrap, add_dataset_arguments, add_margin
 
 SUMMARY = "how well an evaluator's scores agree with the human ones, with intervals and the human noise floor"
 EXAMPLE = 'tpb agree --dataset sample/dataset --scores scores.jsonl --out agree.json'
@@ -17,8 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scores", type=Path, required=True, help="one evaluator's results (tpb score --out)")
     add_bootstrap(p)
     p.add_argument("--out", type=Path, help="also write every figure as JSON here")
-    p.add_argument("--margin", type=float, default=0.05,
-                   help="human pairs: two images of a poem whose human quality differs by at least this")
+    add_margin(p)
     p.add_argument("--calibration", type=Path, metavar="FILE",
                    help="a calibration of this judge (tpb calibrate --out): the coverage of its intervals here, their "
                         "width, ECE and reliability before and after temperature scaling, and selective judging")
@@ -31,16 +30,17 @@ def run(args: argparse.Namespace) -> None:
     import json
 
     from ..judging.calibrated import load_calibration
-    from ..judging.results import RECOGNITION, ResultsFile
+    from ..judging.results import ResultsFile
     from ..stats.agree import RANDOM_WEIGHTS_NOTE, agree, format_table
     from ..stats.pairs import format_pairs, pair_agreement
     from ..stats.recognition import agree_recognition, format_recognition
 
-    results = ResultsFile.read(args.scores)  # read once; its kind says which statistics apply
-    if args.calibration is not None and (results.kind == RECOGNITION or not results.pointwise):
-        raise ValueError(f"--calibration applies to a rubric judge's scores, not to {results.kind} records "
+    results = ResultsFile.read(args.scores)  # read once; its record type says which statistics apply
+    compared_with = results.record_type.compared_with
+    if args.calibration is not None and compared_with != "rubric":
+        raise ValueError(f"--calibration applies to a rubric judge's scores, not to {results.task} records "
                          f"({args.scores})")
-    if results.kind == RECOGNITION:  # the recognize judge against the human Phase-1 track
+    if compared_with == "recognizability":  # a letter judge against the human Phase-1 track
         result = agree_recognition(args.dataset, results, split=args.split, n_bootstrap=args.bootstrap,
                                    seed=args.seed, config=args.config)
         print(format_recognition(result, [RANDOM_WEIGHTS_NOTE] if result["random_weights"] else []))

@@ -44,7 +44,10 @@ def add_dataset_arguments(p: argparse.ArgumentParser, dataset: str = "", require
 
 def add_bootstrap(p: argparse.ArgumentParser) -> None:
     """The options of every command whose figures have bootstrap intervals over poems."""
-    p.add_argument("--bootstrap", type=int, default=10_000, help="resamples of poems for the 95%% intervals (0: none)")
+    from ..numeric import DEFAULT_BOOTSTRAP
+
+    p.add_argument("--bootstrap", type=int, default=DEFAULT_BOOTSTRAP,
+                   help="resamples of poems for the 95%% intervals (0: none)")
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
 
 
@@ -63,6 +66,14 @@ def add_dataclass_options(p: argparse.ArgumentParser, cls: type, title: str) -> 
 def dataclass_from(args: argparse.Namespace, cls: type):
     """The options dataclass of the values a command was given (`add_dataclass_options`)."""
     return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+
+
+def add_margin(p: argparse.ArgumentParser) -> None:
+    """The human pairs' margin (`stats.agreement.DEFAULT_MARGIN`), for the commands that compare with them."""
+    from ..numeric import DEFAULT_MARGIN
+
+    p.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
+                   help="the human pairs: two images of a poem whose human quality differs by at least this")
 
 
 def number_or_off(cast: Callable[[str], float | int]) -> Callable[[str], float | int | None]:
@@ -156,10 +167,6 @@ def judge_options(args: argparse.Namespace) -> dict:
     return {name: getattr(args, name) for name in OPTION_NAMES if hasattr(args, name)}
 
 
-RUBRIC_FILE = ("a rubric YAML file (docs/rubrics.md) for the judge to read: with --images, the rubric of the poems' "
-               "tradition where it is not bundled; with --dataset, in place of the rubric the dataset carries")
-
-
 def judge_rubric(rubric_file, dataset=None, config: str = "images", poems=None):
     """The rubric a rubric judge reads: `rubric_file`, else the one a dataset carries for `config` where it is not a
     bundled one; None where each poem's bundled rubric applies. Poems of a tradition without a rubric are refused."""
@@ -185,16 +192,18 @@ def judge_rubric(rubric_file, dataset=None, config: str = "images", poems=None):
 
 
 def what_to_try(args: argparse.Namespace) -> list[str]:
-    """What may make a judge answer in the form asked, from the options a command was given (`tpb score` and
-    `tpb compare`, when no answer of a run could be read)."""
-    from ..judging.registry import asks_server
+    """What may make a judge answer in the form asked, from the options a command was given and what its evaluator
+    and backend can do (`tpb score` and `tpb compare`, when no answer of a run could be read)."""
+    from ..judging.registry import chosen_backend, evaluator_spec
 
-    if asks_server(args.evaluator, judge_options(args)):
+    options = judge_options(args)
+    backend, spec = chosen_backend(args.evaluator, options), evaluator_spec(args.evaluator)
+    if backend is not None and backend.served:
         return ["a model that follows the prompt's instructions (for PAE's question, PAE itself served with its "
                 "adapter: docs/scoring.md)"]
     tries = []
-    if args.evaluator == "pae" and not getattr(args, "constrained", False):
+    if "constrained" in spec.options and backend is not None and backend.constrains and not options.get("constrained"):
         tries.append("--constrained (decoding held to the answer's JSON form)")
-    if args.evaluator == "pae" and not getattr(args, "adapter", None):
+    if "adapter" in spec.options and "scores" in spec.tasks and not options.get("adapter"):
         tries.append("a PAE adapter (--adapter)")
     return tries

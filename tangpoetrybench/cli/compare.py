@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .base import (POEMS_FILE, add_dataset_arguments, add_judge_options, add_max_image_pixels, judge_options,
-                   judge_rubric, what_to_try)
+from .base import (POEMS_FILE, add_dataset_arguments, add_judge_options, add_margin, add_max_image_pixels,
+                   judge_options, judge_rubric, what_to_try)
 from ..numeric import counted
 
 SUMMARY = ('which of two illustrations of a poem is better: a pairwise judge asked every pair in both orders, records '
@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--evaluator", required=True, choices=names, metavar="NAME",
                    help="a pairwise judge: " + "; ".join(f"{n}: {specs()[n].summary}" for n in names))
     p.add_argument("--out", type=Path, required=True, help="the pair records (JSON Lines), resumed if they exist")
-    p.add_argument("--margin", type=float, default=0.05, help="the human pairs: human quality apart by at least this")
+    add_margin(p)
     p.add_argument("--all-pairs", action="store_true", help="every pair of images of one poem, not only human pairs")
     add_max_image_pixels(p)
     p.add_argument("--batch-size", type=int, default=8, help="pairs per batch (two questions each)")

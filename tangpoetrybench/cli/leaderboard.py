@@ -1,4 +1,5 @@
-"""`tpb leaderboard`: rank generators by PAE-estimated quality beside the human scores, as Markdown, HTML and JSON."""
+"""`tpb leaderboard`: rank generators by a rubric judge's estimated quality beside the human scores, as Markdown, HTML
+and JSON."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 from .base import add_bootstrap, add_dataset_arguments
 
-SUMMARY = 'rank generators by PAE-estimated quality beside the human scores, as Markdown, HTML and JSON'
+SUMMARY = "rank generators by a rubric judge's estimated quality beside the human scores, as Markdown, HTML and JSON"
 EXAMPLE = 'tpb leaderboard --dataset sample/dataset --scores rated.jsonl new.jsonl --out board/'
 
 
@@ -15,8 +16,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_dataset_arguments(p, " (its human scores)", required=True, config=None,
                           split="the split whose poems the generators are compared on")
     p.add_argument("--scores", type=Path, nargs="+", required=True, action="extend",
-                   help="PAE results (tpb score --out) covering every generator, all made with the same settings "
-                        "(repeat the option, or list the files)")
+                   help="a rubric judge's results (tpb score --out: PAE's, a served judge's, a plugin's) covering "
+                        "every generator, all made by one evaluator with the same settings (repeat the option, or list "
+                        "the files)")
     p.add_argument("--out", type=Path, required=True,
                    help="the folder to write (leaderboard.md, leaderboard.html, leaderboard.json, figures/)")
     add_bootstrap(p)

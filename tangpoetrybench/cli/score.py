@@ -63,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from ..judging.calibrated import Calibrated, load_calibration
     from ..judging.evaluators import load_evaluator
-    from ..judging.registry import asks_server, evaluator_spec
+    from ..judging.registry import asks_server, chosen_backend, evaluator_spec
     from ..judging.scoring import score_to_jsonl, source_of
     from ..models import process_state
 
@@ -76,9 +76,10 @@ def run(args: argparse.Namespace) -> None:
         print(f"note: {args.images} holds images directly (<poem_id>.png), so their ids name no generator and the "
               "leaderboard cannot rank them: give --generator NAME for that", file=sys.stderr)
     state = process_state()  # under a launcher: the process group, before any model is loaded
-    if args.backend == "vllm" and state.num_processes > 1:
-        raise ValueError("the vLLM backend runs as one process that uses its GPUs itself: start tpb score without "
-                         "accelerate launch or torchrun")
+    backend = chosen_backend(args.evaluator, judge_options(args))
+    if backend is not None and backend.one_process and state.num_processes > 1:
+        raise ValueError(f"the {backend.name} backend runs as one process that uses its GPUs itself: start tpb score "
+                         "without accelerate launch or torchrun")
     calibration = load_calibration(args.calibration) if args.calibration else None  # read before a model loads
     options = judge_options(args)
     if "rubric" in evaluator_spec(args.evaluator).options:  # the dataset's rubric where it is not a bundled one

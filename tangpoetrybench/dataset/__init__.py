@@ -8,6 +8,7 @@
     builder       `tpb build`: validate, QC, aggregate, write Parquet shards and the card, atomically
     dataset_card  the dataset card (README.md with the `configs:` block)
     reading       reading a built dataset's configs (a local folder or a Hub id)
+    distractors   `tpb distractors`: each poem's three Phase-1 distractors (look-alike poems of the same corpus)
     synthetic/    the synthetic demo release (real poems, painted images, simulated ratings)
 
 It imports only the core modules (rubric, poems, errors, numeric, files, fonts, models).

@@ -200,8 +200,8 @@ def generator_results(numbers: dict, recognizability: dict[str, float], config_o
     for row in numbers["leaderboard"]:
         g, config = row["generator"], config_of.get(row["generator"], "images")
         items = []
-        if row["pae"]["quality"] is not None:
-            items.append(result_item(dataset_id, f"{config}_pae_quality", row["pae"]["quality"], caveats(numbers)
+        if row["judge"]["quality"] is not None:
+            items.append(result_item(dataset_id, f"{config}_pae_quality", row["judge"]["quality"], caveats(numbers)
                                      + f"Evaluator {numbers['evaluator']} ({numbers['model']}; {settings}) on "
                                      f"{counted(row['images'], 'image')}; " + common, date, revision))
         if row["human"] and row["human"]["quality"] is not None:

@@ -43,7 +43,6 @@ METRIC_IMPORTS = {"tangpoetrybench.stats.agreement": "agreement", "tangpoetryben
                   "tangpoetrybench.stats.scales": "rubrics"}
 CHECKOUT_METRIC = '"metric/pae"'  # how the card loads the module from a checkout; published, it is the repo id
 METRIC_FILES = ("pae.py", "app.py", "README.md", "requirements.txt")
-SPACE_FILES = ("app.py", "README.md")
 
 
 @dataclass(frozen=True)

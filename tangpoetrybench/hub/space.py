@@ -31,12 +31,14 @@ from PIL import Image, ImageDraw
 from ..errors import DataError, ImageError, ImageTooLarge
 from ..files import DEFAULT_MAX_IMAGE_PIXELS, open_image, pixels_only
 from ..numeric import counted
+from ..judging.backends import BACKENDS, backend_class
 from ..judging.backends.transformers import DEFAULT_MODEL, TransformersBackend
+from ..judging.ocr.evaluator import TextOCR
 from ..judging.calibrated import Calibrated, load_calibration
 from ..judging.evaluators import Evaluator, ScoringItem, load_evaluator
 from ..judging.evaluators.vqascore import VQAScore
 from ..judging.pairwise import PairAnswer, PairItem, verdict
-from ..judging.registry import evaluator_names, evaluator_spec, pae_on, specs
+from ..judging.registry import evaluator_names, evaluator_spec, label_of, pae_on, specs
 from ..judging.semjudge import SemJudge, graph_tree
 from ..fonts import cjk_font
 from ..reporting.plots import label, radar
@@ -57,7 +59,7 @@ def baselines() -> list[str]:
     """The evaluators shown beside PAE: the scalar baselines, and every evaluator a plugin adds (its quality)."""
     return [n for n in evaluator_names("pointwise")
             if "scalar" in evaluator_spec(n).tasks or evaluator_spec(n).source != "built in"]
-OCR = "text-ocr"
+OCR = TextOCR.name
 PAIR_MAX_NEW_TOKENS = 96  # the pairwise answer with a one-sentence reason
 JUDGES = ("PAE", "SemJudge")  # the compare tab's judges
 REGION_COLOURS = {"poem": (214, 39, 40), "garbled": (255, 127, 14), "other": (31, 119, 180), "seal": (148, 103, 189),
@@ -266,7 +268,8 @@ def nearest_anchor(rubric: Rubric, dim: Dimension, score: float | None, failed: 
     if score is None:
         excluded = next((o for o in dim.options if o.excluded), None)
         return f"not applicable ({excluded.label['en']})" if excluded else "no score"
-    option = min((o for o in dim.options if not o.excluded), key=lambda o: (abs(o.score - score), o.letter))
+    nearest = dim.nearest_score(score)
+    option = min((o for o in dim.options if o.score == nearest), key=lambda o: o.letter)
     return f"{option.letter}: {rubric.in_languages(option.label)}"
 
 
@@ -411,7 +414,14 @@ class Scorer:
     @property
     def shares_qwen(self) -> bool:
         c = self.config
-        return c.backend == "transformers" and self.model_of("vqascore") == c.model
+        return self.in_process and self.model_of("vqascore") == c.model
+
+    @property
+    def in_process(self) -> bool:
+        """Whether PAE_BACKEND holds its model in this process as transformers does (a subclass of its backend
+        included): the one model PAE, its pairwise question, VQAScore and SemJudge can share."""
+        backend = self.config.backend
+        return backend in BACKENDS and issubclass(backend_class(backend), TransformersBackend)
 
     def model_of(self, name: str) -> str | None:
         """The checkpoint an evaluator loads here: PAE's is PAE_MODEL, and so is VQAScore's unless its own variable
@@ -437,7 +447,8 @@ class Scorer:
         if "backend" not in self._loaded:
             c = self.config
             keep_apart = bool(c.adapter) and (self.shares_qwen or not c.semjudge_url)
-            self._loaded["backend"] = TransformersBackend(c.model, c.adapter, c.device, merge_adapter=not keep_apart)
+            self._loaded["backend"] = backend_class(c.backend)(c.model, c.adapter, c.device,
+                                                               merge_adapter=not keep_apart)
         return self._loaded["backend"]
 
     def evaluator(self, name: str) -> Evaluator:
@@ -452,7 +463,7 @@ class Scorer:
                 if name == "vqascore" and self.shares_qwen:
                     backend = self.backend()
                     self._loaded[name] = VQAScore.from_loaded(backend.model, backend.processor, model_name=c.model)
-                elif name == "pae" and c.backend == "transformers":
+                elif name == "pae" and self.in_process:
                     self._loaded[name] = pae_on(self.backend(), constrained=c.constrained, explain=c.explain)
                 elif name == "pae":
                     self._loaded[name] = load_evaluator(name, backend=c.backend, adapter=c.adapter, explain=c.explain,
@@ -495,7 +506,7 @@ class Scorer:
     def pairwise_judge(self):
         """PAE's model asked the pairwise question (constrained to its form), sharing the loaded model."""
         if "pairwise" not in self._loaded:
-            if self.config.backend != "transformers":
+            if not self.in_process:
                 raise UserError("Comparing two illustrations needs PAE on the transformers backend.")
             self._loaded["pairwise"] = pae_on(self.backend(), task="pairwise", constrained=True,
                                               max_new_tokens=PAIR_MAX_NEW_TOKENS, rubric=self.rubric)
@@ -509,7 +520,7 @@ class Scorer:
             if c.semjudge_url:
                 self._loaded["semjudge"] = load_evaluator("semjudge", model=c.semjudge_model or c.model,
                                                           base_url=[c.semjudge_url])
-            elif c.backend != "transformers":
+            elif not self.in_process:
                 raise UserError("SemJudge needs PAE_SEMJUDGE_URL (a served model) or PAE on the transformers backend.")
             else:
                 self._loaded["semjudge"] = SemJudge(self.backend())
@@ -609,7 +620,7 @@ def leaderboard_view(path: str | Path | None, rubrics: Mapping[str, Rubric] | No
                         "`tpb leaderboard`.") from None
     made_with = numbers.get("settings", {}).get("rubric")
     known = [*(rubrics or {}).values(), *(load_rubric(t) for t in BUILTIN)]
-    keys = {k for k in (board[0]["pae"] if board else {}) if k != "quality" and not k.endswith("_ci")}
+    keys = {k for k in (board[0]["judge"] if board else {}) if k != "quality" and not k.endswith("_ci")}
     rubric = next((r for r in known if r.fingerprint == made_with), None) or next(
         (r for r in known if set(r.keys) == keys), None)  # results whose rubric changed since: by its dimensions
     notes = []
@@ -620,14 +631,15 @@ def leaderboard_view(path: str | Path | None, rubrics: Mapping[str, Rubric] | No
     rated = [r["generator"] for r in board if r["human"]]
     agree = numbers.get("agreement_with_humans", {})
     tau = agree.get("kendall_tau")
+    label = label_of(numbers["evaluator"])
     notes.append(f"Every generator scored by `{numbers['evaluator']}` (`{numbers['model']}`) on the same "
-                 f"{numbers['poems']} poems of the `{numbers['split']}` split. PAE columns are estimates; human columns "
-                 f"are people's ratings of the same images, for {', '.join(rated) or 'no generator here'}."
-                 + (f" PAE's ranking of the human-rated generators against the human one: Kendall τ-b "
+                 f"{numbers['poems']} poems of the `{numbers['split']}` split. {label} columns are estimates; human "
+                 f"columns are people's ratings of the same images, for {', '.join(rated) or 'no generator here'}."
+                 + (f" {label}'s ranking of the human-rated generators against the human one: Kendall τ-b "
                     f"{tau:.3f}." if tau is not None else ""))
     if rubric is None and board:
         notes.append(f"No profile chart: the scores' rubric ({made_with}) is not among this Space's rubrics (set "
                      "PAE_DATASET to the dataset they scored).")
-    figure = radar({r["generator"]: {k: r["pae"][k] for k in rubric.keys} for r in board}, rubric,
-                   title="PAE estimates") if board and rubric else None
-    return LeaderboardView("\n\n".join(notes), leaderboard_rows(board), figure)
+    figure = radar({r["generator"]: {k: r["judge"][k] for k in rubric.keys} for r in board}, rubric,
+                   title=f"{label} estimates") if board and rubric else None
+    return LeaderboardView("\n\n".join(notes), leaderboard_rows(board, label), figure)

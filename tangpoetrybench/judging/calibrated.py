@@ -46,6 +46,10 @@ SPREAD_FLOOR = 0.01  # added to every spread, so that a readout sure of itself s
 PROB_FLOOR = 1e-6  # the readout's probabilities are written with six decimals: a 0 there is below this
 SLACK = 1e-9  # float slack where a threshold is compared
 CALIBRATION_SETTING = "calibration"  # the key a calibrated result's settings carry the calibration's fingerprint under
+SERVED_MODEL = "served_model"  # the model a server said answered a result: one model per calibration
+ANSWER_FACTS = PER_RESULT_SETTINGS - {"rubric", SERVED_MODEL}
+"""Which replica of a fleet answered a result and how its answer was constrained: facts of one answer, which may
+differ between the results of one judge set up one way, never compared."""
 
 
 @dataclass
@@ -121,13 +125,14 @@ class Calibration:
 
     def mismatch(self, evaluator: str, model: str, settings: Mapping[str, Any]) -> str | None:
         """Why results made so are not what this calibration was fitted on (the first setting that differs), or
-        None. A result's own calibration fingerprint does not count: the intervals are computed afresh."""
+        None. A result's own calibration fingerprint does not count: the intervals are computed afresh. The model a
+        server said it served counts where both name one (a failed request's record names none)."""
         made = {"evaluator": evaluator, "model": model,
                 **{k: v for k, v in settings.items() if k != CALIBRATION_SETTING}}
         fitted = {"evaluator": self.evaluator, "model": self.model, **self.settings}
         for key in [*fitted, *(k for k in made if k not in fitted)]:
-            if key in PER_RESULT_SETTINGS - {"rubric"}:
-                continue  # what a server said about itself, not a setting of the run
+            if key in ANSWER_FACTS or key == SERVED_MODEL and None in (made.get(key), fitted.get(key)):
+                continue  # what a server said about one answer, not a setting of the run
             if made.get(key) != fitted.get(key):
                 was, now = two_settings(key, made.get(key), fitted.get(key))
                 return f"made with {was}, but the calibration ({self.on}) with {now}"
@@ -219,8 +224,8 @@ class Calibration:
             result.calibrated = {"alpha": self.alpha, "calibration": self.fingerprint,
                                  "not_applied": f"calibrated under rubric {rubric}, not {result.settings['rubric']}"}
         else:
-            result.calibrated = self.apply(result.scores, result.quality, result.readout)
-        return result
+            result.calibrated = self.apply(result.scores, result.quality, getattr(result, "readout", None))
+        return result  # (only the scores task's records carry a readout)
 
 
 def _round(x: float) -> float:
@@ -446,8 +451,8 @@ class Calibrated(Evaluator):
         calibration.check_evaluator(evaluator)
         self.inner, self.calibration = evaluator, calibration
         self.rubric = evaluator.rubric
-        for name in ("name", "model_name", "random_weights", "uses_rubric", "min_batch_size", "device",
-                     "worker_start_method"):
+        for name in ("name", "record_type", "model_name", "random_weights", "uses_rubric", "min_batch_size",
+                     "device", "worker_start_method"):
             setattr(self, name, getattr(evaluator, name))
 
     def __getattr__(self, name: str):

@@ -15,8 +15,8 @@ Batching, per-item failure handling and the data-loader split (`prepare` on the 
 - **the settings** every record keeps and a resume checks: the backend, the pixel budget, the answer length, the
   reader's version, the task's modes, the backend's own settings, the repair round.
 
-`PairwiseJudge` is the same evaluator with the pairwise task, seen as the compare machinery's pairwise judge
-(`judging.pairwise.PairwiseJudge`: `judge(items) -> list[PairAnswer]`).
+With the pairwise task its items are ordered pairs (`tasks.pairwise.PairItem`) and its records their answers
+(`PairAnswer`): `judge(items)` is the pairwise contract's call, which the compare driver makes.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ class Judge(Evaluator):
         if repair not in (None, 0, 1):
             raise ValueError(f"--repair must be 0 (off) or 1 (one repair round), not {repair!r}")
         self.name, self.task, self.backend = name, task, backend
-        self.uses_rubric = task.uses_rubric
+        self.uses_rubric, self.record_type = task.uses_rubric, task.record_type
         self.model_name, self.random_weights = backend.model_name, backend.random_weights  # None: served
         self.device, self.worker_start_method = backend.device, backend.worker_start_method
         self.min_batch_size = max(1, backend.min_batch_size // task.questions_per_item)
@@ -163,6 +163,14 @@ class Judge(Evaluator):
             start += n
         return records
 
+    def judge(self, items: Sequence) -> list:
+        """What the compare driver calls (`tasks.pairwise.PairwiseJudge`): with the pairwise task, each ordered
+        `PairItem`'s `PairAnswer`; the driver sizes the batch."""
+        return self.score(items)
+
+    def failed(self, item, error: str | None, kind: str | None):
+        return self.task.failed(self, item, error, kind)
+
     def outcome(self, item: ScoringItem, attempt: Attempt, scores: dict | None = None,
                 quality: float | None = None) -> EvalResult:
         """The record of an item asked one question: what was read goes in `scores` and `quality` (given by the
@@ -176,25 +184,3 @@ class Judge(Evaluator):
         result.usage, result.repair = attempt.usage, attempt.repair_record
         result.settings.update(answer.meta)
         return result
-
-
-class PairwiseJudge(Judge):
-    """The pairwise task's judge as the compare machinery sees it: `judge(items)` answers each ordered question."""
-
-    def judge(self, items: Sequence) -> list:
-        from .pairwise import PairAnswer
-        from .tasks.pairwise import PairScoringItem
-
-        scoring = [PairScoringItem(f"{i}:{it.pair_id}", it.image_a.convert("RGB"), it.poem,
-                                   image_b=it.image_b.convert("RGB")) for i, it in enumerate(items)]
-        answers = []
-        for result in self.score(scoring):  # the compare machinery sizes the batch
-            extra = {k: result.settings[k] for k in ("response_format", "served_model", "server")
-                     if k in result.settings}
-            if result.winner is None:
-                answers.append(PairAnswer(None, result.raw_output, "failed", result.error, usage=result.usage,
-                                          extra=extra, error_kind=result.error_kind or "parse"))
-            else:
-                answers.append(PairAnswer(result.winner, result.raw_output, result.parse_status, result.error,
-                                          result.reason, result.usage, extra))
-        return answers

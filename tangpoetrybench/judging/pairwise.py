@@ -1,16 +1,7 @@
-"""Pairwise judging: which of two illustrations of one poem is better (two-alternative forced choice).
-
-The contract every pairwise judge follows (PAE's and the api judge's here, SemJudge's in `semjudge.py`):
-
-- a judge is an object with `name: str`, `model_name: str`, `random_weights: bool | None` (None: a served model,
-  whose records say "unknown"), `settings() -> dict` (what, besides the model, shapes an answer: a resumed run must
-  match it) and `judge(items) -> list[PairAnswer]`;
-- a `PairItem` is one *ordered* question: `image_a` is shown first, `image_b` second; the judge answers it as asked
-  and never swaps them;
-- a `PairAnswer` says which it prefers (`winner` "A" or "B", None when it gave no readable answer), with the raw
-  output(s), a parse `status` ("ok" | "repaired" | "failed"), an `error`, a `reason`, token `usage` and `extra`
-  (per-dimension winners, a judge's own evidence). `error_kind` (optional) is `base.error_kind`'s word for a
-  failure in the model ("model", "transient"), which a rerun asks again; a failed parse is final.
+"""`tpb compare`: which of two illustrations of one poem is better (two-alternative forced choice), asked of a
+pairwise judge — any object following the pairwise contract (`tasks.pairwise`: `PairwiseJudge`, asked `PairItem`s,
+answering `PairAnswer`s), PAE's and the api judge's (the pairwise task joined to a backend), SemJudge's, or a
+plugin's.
 
 Judges are built by name through the one registry of evaluators (`registry.load_evaluator(name, task="pairwise",
 ...)`): PAE's, the served judge's, SemJudge's, and any a plugin adds that answers the pairwise task.
@@ -27,64 +18,22 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from PIL import Image
 
 from ..dataset.reading import dataset_rows, row_image
 from ..errors import ImageError
-from ..files import DEFAULT_MAX_IMAGE_PIXELS, open_image
+from ..files import DEFAULT_MAX_IMAGE_PIXELS
 from ..poems import Poem
 from .failures import KEEP, FailedAnswer
-from .results import MODEL_FAILURES, STATUSES, WINNERS, Resume, weights_word
+from .records import PairRecord
+from .results import MODEL_FAILURES, Resume, weights_word
 from .scoring import FolderSource, chunks
+from .tasks.pairwise import PairAnswer, PairItem, PairwiseJudge
 
 ORDERS = ("xy", "yx")  # x (the pair's first image id) shown first, then second
 DEFAULT_BATCH_SIZE = 8
-
-
-@dataclass
-class PairItem:
-    """One ordered question: is `image_a` (shown first) or `image_b` the better illustration of `poem`?"""
-
-    pair_id: str
-    poem: Poem
-    image_a: Image.Image
-    image_b: Image.Image
-
-
-@dataclass
-class PairAnswer:
-    """A judge's answer to one ordered question."""
-
-    winner: str | None  # "A", "B", or None (no readable answer)
-    raw: str | list[str] | None
-    status: str  # ok | repaired | failed
-    error: str | None = None
-    reason: str | None = None
-    usage: dict[str, int] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    error_kind: str | None = None  # for a failure: "parse" (final), "model" or "transient" (asked again by a rerun)
-
-    def __post_init__(self) -> None:
-        if self.winner not in (*WINNERS, None):
-            raise ValueError(f"a pair answer's winner is 'A', 'B' or None, not {self.winner!r}")
-        if self.status not in STATUSES:
-            raise ValueError(f"a pair answer's status is one of {', '.join(STATUSES)}, not {self.status!r}")
-        if (self.winner is None) != (self.status == "failed"):
-            raise ValueError("a failed answer has no winner, and an answer with no winner is failed")
-
-
-class PairwiseJudge(Protocol):
-    """What the compare machinery needs of a pairwise judge."""
-
-    name: str
-    model_name: str
-    random_weights: bool | None  # None: a served model (its records say "unknown")
-
-    def settings(self) -> dict[str, Any]: ...
-
-    def judge(self, items: list[PairItem]) -> list[PairAnswer]: ...
 
 
 # --- pairs and verdicts ---------------------------------------------------------------------------------------------
@@ -141,13 +90,12 @@ def position_bias(records: Iterable[dict]) -> dict[str, Any]:
 
 
 def pair_record(pair: Pair, judge: PairwiseJudge, answers: Sequence[PairAnswer]) -> dict[str, Any]:
-    """One JSON record: the pair, who judged it with what settings, both orders' answers and the verdict."""
+    """One JSON record (`records.PairRecord`): the pair, who judged it with what settings, both orders' answers and
+    the verdict."""
     orders = [{"order": order, **asdict(answer)} for order, answer in zip(ORDERS, answers)]
     retry = next((a.error_kind for a in answers if a.error_kind in MODEL_FAILURES), None)
-    return {"pair_id": pair.pair_id, "poem_id": pair.poem.poem_id, "x": pair.x, "y": pair.y, "judge": judge.name,
-            "model": judge.model_name, "settings": judge.settings(),
-            "random_weights": weights_word(judge.random_weights),
-            "orders": orders, "verdict": verdict(*answers), "error_kind": retry}
+    return PairRecord(pair.pair_id, pair.poem.poem_id, pair.x, pair.y, judge.name, judge.model_name, judge.settings(),
+                      weights_word(judge.random_weights), orders, verdict(*answers), retry).to_json()
 
 
 @dataclass
@@ -221,17 +169,23 @@ def dataset_pairs(dataset: str | Path, config: str = "images", split: str = "tes
             raise ValueError(f"{x} and {y} illustrate different poems: a pair is two images of one poem")
         pairs.append(Pair(Poem(r["poem_id"], r["title"], r["author"], r["poem"], r["tradition"]), x, y))
     wanted = {i for p in pairs for i in (p.x, p.y)}
-    images = {i: rows[i]["image"] for i in wanted}
+    return pairs, row_loader({i: rows[i]["image"] for i in wanted}, dataset, max_image_pixels,
+                             f"{dataset} ({config}, {split})")
 
+
+def row_loader(images: dict[str, dict], root: str | Path, max_image_pixels: int, where: str
+               ) -> Callable[[str], Image.Image]:
+    """A loader of images by id, from their rows' images (`{"bytes", "path"}`, a path below `root`) by `row_image`,
+    in RGB; a refused or unreadable image raises `ImageError` naming `where` and its id."""
     def load(image_id: str) -> Image.Image:
         try:
-            opened = row_image(images[image_id], dataset, max_image_pixels)
+            opened = row_image(images[image_id], root, max_image_pixels)
         except ImageError as exc:
-            raise ImageError(f"{dataset} ({config}, {split}): image {image_id}: {exc}") from None
+            raise ImageError(f"{where}: image {image_id}: {exc}") from None
         with opened:
             return opened.convert("RGB")
 
-    return pairs, load
+    return load
 
 
 def every_pair(images: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -250,15 +204,12 @@ def folder_pairs(images: Path | str, poems_file: Path | str, max_image_pixels: i
     if source.names_no_generator:
         raise ValueError(f"{images} holds images directly (<poem_id>.png): a pair is two generators' images of one "
                          "poem, so give a folder of <generator>/<poem_id>.png")
-    paths = dict(source.files)
-    pairs = [Pair(source.poems[paths[x].stem], x, y) for x, y in every_pair((i, p.stem) for i, p in source.files)]
+    rows = {r["image_id"]: r for r in source.rows()}
+    pairs = [Pair(source.poems[rows[x]["poem_id"]], x, y)
+             for x, y in every_pair((i, r["poem_id"]) for i, r in rows.items())]
     if not pairs:
         raise ValueError(f"{images} holds no two images of one poem: a pair is two generators' images of one poem")
-
-    def load(image_id: str) -> Image.Image:
-        return open_image(paths[image_id], max_image_pixels).convert("RGB")
-
-    return pairs, load
+    return pairs, row_loader({i: r["image"] for i, r in rows.items()}, source.root, max_image_pixels, str(images))
 
 
 def pair_choices(records: dict[str, dict]) -> dict[str, float | None]:

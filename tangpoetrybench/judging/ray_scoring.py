@@ -7,7 +7,9 @@
 
 - **Ray Data reads the rows**: a built dataset's Parquet files (`read_parquet`: the image bytes travel in the blocks,
   no shared disk needed), or a folder's images with their poems (`from_items`: each worker opens the image by its path,
-  so the folder must be where every node can read it). Only the images not yet in the output are read.
+  so the folder must be where every node can read it). Only the images not yet in the output are read, and they go
+  to the workers in blocks of one batch (`ray_rows`): a split stored as one Parquet file is spread over every worker,
+  and each batch's records come back as soon as it is scored.
 - **One actor per worker** (`ScoreWorker`, a callable class given to `map_batches`), each holding `worker_gpus` GPUs
   and `worker_cpus` CPUs and loading its evaluator once through the registry (`registry.load_evaluator`): any
   registered evaluator — PAE on transformers, a baseline, the served judge with its concurrency (many workers
@@ -33,6 +35,7 @@ import math
 import os
 import socket
 from dataclasses import dataclass, field
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,9 @@ from ..files import check_offline
 from .evaluators.base import Evaluator
 from .scoring import DEFAULT_BATCH_SIZE, ROW_COLUMNS, DatasetSource, FolderSource, Run, ScoreSummary, Source, \
     row_item, source_of, write_in_order
+
+
+MAX_FOLDER_BLOCKS = 10_000  # blocks a folder's rows are cut into on the driver (each one object in Ray's store)
 
 
 def build_evaluator(name: str, options: dict, calibration=None) -> Evaluator:
@@ -74,6 +80,7 @@ class RayEvaluator:
     random_weights: bool
     repair: int
     min_batch_size: int
+    default_batch_size = DEFAULT_BATCH_SIZE  # rows a worker scores at once, where the run names no --batch-size
 
     def settings(self) -> dict[str, Any]:
         return dict(self.described)
@@ -81,14 +88,14 @@ class RayEvaluator:
     def rubric_fingerprints(self) -> set[str]:
         return set(self.fingerprints)
 
-    def dataset(self, rows, engine: "RayEngine", batch_size: int | None, source: Source):
-        """The records of `rows` (of `source`), scored by `engine.workers` actors."""
+    def dataset(self, rows, engine: "RayEngine", batch_size: int, source: Source):
+        """The records of `rows` (of `source`), scored by `engine.workers` actors, `batch_size` rows a batch."""
         import ray.data
 
         where = {"root": source.dataset if isinstance(source, DatasetSource) else source.root,
                  "max_image_pixels": source.max_image_pixels}  # a row's image path stays inside; pixels bounded
         return rows.map_batches(ScoreWorker, fn_constructor_kwargs={"evaluator": self, **where}, batch_format="pyarrow",
-                                batch_size=max(batch_size or DEFAULT_BATCH_SIZE, self.min_batch_size),
+                                batch_size=batch_size,
                                 compute=ray.data.ActorPoolStrategy(size=engine.workers), num_cpus=engine.worker_cpus,
                                 num_gpus=engine.worker_gpus)
 
@@ -118,17 +125,26 @@ class ScoreWorker:
                          "record": [json.dumps(r.to_json(), ensure_ascii=False) for r in results]})
 
 
-def ray_rows(source: Source, run: Run):
-    """The rows still to score, as a Ray dataset in the built dataset's row form."""
+def ray_rows(source: Source, run: Run, rows_per_block: int):
+    """The rows still to score, as a Ray dataset in the built dataset's row form, in blocks of `rows_per_block` rows
+    (a batch). A block goes to one worker and its records come back when it is done, but Ray Data reads a Parquet
+    file as one block, and from_items makes at most 200: blocks of a batch spread the rows over every worker and let
+    the driver append each batch as it comes back. A dataset's blocks are split as they stream, by a task on the CPU
+    that reading needs anyway (`RayEngine.check_room`); a folder's rows are cut on the driver (at most
+    MAX_FOLDER_BLOCKS blocks), so its workers may take every CPU."""
     import ray.data
     from ray.data.expressions import col
 
     if isinstance(source, DatasetSource):
         rows = ray.data.read_parquet(source.files()).select_columns(list(ROW_COLUMNS))  # pushed down to the read
-        return rows if len(run.todo) == len(source.ids()) else rows.filter(expr=col("image_id").is_in(run.todo))
+        if len(run.todo) != len(source.ids()):
+            rows = rows.filter(expr=col("image_id").is_in(run.todo))
+        return rows.repartition(target_num_rows_per_block=rows_per_block)
     if isinstance(source, FolderSource):
         todo = set(run.todo)
-        return ray.data.from_items([row for row in source.rows() if row["image_id"] in todo])
+        items = [row for row in source.rows() if row["image_id"] in todo]
+        return ray.data.from_items(items, override_num_blocks=min(MAX_FOLDER_BLOCKS,
+                                                                  max(1, math.ceil(len(items) / rows_per_block))))
     raise TypeError(f"the Ray engine reads a built dataset or a folder of images, not a {type(source).__name__}")
 
 
@@ -223,16 +239,19 @@ class RayEngine:
                              "--worker-cpus, or a larger cluster")
 
     def load_evaluator(self, name: str, calibration=None, **options):
-        """The evaluator `name` as a Ray run uses it: PAE on vLLM as Ray Data's vLLM stage (`ray_vllm.VLLMStage`),
-        any other evaluator probed once on the cluster (`describe`) and loaded by each worker."""
+        """The evaluator `name` as a Ray run uses it: on a backend that Ray Data runs as a stage of its own
+        (`Backend.ray_stage`: vLLM's, `ray_vllm.VLLMStage`), that stage; any other evaluator probed once on the
+        cluster (`describe`) and loaded by each worker."""
         import ray
 
-        if options.get("backend") == "vllm":
-            from .ray_vllm import VLLMStage
+        from .registry import chosen_backend
 
+        backend = chosen_backend(name, options)
+        if backend is not None and backend.ray_stage:
+            module, _, stage = backend.ray_stage.partition(":")
             if calibration is not None:
-                raise ValueError("--calibration does not apply to PAE on Ray Data's vLLM stage")
-            return VLLMStage.of(name, options)
+                raise ValueError(f"--calibration does not apply to the {backend.name} backend's Ray Data stage")
+            return getattr(import_module(module), stage).of(name, options)
         self.start()
         probe = ray.remote(num_cpus=self.worker_cpus, num_gpus=self.worker_gpus)(describe)
         try:
@@ -250,7 +269,8 @@ class RayEngine:
             from ray.data import DataContext
 
             DataContext.get_current().enable_progress_bars = progress
-            records = evaluator.dataset(ray_rows(source, run), self, batch_size, source)
+            batch_size = max(batch_size or evaluator.default_batch_size, evaluator.min_batch_size)
+            records = evaluator.dataset(ray_rows(source, run, batch_size), self, batch_size, source)
             with run.resume.appending() as append:
                 write = run.writer(append)
                 for batch in records.iter_batches(batch_size=None, batch_format="pyarrow"):

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..models import model_label
-from .backends import Answer
+from .backends import Answer, Backend
 from .backends.transformers import DEFAULT_MODEL
-from .backends.vllm import TOP_LOGPROBS, engine_kwargs, pil_parts, sampling_kwargs
+from .backends.vllm import TOP_LOGPROBS, VLLMBackend, engine_kwargs, pil_parts, sampling_kwargs
 from .evaluators.base import ScoringItem
 from .judge import Attempt, Judge
 from ..files import DEFAULT_MAX_IMAGE_PIXELS
@@ -41,15 +41,10 @@ STAGE_OPTIONS = ("model", "adapter", "max_pixels", "max_new_tokens", "rubric", "
 STAND_IN = [{"role": "user", "content": [{"type": "text", "text": "."}]}]  # the request of an unreadable image
 
 
-class StageBackend:
-    """The backend PAE's records name on this path: vLLM, run by Ray Data's stage (nothing runs in this process)."""
+class StageBackend(Backend):
+    """The backend the records name on this path: vLLM, run by Ray Data's stage (nothing runs in this process)."""
 
-    name = "vllm"
-    served, default_repair, constrains = False, 0, False
-    device = None
-    worker_start_method = None
-    random_weights = False
-    min_batch_size = 1
+    name = VLLMBackend.name
 
     def __init__(self, model: str, adapter: str | None = None):
         self.model, self.adapter = model, adapter
@@ -86,23 +81,24 @@ class VLLMStage:
     random_weights = False
     repair = 0
     min_batch_size = 1
+    default_batch_size = BATCH_SIZE
 
     @classmethod
     def of(cls, name: str, options: dict) -> "VLLMStage":
         """From `tpb score`'s evaluator options (`registry.JudgeOptions`), checked as the registry checks them."""
-        from .registry import backend_of, pae_on
+        from .registry import backend_of, evaluator_spec, pae_on
 
         given = {k: v for k, v in options.items() if v is not None and v is not False}
-        if name != "pae":
-            raise ValueError(f"Ray Data's vLLM stage runs PAE's rubric scores, not {name}: choose --evaluator pae, or "
-                             "another backend")
+        if "scores" not in evaluator_spec(name).tasks:
+            raise ValueError(f"Ray Data's vLLM stage asks the rubric's scores, which {name} does not answer: choose a "
+                             "rubric judge (--evaluator pae), or another backend")
         backend_of(name, given)  # the backend's own refusals (--constrained, --device, a served judge's options)
         other = [k for k in given if k not in STAGE_OPTIONS]
         if other:
             raise ValueError(f"--{other[0].replace('_', '-')} does not apply to PAE on Ray Data's vLLM stage")
         backend = StageBackend(str(given.pop("model", DEFAULT_MODEL)), given.pop("adapter", None))
         return cls(pae_on(backend, explain=given.pop("explain", None), readout=given.pop("readout", "decode"),
-                          **given))
+                          name=name, **given))
 
     # what a resume and the summary ask of an evaluator
     @property

@@ -37,9 +37,6 @@ from .reading import answer_quality
 from .prompt import format_value
 from ..rubric import Rubric
 
-READOUTS = ("decode", "expected")
-
-
 @dataclass(frozen=True)
 class Anchor:
     text: str  # as it stands in the answer: "1.0", "0.67", "null"
@@ -258,51 +255,6 @@ def read_batch(model, tokenizer, inputs, rubric: Rubric) -> list[Readout]:
     return [Readout(f, rubric) for f in found]
 
 
-# --- PAE's results ---------------------------------------------------------------------------------------------
-
-
-def check_readout(readout: str, constrained: bool = False) -> str:
-    if readout not in READOUTS:
-        raise ValueError(f"unknown readout {readout!r} (known: {', '.join(READOUTS)})")
-    if readout == "expected" and constrained:
-        raise ValueError("--readout expected decodes nothing, so --constrained has nothing to constrain: give one")
-    return readout
-
-
-def readout_settings(readout: str, quantize: str | None = None) -> dict[str, Any]:
-    """What the readout and the quantisation add to an evaluator's settings (a resume must match them)."""
-    return {**({"readout": readout} if readout != "decode" else {}), **({"quantize": quantize} if quantize else {})}
-
-
-def readout_result(evaluator, item, read: Readout):
-    """An item's result by the readout: the expected scores, the most likely answer as its raw output, the
-    distributions and confidences in `readout`."""
-    result = evaluator.result(item, read.scores, read.quality, read.answer, "ok", None)
-    result.readout = read.to_json()
-    return result
-
-
-def readout_results(evaluator, items: Sequence, read_group) -> list:
-    """Results for items by the readout, each rubric's items read together: `read_group(rows, rubric)` reads the
-    items at those positions."""
-    rubrics = [evaluator.rubric_for(it) for it in items]
-    read: dict[int, Readout] = {}
-    for fingerprint in dict.fromkeys(r.fingerprint for r in rubrics):
-        rows = [i for i, r in enumerate(rubrics) if r.fingerprint == fingerprint]
-        read.update(zip(rows, read_group(rows, rubrics[rows[0]])))
-    return [readout_result(evaluator, item, read[i]) for i, item in enumerate(items)]
-
-
-def read_prepared(pae, inputs, items: Sequence) -> list:
-    """PAE's (transformers) results by the readout for prepared items; a batch that mixes rubrics is prepared again
-    per rubric."""
-    def group(rows: list[int], rubric: Rubric) -> list[Readout]:
-        group_inputs = inputs if len(rows) == len(items) else pae._prepare([items[i] for i in rows])
-        return read_batch(pae.model, pae.processor.tokenizer, group_inputs, rubric)
-
-    return readout_results(pae, items, group)
-
-
 # --- a server's logprobs (the api judge) -----------------------------------------------------------------------
 
 Token = tuple[str, float, Sequence[tuple[str, float]]]  # (token, its logprob, the top alternatives at its place)
@@ -373,19 +325,6 @@ def logprob_tokens(choice_logprobs) -> list[Token]:
     return [(get(t, "token"), float(get(t, "logprob")),
              [(get(a, "token"), float(get(a, "logprob"))) for a in (get(t, "top_logprobs") or [])])
             for t in (get(choice_logprobs, "content") or [])]
-
-
-def logprobs_result(judge, item, decoded, choice_logprobs):
-    """A served answer's result by the readout, where the server returned logprobs that hold one; else the decoded
-    result, saying why (`settings["readout"]` stays, so a resume keeps the two apart all the same)."""
-    read = read_logprobs(logprob_tokens(choice_logprobs), judge.rubric_for(item)) if choice_logprobs else None
-    if read is None:
-        why = "the server returned no logprobs" if not choice_logprobs else "the logprobs hold no anchor of a value"
-        decoded.error = "; ".join(x for x in (decoded.error, f"readout: {why}, the decoded answer is used") if x)
-        return decoded
-    result = readout_result(judge, item, read)
-    result.raw_output, result.usage = decoded.raw_output, decoded.usage
-    return result
 
 
 # --- vLLM (written for a GPU; not run in the tests) ------------------------------------------------------------

@@ -34,10 +34,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import Notice
+from ..rubric import BUILTIN as BUNDLED_RUBRICS
 from .backends import BACKENDS, backend_class, constructor_options
+from .records import POINTWISE, record_type
 
 PLUGIN_GROUP = "tangpoetrybench.evaluators"
-POINTWISE = ("scores", "letter", "scalar", "text")  # tasks `tpb score` runs; `tpb compare` runs "pairwise"
 SERVED_GROUP = "served judge"  # the options of a served judge (refused on a local backend)
 
 
@@ -65,7 +66,9 @@ class JudgeOptions:
     max_pixels: int | None = _option("shrink larger images to this many pixels before asking (default: 1024×1024)",
                                      type=int)
     max_new_tokens: int | None = _option("the answer's length limit in tokens (default: the task's)", type=int)
-    rubric: str | None = _option("a rubric: a bundled name (tang, song_ci) or a rubric YAML file (default: each "
+    rubric: str | None = _option(f"a rubric: a bundled name ({', '.join(BUNDLED_RUBRICS)}) or a rubric YAML file "
+                                 "(docs/rubrics.md): with --images, the rubric of the poems' tradition where it is not "
+                                 "bundled; with --dataset, in place of the rubric the dataset carries (default: each "
                                  "poem's tradition's)")
     constrained: bool | None = _option("on transformers: decode only answers in the task's JSON form, so every "
                                        "answer reads (vllm and a server get the JSON schema anyway)", flag=True)
@@ -125,8 +128,9 @@ class EvaluatorSpec:
     the default), the options it takes, the backends it runs on (`runs_on`: any backend, any local or any served one
     (`KINDS`); empty: a model of its own), the tiny models that stand in for its checkpoints in tests (`tpb
     tiny-models` builds them: `tiny_models.models()`), how it is shown (`scale`: the range of its quality, where it
-    is a number of its own; `model_variable`: the environment variable that names its checkpoint in the Space),
-    where it comes from, and for a plugin that does not load, why."""
+    is a number of its own; `model_variable`: the environment variable that names its checkpoint in the Space;
+    `label`: how tables name its estimates, where not by its name), where it comes from, and for a plugin that does
+    not load, why."""
 
     name: str
     summary: str
@@ -139,6 +143,7 @@ class EvaluatorSpec:
     model_variable: str | None = None
     source: str = "built in"
     error: str | None = None
+    label: str | None = None
 
     def load(self) -> Callable[..., Any]:
         module, _, attribute = self.factory.partition(":")
@@ -154,7 +159,7 @@ _QWEN = ("model", "adapter", "backend", "device", "max_pixels", "max_new_tokens"
 BUILTIN = (
     EvaluatorSpec("pae", "PAE: the rubric's scores (or the pairwise choice) from Qwen3-VL with its adapter",
                   "tangpoetrybench.judging.registry:pae", ("scores", "pairwise"), _QWEN + ("explain", "readout"),
-                  "local", ("qwen3-vl",)),
+                  "local", ("qwen3-vl",), label="PAE"),
     EvaluatorSpec("api", "PAE's question asked of a served or hosted model (any OpenAI-compatible server)",
                   "tangpoetrybench.judging.registry:api", ("scores", "pairwise"),
                   ("model", "max_pixels", "max_new_tokens", "rubric", "explain", "readout") + SERVED, "served"),
@@ -163,7 +168,7 @@ BUILTIN = (
                   ("model", "adapter", "backend", "device", "max_pixels", "max_new_tokens", "rubric", "candidates",
                    "orders") + SERVED, "any", ("qwen3-vl",)),
     EvaluatorSpec("semjudge", "SemJudge: semiosis graphs of the poem and both images, then the choice",
-                  "tangpoetrybench.judging.registry:semjudge", ("pairwise",),
+                  "tangpoetrybench.judging.semjudge:from_options", ("pairwise",),
                   ("model", "backend", "device", "max_pixels", "max_new_tokens", "cache_dir", "boxes") + SERVED,
                   "any", ("qwen3-vl",)),
     EvaluatorSpec("clipscore", "CLIPScore: image-text embedding similarity (CLIP or Chinese-CLIP)",
@@ -234,6 +239,13 @@ def evaluator_spec(name: str) -> EvaluatorSpec:
     return table[name]
 
 
+def label_of(name: str) -> str:
+    """How a table names an evaluator's estimates: its spec's label ("PAE"), else its name (a plugin's, or one not
+    installed here)."""
+    spec = specs().get(name)
+    return spec.label if spec is not None and spec.label else name
+
+
 def who_takes(option: str) -> list[str]:
     return [s.name for s in BUILTIN if option in s.options]
 
@@ -254,7 +266,21 @@ def load_evaluator(name: str, task: str | None = None, **options) -> Any:
             raise ValueError(f"--{key.replace('_', '-')} does not apply to {name}" +
                              (f" (it applies to {', '.join(takes)})" if takes else ""))
     factory = spec.load()
-    return factory(**given, **({"task": task} if "task" in inspect.signature(factory).parameters else {}))
+    made = factory(**given, **({"task": task} if "task" in inspect.signature(factory).parameters else {}))
+    if record_type(task).per == "image":
+        _answers(made, name, task)
+    return made
+
+
+def _answers(evaluator, name: str, task: str) -> None:
+    """An evaluator writes records of the task it was asked for: one that does not say what it answers (a plugin's)
+    is given the task's record type; one that answers another task is refused."""
+    wanted = record_type(task)
+    if getattr(evaluator, "record_type", None) is None:
+        evaluator.record_type = wanted
+    elif evaluator.record_type is not wanted:
+        raise ValueError(f"{name} was asked for the {task} task but writes {evaluator.record_type.task} records: its "
+                         f"factory's `tasks` must name what its evaluator answers")
 
 
 # --- the built-in factories: a task joined to a backend -------------------------------------------------------------
@@ -277,11 +303,18 @@ def _chosen(names: tuple[str, ...], options: dict) -> str:
                                           names[0])
 
 
-def asks_server(name: str, options: dict) -> bool:
-    """Whether the evaluator `name` with these options (`JudgeOptions`' names) asks a server (a served backend)."""
+def chosen_backend(name: str, options: dict) -> type | None:
+    """The class of the backend the evaluator `name` would run on with these options (`JudgeOptions`' names), where
+    it is one of `backends.BACKENDS` (None: a model of its own), for what a caller asks of its capabilities."""
     names = evaluator_spec(name).backends()
     backend = _chosen(names, options) if names else None
-    return backend in BACKENDS and backend_class(backend).served
+    return backend_class(backend) if backend in BACKENDS else None
+
+
+def asks_server(name: str, options: dict) -> bool:
+    """Whether the evaluator `name` with these options asks a server (a served backend)."""
+    backend = chosen_backend(name, options)
+    return backend is not None and backend.served
 
 
 def check_backend(backend: str, options: dict) -> None:
@@ -320,16 +353,15 @@ def build_backend(backend: str, options: dict, images_per_prompt: int = 1):
 def _judge(name: str, make_task: Callable[[], Any], task_name: str, options: dict, images_per_prompt: int = 1):
     """The evaluator `name`: the backend's options checked, then the task made (its own checks, before any model
     loads), then the backend built and joined to it."""
-    from .judge import Judge, PairwiseJudge
+    from .judge import Judge
 
     which = backend_of(name, options)
     task = make_task()
     if getattr(task, "constrained", False):
         check_backend(which, {"constrained": True})
     backend = build_backend(which, options, images_per_prompt)
-    cls = PairwiseJudge if task_name == "pairwise" else Judge
-    judge = cls(name, task, backend, **{k: options.pop(k) for k in ("max_pixels", "max_new_tokens", "rubric", "repair")
-                                        if k in options})
+    judge = Judge(name, task, backend, **{k: options.pop(k) for k in ("max_pixels", "max_new_tokens", "rubric",
+                                                                       "repair") if k in options})
     if options:
         raise ValueError(f"{name} takes no {', '.join(options)} on the {backend.name} backend")
     if task_name == "pairwise":
@@ -338,18 +370,19 @@ def _judge(name: str, make_task: Callable[[], Any], task_name: str, options: dic
 
 
 def pae_on(backend, task: str = "scores", constrained: bool = False, explain: str | None = None,
-           readout: str = "decode", **judge_options):
+           readout: str = "decode", name: str = "pae", **judge_options):
     """PAE's question asked of a backend already built (a model in memory: the one being trained, or the Space's,
-    shared by several judges); `judge_options` are the Judge's (max_pixels, max_new_tokens, rubric, repair)."""
-    from .judge import Judge, PairwiseJudge
+    shared by several judges), as the evaluator `name`; `judge_options` are the Judge's (max_pixels, max_new_tokens,
+    rubric, repair)."""
+    from .judge import Judge
     from .tasks.pairwise import Pairwise
     from .tasks.scores import RubricScores
 
     if task == "pairwise":
-        judge = PairwiseJudge("pae", Pairwise(constrained=constrained), backend, **judge_options)
+        judge = Judge(name, Pairwise(constrained=constrained), backend, **judge_options)
         judge.task.fingerprints = sorted(judge.rubric_fingerprints())
         return judge
-    return Judge("pae", RubricScores(constrained=constrained, explain=explain, readout=readout), backend,
+    return Judge(name, RubricScores(constrained=constrained, explain=explain, readout=readout), backend,
                  **judge_options)
 
 
@@ -382,14 +415,3 @@ def recognize(task: str = "letter", candidates: str | Path | None = None, orders
 
     return _judge("recognize", lambda: Recognize(candidates, orders or "rotations"), task, options)
 
-
-def semjudge(task: str = "pairwise", cache_dir: str | Path | None = None, boxes: str | None = None, **options):
-    """SemJudge on any backend (on transformers, the base model)."""
-    from .semjudge import DEFAULT_MAX_NEW_TOKENS, SemJudge
-
-    backend = build_backend(backend_of("semjudge", options), options)
-    if options.pop("repair", 1) != 1:
-        raise ValueError("SemJudge always has its one repair round: give no --repair")
-    return SemJudge(backend, cache_dir, **{k: options.pop(k) for k in ("max_pixels",) if k in options},
-                    max_new_tokens=options.pop("max_new_tokens", None) or DEFAULT_MAX_NEW_TOKENS,
-                    boxes=boxes or "relative")

@@ -1,22 +1,26 @@
 """Results files: what `tpb score` and `tpb compare` write, one JSON record a line, and every command reads back.
 
 - `ResultsFile.read(path)` reads a file in one open, checks every record by one rule (`record_problem`), keeps the
-  final record of each image or pair (`final_records`), and knows from its records what it holds: its `kind`, the
-  evaluator or judge that made it, the model, the settings, whether a random-weight test model made it, and the
-  dataset it scored (`scored_on`). A command opens each results file once and hands this object on.
-- The kinds: `pairwise`, a verdict per pair asked in both orders (`tpb compare`: records with `pair_id`);
-  `recognition`, the recognize judge's share of candidate orders answered right; `explain`, rubric scores with a
-  reason per dimension (records with `reasons`); `rubric`, rubric scores (pae, api, text-ocr); `scalar`, one number
-  per image and no rubric scores (clipscore, blipscore, vqascore).
+  final record of each image or pair (`final_records`), and knows from its records what it holds: its record type
+  (`record_type`: the task every record names, `records.RECORD_TYPES`), the evaluator or judge that made it, the
+  model, the settings, whether a random-weight test model made it, and the dataset it scored (`scored_on`). A
+  command opens each results file once and hands this object on; what a file feeds is decided by its record type's
+  declarations (`per`, `compared_with`, `ranks_generators`), never by the evaluator's name.
+- **Files written before records named their task** are read by one legacy rule (`legacy_task`), applied once per
+  file to its records without a `task`: pair records are `pairwise`; the recognize evaluator's are `letter`, the
+  text-ocr evaluator's `text` (the only evaluators of those tasks then); any other file with rubric scores in a
+  record is `scores`, and one without is `scalar` — what those files always meant. New records always name their
+  task, and nothing else is guessed.
 - `Resume` is a run adding to its results file (`tpb score` and `tpb compare` alike): what is done, checked record
   by record against the run's settings, and the one way of appending (flushed and synced to disk per batch).
 
-The rule for a record: a JSON object naming its image (`image_id`) or its pair (`pair_id`, with `x` and `y`); every
-score a JSON number in [0, 1] or null; `quality` the same, except for a scalar metric (no rubric scores: CLIPScore's
-scale is [0, 2.5]), whose quality is any finite number or null. A numeric string ("0.7"), a word ("high"), NaN,
-Infinity or true is no number. `parse_status`, `error_kind` and a pair's `verdict` and winners take their documented
-words; `settings`, `dataset`, `reasons` are objects. A bad record is a one-line error naming the file, the line, the
-image or pair and the field. A file holds the results of one evaluator (or judge).
+The rule for a record: a JSON object naming its image (`image_id`) or its pair (`pair_id`, with `x` and `y`), whose
+fields keep to its record type's features (`records`): every score a JSON number in [0, 1] or null; `quality` the
+same, except for a scalar metric (CLIPScore's scale is [0, 2.5]), whose quality is any finite number or null. A
+numeric string ("0.7"), a word ("high"), NaN, Infinity or true is no number. `task`, `parse_status`, `error_kind` and
+a pair's `verdict` and winners take their documented words; `settings`, `dataset`, `reasons` are objects. A bad
+record is a one-line error naming the file, the line, the image or pair and the field. A file holds the results of
+one evaluator (or judge) and one task.
 
 The final record of an image or pair: a record that failed in the model (`error_kind` "model" or "transient", which a
 rerun asks again) is replaced by any later record of it; every other record — a result, or a final failure (an
@@ -27,83 +31,47 @@ success.
 from __future__ import annotations
 
 import json
-import math
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
+from . import records
 from ..dataset.reading import dataset_fingerprint
 from ..files import json_lines
+from .records import MODEL_FAILURES, STATUSES, shown
 
-RUBRIC, EXPLAIN, SCALAR, RECOGNITION, PAIRWISE = "rubric", "explain", "scalar", "recognition", "pairwise"
-RECOGNIZE = "recognize"  # the recognizability judge's evaluator name
-MODEL_FAILURES = ("model", "transient")  # `evaluators.base.error_kind`'s words: a rerun tries these again
-ERROR_KINDS = ("input", *MODEL_FAILURES, "parse")
-STATUSES = ("ok", "repaired", "failed")
-VERDICTS = ("x", "y", "tie")
-WINNERS = ("A", "B")
 PER_RESULT_SETTINGS = frozenset({"rubric", "served_model", "response_format", "server"})
 """Settings a result records about itself (checked apart, or not at all), not settings of the run."""
-UNKNOWN_WEIGHTS = "unknown"  # `random_weights` of a served model: nobody can vouch for its weights
-
-# field → what it must be, where a record has it (None: null allowed)
-_TYPES: dict[str, tuple] = {"evaluator": (str,), "judge": (str,), "model": (str,), "x": (str,), "y": (str,),
-                            "settings": (dict,), "random_weights": (bool, UNKNOWN_WEIGHTS), "dataset": (dict, None),
-                            "reasons": (dict, None), "scores": (dict, None), "orders": (list,)}
-_WORDS: dict[str, tuple] = {"parse_status": STATUSES, "error_kind": (None, *ERROR_KINDS), "verdict": (None, *VERDICTS)}
 A_RECORD = {"image": "an image record", "pair": "a pair record"}
-_TYPE_NAMES = {str: "a string", dict: "an object", bool: "true or false", list: "a list", None: "null",
-               UNKNOWN_WEIGHTS: f'"{UNKNOWN_WEIGHTS}"'}
+LEGACY_TASKS = {"recognize": "letter", "text-ocr": "text"}  # evaluator → task, for files older than `task`
 
 
 def weights_word(random_weights: bool | None) -> bool | str:
     """What a record says of the model's weights: true for a random-weight test model, false for a real one, and
     "unknown" for a served model (a backend's `random_weights` is None there)."""
-    return UNKNOWN_WEIGHTS if random_weights is None else bool(random_weights)
+    return records.UNKNOWN_WEIGHTS if random_weights is None else bool(random_weights)
 
 
-def _shown(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 40 else text[:37] + "..."
+def legacy_task(lines: Iterable[dict]) -> str:
+    """The task of records written before records named it, from all of a file's such records at once (see the
+    module's docstring): the one place anything is derived."""
+    lines = list(lines)
+    if any("pair_id" in r for r in lines):
+        return "pairwise"
+    named = {LEGACY_TASKS.get(r.get("evaluator")) for r in lines}
+    if len(named) == 1 and None not in named:
+        return named.pop()
+    return "scores" if any(isinstance(r.get("scores"), dict) and r["scores"] for r in lines) else "scalar"
 
 
-def number_problem(value: Any, bounded: bool = True) -> str | None:
-    """Why `value` is not a JSON number in [0, 1] (with `bounded`; else any finite number) or null; None if it is."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not (isinstance(value, int) or math.isfinite(value)) or (bounded and not 0 <= value <= 1):
-        return f"{_shown(value)} is not {'a number in [0, 1]' if bounded else 'a finite number'} or null"
-    return None
-
-
-def _is(value: Any, allowed: Any) -> bool:
-    """Whether a field's value is of an allowed type (a class), the allowed word (a string) or null (None)."""
-    if allowed is None:
-        return value is None
-    return value == allowed if isinstance(allowed, str) else isinstance(value, allowed)
-
-
-def _field_problems(record: dict) -> Iterator[str]:
-    """`field: problem` for each field of a record that breaks the rule."""
-    for key, allowed in _TYPES.items():
-        if key in record and not any(_is(record[key], t) for t in allowed):
-            yield f"{key}: {_shown(record[key])} is not {' or '.join(_TYPE_NAMES[t] for t in allowed)}"
-    for key, words in _WORDS.items():
-        if key in record and record[key] not in words:
-            yield f"{key}: {_shown(record[key])} is not one of {', '.join(_shown(w) for w in words)}"
-    scores = record.get("scores") if isinstance(record.get("scores"), dict) else {}
-    for key, value in scores.items():
-        if (problem := number_problem(value)) is not None:
-            yield f"scores.{key}: {problem}"
-    if "quality" in record and (problem := number_problem(record["quality"], bounded=bool(scores))) is not None:
-        yield f"quality: {problem}"
-    for n, order in enumerate(record["orders"] if isinstance(record.get("orders"), list) else [], start=1):
-        if not isinstance(order, dict) or order.get("winner") not in (*WINNERS, None):
-            yield f"orders[{n}].winner: {_shown(order.get('winner') if isinstance(order, dict) else order)} is not " \
-                  '"A", "B" or null'
+def task_of(record: dict, legacy: str | None = None) -> str:
+    """A record's task: the one it names, else the file's legacy task (`legacy_task`), else its own alone's."""
+    task = record.get("task")
+    if isinstance(task, str):
+        return task
+    return legacy or legacy_task([record])
 
 
 def record_id(record: dict) -> tuple[str, str]:
@@ -111,27 +79,36 @@ def record_id(record: dict) -> tuple[str, str]:
     return ("pair", record["pair_id"]) if "pair_id" in record else ("image", record["image_id"])
 
 
-def record_problem(record: Any) -> str | None:
-    """What is wrong with a record, in words that name the image or pair and the field; None when nothing is."""
+def record_problem(record: Any, legacy: str | None = None) -> str | None:
+    """What is wrong with a record, in words that name the image or pair and the field; None when nothing is.
+    `legacy`: the task of its file's records that do not name one (`legacy_task`)."""
     if not isinstance(record, dict):
-        return f"{_shown(record)} is not a JSON object (a result record)"
+        return f"{shown(record)} is not a JSON object (a result record)"
     key = "pair_id" if "pair_id" in record else "image_id"
     if not isinstance(record.get(key), str) or not record[key]:
-        return f"{key}: {'missing' if key not in record else _shown(record[key]) + ' is not an id'} (every result " \
+        return f"{key}: {'missing' if key not in record else shown(record[key]) + ' is not an id'} (every result " \
                "names its image, or its pair)"
     if key == "pair_id" and not all(isinstance(record.get(k), str) for k in ("x", "y")):
         return f"pair {record[key]!r}: x, y: a pair record names its two images"
-    problem = next(_field_problems(record), None)
+    task = task_of(record, legacy)
+    kind = records.RECORD_TYPES.get(task)
+    if kind is None:
+        problem = next(records.Words(tuple(records.RECORD_TYPES)).problems("task", record.get("task")))
+    elif (kind.per == "pair") != (key == "pair_id"):
+        problem = f"task: {shown(task)} is not a task of {'pairs' if key == 'pair_id' else 'images'}"
+    else:
+        problem = next(kind.problems(record), None)
     return None if problem is None else f"{record_id(record)[0]} {record[key]!r}: {problem}"
 
 
 @dataclass(frozen=True)
 class Line:
-    """A record where it was read: its file and line."""
+    """A record where it was read: its file and line, and its task (named, or the file's legacy task)."""
 
     path: Path
     number: int
     record: dict
+    task: str
 
     @property
     def where(self) -> str:
@@ -143,11 +120,17 @@ def read_lines(path: Path, partial: str = "read") -> list[Line]:
     file that does not exist has none."""
     if not path.is_file():
         return []
+    return checked_lines(path, list(json_lines(path, partial)))
+
+
+def checked_lines(path: Path, numbered: list[tuple[int, Any]]) -> list[Line]:
+    """(line number, record) pairs checked by the rule, the legacy task derived once for those without a task."""
+    legacy = legacy_task(r for _, r in numbered if isinstance(r, dict) and "task" not in r)
     lines, problems = [], []
-    for number, record in json_lines(path, partial):
-        problem = record_problem(record)
+    for number, record in numbered:
+        problem = record_problem(record, legacy)
         if problem is None:
-            lines.append(Line(path, number, record))
+            lines.append(Line(path, number, record, task_of(record, legacy)))
         else:
             problems.append(f"{path}:{number}: {problem}")
     if problems:
@@ -177,7 +160,7 @@ class ResultsFile:
     """One results file, read once: its final record per image or pair id and what it says of itself."""
 
     path: Path
-    kind: str  # RUBRIC, EXPLAIN, SCALAR, RECOGNITION or PAIRWISE (see the module's docstring)
+    record_type: type[records.Record]  # what its records are: the type of the task they name (`records`)
     name: str  # the evaluator (tpb score) or the judge (tpb compare) that made it
     model: str
     settings: dict  # the first record's (a rubric fingerprint and a served model's name may differ per record)
@@ -197,13 +180,7 @@ class ResultsFile:
     @classmethod
     def of_records(cls, records: Iterable[dict], where: str = "records in memory") -> "ResultsFile":
         """Records already in memory (a simulation's, say), checked by the same rule as a file's lines."""
-        lines = []
-        for number, record in enumerate(records, start=1):
-            problem = record_problem(record)
-            if problem is not None:
-                raise ValueError(f"{where}:{number}: {problem}")
-            lines.append(Line(Path(where), number, record))
-        return cls.of_lines(Path(where), lines)
+        return cls.of_lines(Path(where), checked_lines(Path(where), list(enumerate(records, start=1))))
 
     @classmethod
     def of_lines(cls, path: Path, lines: list["Line"]) -> "ResultsFile":
@@ -211,7 +188,7 @@ class ResultsFile:
             raise ValueError(f"{path}: no results")
         pairwise = "pair_id" in lines[0].record
         field = "judge" if pairwise else "evaluator"
-        first_name = lines[0].record.get(field, "?")
+        first_name, first_task = lines[0].record.get(field, "?"), lines[0].task
         for line in lines:
             what, key = record_id(line.record)
             if (what == "pair") != pairwise:
@@ -219,17 +196,17 @@ class ResultsFile:
                                  f"{'pair' if pairwise else 'image'} records (tpb score and tpb compare each write "
                                  "files of their own)")
             if line.record.get(field, "?") != first_name:
-                raise ValueError(f"{line.where}: {what} {key!r}: {field}: {_shown(line.record.get(field, '?'))}, but "
-                                 f"line {lines[0].number} is {_shown(first_name)}'s: results of several {field}s; "
+                raise ValueError(f"{line.where}: {what} {key!r}: {field}: {shown(line.record.get(field, '?'))}, but "
+                                 f"line {lines[0].number} is {shown(first_name)}'s: results of several {field}s; "
                                  "use one file each")
-        records = final_records(line.record for line in lines)
-        first = next(iter(records.values()))
-        kind = (PAIRWISE if pairwise else RECOGNITION if first_name == RECOGNIZE
-                else EXPLAIN if any(r.get("reasons") for r in records.values())
-                else RUBRIC if any(r.get("scores") for r in records.values()) else SCALAR)
-        held = {json.dumps(r["dataset"], sort_keys=True) for r in records.values() if r.get("dataset")}
-        return cls(path, kind, first_name, first.get("model", ""), first.get("settings") or {},
-                   any(r.get("random_weights") is True for r in records.values()), records,
+            if line.task != first_task:
+                raise ValueError(f"{line.where}: {what} {key!r}: task: {shown(line.task)}, but line {lines[0].number} "
+                                 f"is of the {first_task} task: results of several tasks; use one file each")
+        final = final_records(line.record for line in lines)
+        first = next(iter(final.values()))
+        held = {json.dumps(r["dataset"], sort_keys=True) for r in final.values() if r.get("dataset")}
+        return cls(path, records.record_type(first_task), first_name, first.get("model", ""),
+                   first.get("settings") or {}, any(r.get("random_weights") is True for r in final.values()), final,
                    [json.loads(d) for d in sorted(held)])
 
     @classmethod
@@ -238,8 +215,13 @@ class ResultsFile:
         return results if isinstance(results, ResultsFile) else cls.read(results)
 
     @property
+    def task(self) -> str:
+        return self.record_type.task
+
+    @property
     def pointwise(self) -> bool:
-        return self.kind != PAIRWISE
+        """Image records (`tpb score`), not pair records (`tpb compare`)."""
+        return self.record_type.per == "image"
 
     @property
     def servers(self) -> list[str]:

@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 
 from ..dataset.reading import dataset_identity, dataset_rows, row_image
 from ..errors import DataError, ImageError, Problem, SystematicFailure
-from ..files import DEFAULT_MAX_IMAGE_PIXELS, link_outside, local_or_hub, write_file
+from ..files import DEFAULT_MAX_IMAGE_PIXELS, data_folder, link_outside, local_or_hub, write_file
 from .evaluators.base import Evaluator, Prepared, ScoringItem, rgb_item
 from .failures import KEEP, FailedAnswer
 from .results import MODEL_FAILURES, Resume, final_records, read_lines
@@ -81,8 +81,9 @@ class Source(Protocol):
 class DatasetSource:
     """Items of a built dataset, streamed from its Parquet files (no cache copy). A Hub dataset is downloaded once
     (its card and this config's files), so that every data-loader worker and every process reads local files
-    rather than streaming the split again. Images are read by `row_image`: over `max_image_pixels`, or a path-only
-    row whose path leaves the dataset's folder, is a failed result of kind `input`."""
+    rather than streaming the split again; the folder is taken absolute (`files.data_folder`). Images are read by
+    `row_image`: over `max_image_pixels`, or a path-only row whose path leaves the dataset's folder, is a failed
+    result of kind `input`."""
 
     def __init__(self, dataset: str | Path, config: str = "images", split: str = "test",
                  max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS):
@@ -91,7 +92,7 @@ class DatasetSource:
 
             dataset = snapshot_download(str(dataset), repo_type="dataset",
                                         allow_patterns=["README.md", f"data/{config}/*"])
-        self.dataset, self.config, self.split = str(dataset), config, split
+        self.dataset, self.config, self.split = str(data_folder(dataset)), config, split
         self.max_image_pixels = max_image_pixels
         dataset_rows(self.dataset, config, split)  # a wrong folder, config or split fails here, before any model loads
 
@@ -134,11 +135,11 @@ class FolderSource:
     folder's ids are `generator/poem_id` when `generator` says whose images they are, else the poem_id alone
     (`names_no_generator`). Every image must name a poem of the file; a symbolic link (to a file or a folder) that
     leaves DIR is refused, by name. An image over `max_image_pixels` is a failed result of kind `input`, refused
-    before it is decoded."""
+    before it is decoded. DIR is taken absolute (`files.data_folder`), and the rows name their images below it."""
 
     def __init__(self, images: Path | str, poems_file: Path | str, generator: str | None = None,
                  max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS):
-        root = Path(images)
+        root = data_folder(images)
         self.root = str(root)
         self.poems = {p.poem_id: p for p in read_poems(poems_file)}
         self.max_image_pixels = max_image_pixels
@@ -153,13 +154,13 @@ class FolderSource:
         if unknown:
             raise DataError(unknown)
         if not files:
-            raise DataError(Problem(str(root), f"no images ({', '.join(IMAGE_EXTENSIONS)})"))
+            raise DataError(Problem(str(images), f"no images ({', '.join(IMAGE_EXTENSIONS)})"))
         flat = [p for p in files if p.parent == root]
         if generator is not None:
             check_generator(generator, "--generator")
             if len(flat) != len(files):
-                raise ValueError(f"--generator names the generator of a flat folder (DIR/<poem_id>.png), but {root} "
-                                 "has generator folders (DIR/<generator>/<poem_id>.png): give no --generator")
+                raise ValueError(f"--generator names the generator of a flat folder (DIR/<poem_id>.png), but "
+                                 f"{images} has generator folders (DIR/<generator>/<poem_id>.png): give no --generator")
         self.names_no_generator = bool(flat) and generator is None
         prefix = f"{generator}/" if generator else ""
         self.files = [(prefix + str(p.relative_to(root).with_suffix("")), p) for p in files]
@@ -171,11 +172,12 @@ class FolderSource:
         return None  # a folder of images is no built dataset
 
     def rows(self) -> Iterator[dict]:
-        """The images as rows in the built dataset's form (`ROW_COLUMNS`), each image by its path."""
+        """The images as rows in the built dataset's form (`ROW_COLUMNS`), each image by its path below `root`."""
         for image_id, path in self.files:
             poem = self.poems[path.stem]
             yield {"image_id": image_id, "poem_id": poem.poem_id, "title": poem.title, "author": poem.author,
-                   "poem": poem.text, "tradition": poem.tradition, "image": {"bytes": None, "path": str(path)}}
+                   "poem": poem.text, "tradition": poem.tradition,
+                   "image": {"bytes": None, "path": str(path.relative_to(self.root))}}
 
     def __iter__(self) -> Iterator[SourceItem]:
         return (row_item(row, self.root, self.max_image_pixels) for row in self.rows())

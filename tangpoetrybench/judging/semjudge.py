@@ -47,9 +47,9 @@ from ..models import DEFAULT_MAX_PIXELS, fit_pixels, fitted_size, image_refusal
 from ..poems import Poem
 from .backends import Backend, Question
 from .judge import Attempt, ask
-from .pairwise import PairAnswer, PairItem
 from .reading import VERSIONS, read_json, schema_problems
 from .tasks import Reading
+from .tasks.pairwise import PairAnswer, PairItem
 
 GROUNDS = ("iconic", "indexical", "symbolic")
 BOX_CONVENTIONS = ("relative", "pixels")  # the boxes asked for: on Qwen3-VL's 0–1000 grid, or in pixels
@@ -352,6 +352,18 @@ class SemJudge:
         status = "repaired" if any(p.status == "repaired" and not p.cached for p in parts) else "ok"
         reason = (f"[{RANDOM_WEIGHTS_NOTE}] " if self.random_weights else "") + judgment.value["discussion"]
         return PairAnswer(judgment.value["winner"], raw, status, None, reason, usage or None, extra)
+
+
+def from_options(task: str = "pairwise", cache_dir: str | Path | None = None, boxes: str | None = None, **options):
+    """The registry's factory: SemJudge on any backend (on transformers, the base model), from `JudgeOptions`."""
+    from .registry import backend_of, build_backend
+
+    backend = build_backend(backend_of(SemJudge.name, options), options)
+    if options.pop("repair", 1) != 1:
+        raise ValueError("SemJudge always has its one repair round: give no --repair")
+    return SemJudge(backend, cache_dir, **{k: options.pop(k) for k in ("max_pixels",) if k in options},
+                    max_new_tokens=options.pop("max_new_tokens", None) or DEFAULT_MAX_NEW_TOKENS,
+                    boxes=boxes or "relative")
 
 
 # ---- showing a graph ----

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..files import json_lines
-from ..judging.results import EXPLAIN, ResultsFile
+from ..judging.results import ResultsFile
 from ..numeric import fmt, mean_or_none
 from ..rubric import Rubric
 
@@ -75,7 +75,7 @@ def explanations(rows: Sequence[dict], scores: Sequence[ResultsFile], graphs: Pa
     generator_of = {r["image_id"]: r["generator"] for r in rows}
     explained = {}
     for scored in scores:
-        if scored.kind == EXPLAIN:
+        if any(r.get("reasons") for r in scored.records.values()):
             explained[f"{scored.name} ({scored.path.name})"] = lowest_dimension_reasons(scored.records, generator_of,
                                                                                          rubric)
     examples = graph_examples(graphs, generator_of) if graphs else {}

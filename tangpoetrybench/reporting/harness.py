@@ -109,11 +109,6 @@ def metric_values(evaluator: Evaluator, doc: Mapping, answer: str) -> dict:
             "kendall_tau_human": {"judge": result.quality, "human": human}}
 
 
-def mean_or_none(values: Iterable[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return sum(present) / len(present) if present else None
-
-
 def kendall_tau_human(pairs: Iterable[Mapping]) -> float | None:
     """Kendall τ-b of the judge's image quality against the human one over the images that have both; None where
     people did not rate the generator (or fewer than two images have both)."""

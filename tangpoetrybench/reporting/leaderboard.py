@@ -1,15 +1,17 @@
-"""`tpb leaderboard`: every generator, human-rated or new, scored by one evaluator on the same poems, beside the
-human scores where people rated it.
+"""`tpb leaderboard`: every generator, human-rated or new, scored by one rubric judge on the same poems, beside the
+human scores where people rated it. Any judge whose records rank generators (`records.Record.ranks_generators`: the
+rubric's scores task — PAE, a served judge, a plugin's) is ranked, and labelled by what it is: its registry label
+(`registry.label_of`: "PAE"), its model and the servers that answered.
 
 Definitions (also stated in the output):
 - Generators are those in the score files (an image id is `<generator>/<poem_id>`). They are compared on the poems
   of the dataset's split that every one of them has a result for, so that each is judged on the same poems.
-- Every number in a "PAE" column is the evaluator's estimate; every number in a "human" column is the mean of the
-  built dataset's human scores for the same images. A dimension's score is the mean over images where it is
+- Every number in the judge's columns ("PAE" for PAE) is its estimate; every number in a "human" column is the
+  mean of the built dataset's human scores for the same images. A dimension's score is the mean over images where it is
   non-null.
 - 95 % intervals and rank stability resample poems (the same draw for every generator, so the comparison stays
   paired); rank stability is the share of resamples in which a generator holds the rank it has in the estimate.
-- Agreement with people, over the human-rated generators: Kendall τ-b and Spearman ρ between PAE's and the
+- Agreement with people, over the human-rated generators: Kendall τ-b and Spearman ρ between the judge's and the
   human means of each generator on the images that have both, and the per-image statistics of docs/statistics.md
   (τ within a poem, Spearman over images) from `agreement.agreement`.
 - Images scored but not compared are counted and said, per generator, with why (`left_out`).
@@ -28,7 +30,9 @@ from ..stats.agreement import DEFAULT_BOOTSTRAP, AgreementData, agreement, resam
 from ..stats.calibration import carried_coverage, percent
 from ..dataset.raw_release import MAIN_IMAGE_CONFIGS
 from ..dataset.reading import config_rubric, dataset_rows
-from ..judging.results import Results, ResultsFile, two_settings
+from ..judging.records import RECORD_TYPES
+from ..judging.registry import evaluator_names, label_of
+from ..judging.results import PER_RESULT_SETTINGS, Results, ResultsFile, two_settings
 from ..numeric import counted, fmt, fmt_ci, fmt_interval
 from .findings import spearman
 from .pairwise import lay_out_strengths, leaderboard_strengths
@@ -58,12 +62,26 @@ class Scores:
     def random_weights(self) -> bool:
         return any(r.get("random_weights") for r in self.records.values())
 
+    @property
+    def label(self) -> str:
+        """How the tables name the judge's estimates ("PAE")."""
+        return label_of(self.evaluator)
+
+    @property
+    def servers(self) -> list[str]:
+        """The servers that answered, where a served judge made the files."""
+        return sorted({server for r in self.results for server in r.servers})
+
+
+APART = PER_RESULT_SETTINGS - {"served_model"}  # which replica answered, and how; the rubric is checked apart
+
 
 def _made_with(record: dict) -> dict:
-    """The evaluator, model and settings of a record, but the rubric: a file may also hold images of another
-    tradition (Song Ci), scored with their own rubric; the rubric of the images compared is checked on its own
-    (`_one_rubric`)."""
-    settings = {k: v for k, v in (record.get("settings") or {}).items() if k != "rubric"}
+    """The evaluator, model and settings of a record, but what a result says of itself (`APART`): which replica of
+    a fleet answered it and in which response format; and the rubric: a file may also hold images of another
+    tradition (Song Ci), scored with their own rubric, and the rubric of the images compared is checked on its own
+    (`_one_rubric`). The model a server said it served is compared: a fleet that mixes models is refused."""
+    settings = {k: v for k, v in (record.get("settings") or {}).items() if k not in APART}
     return {"evaluator": record.get("evaluator"), "model": record.get("model"), **settings}
 
 
@@ -76,9 +94,9 @@ def _one_rubric(records: dict[str, dict], image_ids: list[str]) -> str | None:
 
 
 def read_score_files(files: Sequence[Results]) -> Scores:
-    """Results of every file (each a `ResultsFile` or its path), refused unless one evaluator made them all with the
-    same settings (model, adapter, rubric, pixel budget, answer length, backend, parser) and no image is scored
-    twice."""
+    """Results of every file (each a `ResultsFile` or its path), refused unless their records rank generators (a
+    rubric judge's scores), one evaluator made them all with the same settings (model, adapter, rubric, pixel budget,
+    answer length, backend, parser) and no image is scored twice."""
     if not files:
         raise ValueError("give the score files to compare (tpb score --out FILE), one or more")
     files = [ResultsFile.of(f) for f in files]
@@ -87,9 +105,11 @@ def read_score_files(files: Sequence[Results]) -> Scores:
     first, made = None, None
     for results in files:
         path = results.path
-        if results.name != "pae":
-            raise ValueError(f"{path} holds {results.name} results: the leaderboard ranks PAE's rubric scores, so "
-                             "score every generator with `tpb score --evaluator pae`")
+        if not results.record_type.ranks_generators:
+            judges = [n for task, kind in RECORD_TYPES.items() if kind.ranks_generators for n in evaluator_names(task)]
+            raise ValueError(f"{path} holds {results.name}'s {results.task} records: the leaderboard ranks a rubric "
+                             f"judge's scores, so score every generator with one (tpb score --evaluator "
+                             f"{' or '.join(judges)})")
         for image_id, record in results.records.items():
             this = _made_with(record)
             if made is None:
@@ -245,18 +265,18 @@ def compute_leaderboard(dataset: str | Path, scores: Sequence[Results], split: s
     keep = set(poems)
     compared = [i for i in s.records if i.split("/", 1)[1] in keep]
     s.settings["rubric"] = _one_rubric(s.records, compared)
-    pae_values = {tuple(i.split("/", 1)): [(s.records[i].get("scores") or {}).get(k) for k in keys]
+    judge_values = {tuple(i.split("/", 1)): [(s.records[i].get("scores") or {}).get(k) for k in keys]
                   + [s.records[i].get("quality")] for i in compared}
     human_values = {(r["generator"], r["poem_id"]): [r[c] for c in columns] for r in rows
                     if r["poem_id"] in keep and r["generator"] in scored}
     rated = [g for g in generators if any(human_values.get((g, p), [None])[-1] is not None for p in poems)]
     weights = (resample_weights(np.random.default_rng(seed), len(poems), n_bootstrap) if n_bootstrap > 0 else None)
-    board = ranked_board(generators, poems, columns, pae_values, human_values, rated, weights)
+    board = ranked_board(generators, poems, columns, judge_values, human_values, rated, weights)
     judge = board_recognizability(board, rows, [ResultsFile.of(r) for r in recognize], poems, n_bootstrap,
                                   seed)  # adds it to the board's rows
     return LeaderboardData(
         str(dataset), split, rubric, poems, s, n_bootstrap, seed, board, rated, is_synthetic(dataset),
-        agreement_with_humans(s, rows, keep, rated, pae_values, human_values, poems, n_bootstrap, seed, weights,
+        agreement_with_humans(s, rows, keep, rated, judge_values, human_values, poems, n_bootstrap, seed, weights,
                               rubric),
         unproven_files(s.results, dataset, split, {r["image_id"] for r in rows}),
         leaderboard_strengths(s.records, compared, n_bootstrap, seed), judge, variant_comparison(board, generation) if generation else None,
@@ -274,22 +294,22 @@ def left_out(scored: dict[str, set[str]], split_poems: set[str], compared: set[s
     return out
 
 
-def ranked_board(generators: list[str], poems: list[str], columns: list[str], pae_values: dict, human_values: dict,
+def ranked_board(generators: list[str], poems: list[str], columns: list[str], judge_values: dict, human_values: dict,
                  rated: list[str], weights: np.ndarray | None) -> list[dict]:
-    """Per generator: rank, rank stability, images and every column's PAE (and human) mean with its interval,
-    ranked by PAE quality (`weights`: the bootstrap's poem weights, or None)."""
-    pae_sums, pae_counts = _per_poem(pae_values, generators, poems, len(columns))
+    """Per generator: rank, rank stability, images and every column's judge's (and human) mean with its interval,
+    ranked by the judge's quality (`weights`: the bootstrap's poem weights, or None)."""
+    judge_sums, judge_counts = _per_poem(judge_values, generators, poems, len(columns))
     human_sums, human_counts = _per_poem(human_values, generators, poems, len(columns))
     estimate = np.ones((1, len(poems)))
-    pae, human = _means(estimate, pae_sums, pae_counts)[0], _means(estimate, human_sums, human_counts)[0]
-    rank = _ranks(pae[:, -1])
-    boot_pae = boot_human = np.zeros((0, len(generators), len(columns)))
+    judge, human = _means(estimate, judge_sums, judge_counts)[0], _means(estimate, human_sums, human_counts)[0]
+    rank = _ranks(judge[:, -1])
+    boot_judge = boot_human = np.zeros((0, len(generators), len(columns)))
     if weights is not None:
-        boot_pae, boot_human = _means(weights, pae_sums, pae_counts), _means(weights, human_sums, human_counts)
-    has_quality = np.isfinite(pae[:, -1])
+        boot_judge, boot_human = _means(weights, judge_sums, judge_counts), _means(weights, human_sums, human_counts)
+    has_quality = np.isfinite(judge[:, -1])
     stability = np.full(len(generators), np.nan)
     if weights is not None:
-        stability = (_ranks(boot_pae[:, :, -1]) == rank).mean(axis=0)
+        stability = (_ranks(boot_judge[:, :, -1]) == rank).mean(axis=0)
 
     def column_dict(means: np.ndarray, boot: np.ndarray, g: int) -> dict:
         out = {}
@@ -301,13 +321,13 @@ def ranked_board(generators: list[str], poems: list[str], columns: list[str], pa
 
     board = []
     for g_index, g in enumerate(generators):
-        n_images = sum((g, p) in pae_values for p in poems)
+        n_images = sum((g, p) in judge_values for p in poems)
         board.append({
             "generator": g, "rank": int(rank[g_index]) if has_quality[g_index] else None,
             "rank_stability": float(stability[g_index]) if has_quality[g_index] and weights is not None else None,
             "human_rated": g in rated, "images": n_images,
-            "pae_answers_without_quality": sum(pae_values[(g, p)][-1] is None for p in poems if (g, p) in pae_values),
-            "pae": column_dict(pae, boot_pae, g_index),
+            "answers_without_quality": sum(judge_values[(g, p)][-1] is None for p in poems if (g, p) in judge_values),
+            "judge": column_dict(judge, boot_judge, g_index),
             "human": column_dict(human, boot_human, g_index) if g in rated else None,
         })
     board.sort(key=lambda row: (row["rank"] is None, row["rank"] or 0, row["generator"]))
@@ -319,6 +339,7 @@ def lay_out(data: LeaderboardData) -> Report:
     keys = list(rubric.keys)
     columns = keys + ["quality"]
     s, board, rated = data.scores, data.board, data.rated
+    label = s.label
     rep = Report(title="TangPoetryBench leaderboard")
     rep.numbers = data.numbers()
     rep.heading("TangPoetryBench leaderboard", 1)
@@ -333,39 +354,40 @@ def lay_out(data: LeaderboardData) -> Report:
         rep.text("**Left out.** " + "; ".join(_left_out_words(g, why, data.split) for g, why in data.left_out.items())
                  + ". Generate and score only the split's poems to spend nothing on them (`tpb generate --split "
                  f"{data.split}`).")
-    rep.text(f"Every generator is scored by one evaluator, `{s.evaluator}` (`{s.model}`, settings "
+    at = f" at {', '.join(s.servers)}" if s.servers else ""
+    rep.text(f"Every generator is scored by one evaluator, `{s.evaluator}` (`{s.model}`{at}, settings "
              f"{', '.join(f'{k} {v}' for k, v in s.settings.items())}), on the same "
              f"{counted(len(data.poems), 'poem')} of the "
-             f"`{data.split}` split of `{data.dataset}`. **PAE** columns are the evaluator's estimates; **human** "
+             f"`{data.split}` split of `{data.dataset}`. **{label}** columns are the evaluator's estimates; **human** "
              "columns are the means of the dataset's human ratings of the same images, shown only where people rated "
              f"that generator ({', '.join(rated) or 'none here'}). Intervals: 95 %, {data.n_bootstrap:,} resamples "
              f"of poems (seed {data.seed}), the same draw for every generator. Rank stability: the share of resamples "
              "in which a generator holds its rank.")
-    rep.heading("Ranking by PAE-estimated quality (×100)")
-    ranking = leaderboard_rows(board)
-    rep.table(["Rank", "Generator", "PAE quality [95 % CI]", "Human quality [95 % CI]", "Rank stability (%)", "Images"],
-              ranking)
+    rep.heading(f"Ranking by {label}-estimated quality (×100)")
+    ranking = leaderboard_rows(board, label)
+    rep.table(["Rank", "Generator", f"{label} quality [95 % CI]", "Human quality [95 % CI]", "Rank stability (%)",
+               "Images"], ranking)
     lay_out_recognizability(rep, board, data.recognizability_judge)
-    lay_out_variants(rep, board, data.prompt_variants)
+    lay_out_variants(rep, board, data.prompt_variants, label)
 
-    rep.heading("Table 2 layout — per dimension (×100): PAE estimate, then human where rated")
+    rep.heading(f"Table 2 layout — per dimension (×100): {label} estimate, then human where rated")
     layout = [[rubric.dimension(k).name["en"] if k in keys else "Quality",
-               *[_cell(r["pae"], k) + (f" · human {fmt(_x100(r['human'][k]), 1)}" if r["human"] else "")
+               *[_cell(r["judge"], k) + (f" · human {fmt(_x100(r['human'][k]), 1)}" if r["human"] else "")
                  for r in board]] for k in columns]
     rep.table(["Dimension", *[r["generator"] for r in board]], layout)
 
-    profiles = {r["generator"]: {k: r["pae"][k] for k in keys} for r in board}
+    profiles = {r["generator"]: {k: r["judge"][k] for k in keys} for r in board}
     floor = ring_floor(profiles)
     colours = colours_for(profiles)  # a generator has one colour in both charts
-    rep.figure("radar_pae.png", radar(profiles, rubric, f"PAE estimates ({floor:.1f}–1)", rmin=floor,
-                                      colours=colours),
-               "Every generator's profile as PAE estimates it.")
+    rep.figure(f"radar_{s.evaluator}.png", radar(profiles, rubric, f"{label} estimates ({floor:.1f}–1)", rmin=floor,
+                                                 colours=colours),
+               f"Every generator's profile as {label} estimates it.")
     if rated:
         rep.figure("radar_human.png", radar({r["generator"]: {k: r["human"][k] for k in keys} for r in board
                                              if r["human"]}, rubric, f"Human scores ({floor:.1f}–1)", rmin=floor,
                                             colours=colours),
                    "The human-rated generators' profiles from the human ratings of the same images.")
-    _agreement(rep, data.agreement_with_humans)
+    _agreement(rep, data.agreement_with_humans, label)
     lay_out_strengths(rep, data.generator_strengths, s.evaluator)  # Bradley–Terry, win rates
     return rep
 
@@ -381,17 +403,18 @@ def _left_out_words(generator: str, why: dict, split: str) -> str:
     return f"{generator}: " + " and ".join(parts)
 
 
-def leaderboard_rows(board: list[dict]) -> list[list[str]]:
-    """One row per generator (rank, generator, PAE and human quality ×100 with intervals, rank stability, images):
-    the Markdown table and the Space's tab show the same."""
-    return [["—" if r["rank"] is None else str(r["rank"]), r["generator"], _cell(r["pae"], "quality"),
+def leaderboard_rows(board: list[dict], label: str) -> list[list[str]]:
+    """One row per generator (rank, generator, the judge's and the human quality ×100 with intervals, rank
+    stability, images; `label` names the judge): the Markdown table and the Space's tab show the same."""
+    return [["—" if r["rank"] is None else str(r["rank"]), r["generator"], _cell(r["judge"], "quality"),
              _cell(r["human"], "quality") if r["human"] else "not rated",
-             "—" if r["rank_stability"] is None else f"{100 * r['rank_stability']:.1f}", _images(r)] for r in board]
+             "—" if r["rank_stability"] is None else f"{100 * r['rank_stability']:.1f}", _images(r, label)]
+            for r in board]
 
 
-def _images(row: dict) -> str:
-    missing = row["pae_answers_without_quality"]
-    return str(row["images"]) + (f" ({missing} without a PAE quality)" if missing else "")
+def _images(row: dict, label: str) -> str:
+    missing = row["answers_without_quality"]
+    return str(row["images"]) + (f" ({missing} without a {label} quality)" if missing else "")
 
 
 def _finite(value) -> float | None:
@@ -409,26 +432,26 @@ def _cell(values: dict, key: str) -> str:
     return f"{100 * value:.1f}" + (f" {fmt_interval(ci, 1, scale=100)}" if ci else "")
 
 
-def agreement_with_humans(s: Scores, rows: list[dict], keep: set[str], rated: list[str], pae_values: dict,
+def agreement_with_humans(s: Scores, rows: list[dict], keep: set[str], rated: list[str], judge_values: dict,
                           human_values: dict, poems: list[str], n_bootstrap: int, seed: int,
                           weights: np.ndarray | None, rubric) -> dict:
-    """How far PAE's ranking of the human-rated generators agrees with the human one on the same images."""
+    """How far the judge's ranking of the human-rated generators agrees with the human one on the same images."""
     result: dict = {"generators": rated}
     if len(rated) < 2:
         return result
-    both = {gp: (pae_values[gp][-1], human_values[gp][-1]) for gp in pae_values
-            if gp[0] in rated and gp in human_values and None not in (pae_values[gp][-1], human_values[gp][-1])}
-    pae_sums, pae_counts = _per_poem({gp: [v[0]] for gp, v in both.items()}, rated, poems, 1)
+    both = {gp: (judge_values[gp][-1], human_values[gp][-1]) for gp in judge_values
+            if gp[0] in rated and gp in human_values and None not in (judge_values[gp][-1], human_values[gp][-1])}
+    judge_sums, judge_counts = _per_poem({gp: [v[0]] for gp, v in both.items()}, rated, poems, 1)
     human_sums, human_counts = _per_poem({gp: [v[1]] for gp, v in both.items()}, rated, poems, 1)
     ones = np.ones((1, len(poems)))
-    pae_q, human_q = _means(ones, pae_sums, pae_counts)[0, :, 0], _means(ones, human_sums, human_counts)[0, :, 0]
-    defined = bool(np.isfinite(pae_q).all() and np.isfinite(human_q).all())
-    tau = _finite(_kendall_b(pae_q, human_q)) if defined else None
-    rho = spearman(pae_q.tolist(), human_q.tolist())[0] if defined else None  # None: under 3, or a constant side
-    result.update(images=len(both), pae_quality=dict(zip(rated, map(_finite, pae_q))),
+    judge_q, human_q = _means(ones, judge_sums, judge_counts)[0, :, 0], _means(ones, human_sums, human_counts)[0, :, 0]
+    defined = bool(np.isfinite(judge_q).all() and np.isfinite(human_q).all())
+    tau = _finite(_kendall_b(judge_q, human_q)) if defined else None
+    rho = spearman(judge_q.tolist(), human_q.tolist())[0] if defined else None  # None: under 3, or a constant side
+    result.update(images=len(both), judge_quality=dict(zip(rated, map(_finite, judge_q))),
                   human_quality=dict(zip(rated, map(_finite, human_q))), kendall_tau=tau, spearman=rho)
     if weights is not None:
-        bp, bh = _means(weights, pae_sums, pae_counts)[:, :, 0], _means(weights, human_sums, human_counts)[:, :, 0]
+        bp, bh = _means(weights, judge_sums, judge_counts)[:, :, 0], _means(weights, human_sums, human_counts)[:, :, 0]
         whole = np.isfinite(bp).all(axis=1) & np.isfinite(bh).all(axis=1)  # resamples where every mean exists
         result["kendall_tau_ci"] = _interval(_kendall_b(bp, bh))
         result["same_order_share"] = (float(np.mean(np.all(_ranks(bp[whole]) == _ranks(bh[whole]), axis=1)))
@@ -454,8 +477,8 @@ def agreement_with_humans(s: Scores, rows: list[dict], keep: set[str], rated: li
     return result
 
 
-def _agreement(rep: Report, result: dict) -> None:
-    rep.heading("Does PAE rank the human-rated generators as people do?")
+def _agreement(rep: Report, result: dict, label: str) -> None:
+    rep.heading(f"Does {label} rank the human-rated generators as people do?")
     rated = result["generators"]
     if len(rated) < 2:
         rep.text("Fewer than two of these generators were rated by people, so there is no ranking to compare.")
@@ -464,9 +487,11 @@ def _agreement(rep: Report, result: dict) -> None:
                           result.get("same_order_share"))
     rep.text(f"Over the {len(rated)} human-rated generators ({', '.join(rated)}), on the "
              f"{counted(result['images'], 'image')} "
-             f"that have both a human and a PAE quality: Kendall τ-b between PAE's and the human means {fmt(tau)}"
+             f"that have both a human and a {label} quality: Kendall τ-b between {label}'s and the human means "
+             f"{fmt(tau)}"
              + (f" {fmt_ci(ci)}" if ci else "") + (f", Spearman ρ {fmt(rho)}" if rho is not None else "")
-             + (f"; PAE orders them exactly as people do in {100 * same:.1f} % of resamples" if same is not None else "")
+             + (f"; {label} orders them exactly as people do in {100 * same:.1f} % of resamples" if same is not None
+                else "")
              + ".")
     p = result["per_image"]
     rep.table(["Per-image statistic (docs/statistics.md)", "Value", "95 % CI (poems)"],

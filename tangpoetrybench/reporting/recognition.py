@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..judging.results import RECOGNITION, ResultsFile
+from ..judging.results import ResultsFile
 from ..numeric import counted, fmt_interval
 from ..stats.agreement import resample_weights
 from ..stats.recognition import judge_share, recognition_agreement, recognition_data_of, recognition_rows
@@ -17,11 +17,12 @@ RANDOM_NOTE = "**Random weights.** These answers come from a tiny test model: th
 
 def recognition_results(rows: list[dict], scores: Sequence[ResultsFile], n_bootstrap: int,
                         seed: int) -> tuple[dict[str, dict], list[ResultsFile]]:
-    """The agreement with the human Phase-1 track of each recognize results file among `scores` (`rows`: the
-    report's split's image rows), by file stem; and the other files (for Table 4)."""
+    """The agreement with the human Phase-1 track of each results file among `scores` whose records are compared
+    with it (the letter task's: recognize, or a plugin's) (`rows`: the report's split's image rows), by file stem;
+    and the other files (for Table 4)."""
     results, rest = {}, []
     for scored in scores:
-        if scored.kind != RECOGNITION:
+        if scored.record_type.compared_with != "recognizability":
             rest.append(scored)
             continue
         result = recognition_agreement(recognition_data_of(rows, scored.records), n_bootstrap, seed)
@@ -54,9 +55,9 @@ def board_recognizability(board: list[dict], rows: list[dict], files: Sequence[R
         return None
     records: dict[str, dict] = {}
     for scored in files:
-        if scored.kind != RECOGNITION:
-            raise ValueError(f"{scored.path} holds {scored.name} results: --recognize takes tpb score --evaluator "
-                             "recognize results")
+        if scored.record_type.compared_with != "recognizability":
+            raise ValueError(f"{scored.path} holds {scored.name}'s {scored.task} records: --recognize takes the "
+                             "letter task's results (tpb score --evaluator recognize)")
         records.update(scored.records)
     human = {r["image_id"]: r["recognizability"] for r in rows}
     index = {p: i for i, p in enumerate(poems)}

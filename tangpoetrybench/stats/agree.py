@@ -15,7 +15,7 @@ from ..dataset.reading import config_rubric, dataset_identity, dataset_rows
 from ..judging.calibrated import SPREAD_FLOOR, Calibration
 from ..judging.abstention import SelectiveOptions
 from .noise_floor import MIN_MULTI_RATED, RatingTable, floor_summary, noise_floor
-from ..judging.results import SCALAR, ResultsFile
+from ..judging.results import ResultsFile
 from ..numeric import ZERO_WIDTH, ZERO_WIDTH_NOTE, counted, fmt, fmt_interval
 from ..rubric import Rubric
 
@@ -61,7 +61,7 @@ def agreement_data_of(rows: list[dict], results: ResultsFile, rubric: Rubric) ->
         image_ids=[r["image_id"] for r in rows], poem_ids=[r["poem_id"] for r in rows], keys=rubric.keys,
         anchors=np.array([rubric.anchor_step(k) for k in keys]), human=human, pred=pred,
         human_quality=np.array([np.nan if r["quality"] is None else r["quality"] for r in rows], dtype=float),
-        pred_quality=pred_quality, scalar=results.kind == SCALAR,
+        pred_quality=pred_quality, scalar=results.record_type.compared_with == "ranking",
     )
 
 

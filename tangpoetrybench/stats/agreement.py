@@ -32,14 +32,12 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy import stats
 
-from ..numeric import whole_mean
+from ..numeric import DEFAULT_BOOTSTRAP, DEFAULT_MARGIN, whole_mean
 
 ANCHOR_SLACK = 0.01
 CLOSE = 0.05
 EPS = 1e-9  # float slack for the threshold comparisons
-DEFAULT_BOOTSTRAP = 10_000
 CHUNK = 500  # resamples per block of the vectorised bootstrap (bounds memory)
-DEFAULT_MARGIN = 0.05  # a human pair's two images differ in human quality by at least this (one twentieth)
 # The overall statistics in the order tables print them, with their names for people.
 STAT_LABELS = {"coverage": "Coverage", "mae": "Mean absolute error", "within_0.05": "Within 0.05",
                "within_one_anchor": "Within one anchor step", "kendall_tau": "Kendall τ per poem, mean",

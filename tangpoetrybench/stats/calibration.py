@@ -39,7 +39,8 @@ from .agreement import AgreementData, bootstrap_draws, per_unit_sums, percentile
 from ..judging.abstention import SelectiveOptions
 from .selective import abstention_sentence, fit_abstention, fit_words, held_out_words, kept_error
 from ..dataset.reading import dataset_fingerprint
-from ..judging.calibrated import PROB_FLOOR, SCORE_RANGE, SPREAD_FLOOR, Calibration, Target, spread_of
+from ..judging.calibrated import (ANSWER_FACTS, CALIBRATION_SETTING, PROB_FLOOR, SCORE_RANGE, SERVED_MODEL,
+                                  SPREAD_FLOOR, Calibration, Target, spread_of)
 from ..judging.prompt import format_value
 from ..judging.readout import anchors
 from ..files import write_file
@@ -193,16 +194,30 @@ class Judged:
 
 
 def one_way(records: dict[str, dict], where: Path | str) -> dict[str, Any]:
-    """The evaluator, model and settings every record shares (a calibration is of one judge set up one way)."""
-    made = None
+    """The evaluator, model and settings every record shares (a calibration is of one judge set up one way). A
+    served judge's records say which replica answered each and how (`calibrated.ANSWER_FACTS`): left out. The model
+    the servers said they served must be one, where the records name it: a fleet of identical replicas calibrates,
+    one that mixes models is refused, naming them and the servers that answered each."""
+    made, served = None, {}
     for image_id, record in records.items():
+        settings = record.get("settings") or {}
+        if settings.get(SERVED_MODEL) is not None:
+            served.setdefault(settings[SERVED_MODEL], set()).add(settings.get("server"))
         this = {"evaluator": record.get("evaluator", "?"), "model": record.get("model", ""),
-                "settings": {k: v for k, v in (record.get("settings") or {}).items() if k != "calibration"}}
+                "settings": {k: v for k, v in settings.items()
+                             if k not in (CALIBRATION_SETTING, SERVED_MODEL, *ANSWER_FACTS)}}
         if made is None:
             made = this
         elif this != made:
             raise ValueError(f"{where}: {image_id} was made otherwise than the file's first result (another "
                              "evaluator, model or setting): calibrate one judge's results, made one way")
+    if len(served) > 1:
+        named = ", ".join(f"{model!r}" + (f" (at {', '.join(sorted(hosts))})" if (hosts := servers - {None}) else "")
+                          for model, servers in sorted(served.items()))
+        raise ValueError(f"{where}: the results were answered by more than one model: {named}; calibrate one "
+                         "judge's results, each model's apart")
+    if made is not None and served:
+        made["settings"][SERVED_MODEL] = next(iter(served))
     return made
 
 

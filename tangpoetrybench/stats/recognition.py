@@ -26,7 +26,7 @@ import numpy as np
 from scipy import stats
 
 from ..dataset.reading import dataset_rows
-from ..judging.results import RECOGNITION, ResultsFile
+from ..judging.results import ResultsFile
 from ..numeric import counted, fmt, fmt_ci
 from .agreement import DEFAULT_BOOTSTRAP, resample_weights
 
@@ -118,8 +118,9 @@ def agree_recognition(dataset: str | Path, scores: ResultsFile | Path | str, spl
                       n_bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0, config: str = "images") -> dict:
     """`tpb agree` for a recognize results file (or its path)."""
     results = ResultsFile.of(scores)
-    if results.kind != RECOGNITION:
-        raise ValueError(f"{results.path} holds {results.name} results, not recognize results")
+    if results.record_type.compared_with != "recognizability":
+        raise ValueError(f"{results.path} holds {results.name}'s {results.task} records, not a letter task's "
+                         "(recognize results)")
     data = recognition_data(dataset, results, split, config)
     if not np.isfinite(data.judge).any():
         raise ValueError(f"{results.path} has no recognizability for any image of {dataset} ({config}, {split})")

@@ -4,9 +4,10 @@ It measures nothing about how an image illustrates a poem; it shows the protocol
 
 - a factory, named by an entry point in the group `tangpoetrybench.evaluators` of this distribution's
   pyproject.toml, called with the options a user gave that its signature names (here `max_pixels`);
-- its `tasks` attribute: what it answers (`scalar`: one number per image, like CLIPScore);
-- it returns an `Evaluator`: `_prepare` (CPU only, in data-loader workers) and `_run` (the model), one result per
-  item; `settings()` what a resumed run must match.
+- its `tasks` attribute: what it answers (`scalar`: one number per image, like CLIPScore), whose record type its
+  evaluator declares (`record_type = ScalarResult`: every record it writes says `"task": "scalar"`);
+- it returns an `Evaluator`: `_prepare` (CPU only, in data-loader workers) and `_run` (the model), one record per
+  item (`self.result(...)`); `settings()` what a resumed run must match.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from typing import Sequence
 
 from PIL import ImageStat
 
-from tangpoetrybench.judging.evaluators.base import EvalResult, Evaluator, ScoringItem
+from tangpoetrybench.judging.evaluators.base import Evaluator, ScalarResult, ScoringItem
 from tangpoetrybench.models import DEFAULT_MAX_PIXELS, fit_pixels
 
 
 class Brightness(Evaluator):
     name = "brightness"
+    record_type = ScalarResult
 
     def __init__(self, max_pixels: int = DEFAULT_MAX_PIXELS):
         super().__init__()
@@ -32,7 +34,7 @@ class Brightness(Evaluator):
     def _prepare(self, items: Sequence[ScoringItem]) -> list[float]:
         return [ImageStat.Stat(fit_pixels(item.image, self.max_pixels).convert("L")).mean[0] / 255 for item in items]
 
-    def _run(self, inputs: list[float], items: Sequence[ScoringItem]) -> list[EvalResult]:
+    def _run(self, inputs: list[float], items: Sequence[ScoringItem]) -> list[ScalarResult]:
         return [self.result(item, {}, round(value, 6), None, "ok", None) for item, value in zip(items, inputs)]
 
 

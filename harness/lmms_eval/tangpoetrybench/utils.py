@@ -7,9 +7,9 @@ import datasets
 
 from tangpoetrybench.generation.diffusers_generate import fill_prompt, paper_prompt
 from tangpoetrybench.generation.lmms_eval_model import poem_of
+from tangpoetrybench.numeric import mean_or_none  # noqa: F401  (the task file's aggregation)
 from tangpoetrybench.reporting import harness
 
-mean_or_none = harness.mean_or_none
 kendall_tau_human = harness.kendall_tau_human
 
 

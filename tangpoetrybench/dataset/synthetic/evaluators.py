@@ -10,8 +10,8 @@ The scalar ones give one number per image, from the built dataset's own columns:
 - `follower` (weight 0) follows human quality with noise only: the test must find none (p > 0.05).
 
 An image without a Phase-1 answer counts as 0.5 recognizable. The records have the form `tpb score` writes (a scalar
-metric's: no per-dimension scores), with the evaluator named `synthetic-<kind>` and `synthetic: true` in its
-settings, so they are never mistaken for a model's.
+metric's task, `scalar`: no per-dimension scores), with the evaluator named `synthetic-<kind>` and `synthetic: true`
+in its settings, so they are never mistaken for a model's.
 
 `simulated_readout_scores` is a rubric judge with a probability readout whose error has a known, image-dependent
 spread that its readout reports (`synthetic-readout`; see its docstring): the known truth of the calibration tests.
@@ -46,8 +46,8 @@ def simulated_scores(dataset: str | Path, kind: str, split: str = "test", config
     for row in rows:
         rec = 0.5 if row["recognizability"] is None else row["recognizability"]
         value = None if row["quality"] is None else float(row["quality"] + weight * (rec - 0.5) + rng.normal(0, noise))
-        records.append({"image_id": row["image_id"], "evaluator": f"synthetic-{kind}", "model": "synthetic",
-                        "scores": {}, "quality": value, "raw_output": None,
+        records.append({"image_id": row["image_id"], "evaluator": f"synthetic-{kind}", "task": "scalar",
+                        "model": "synthetic", "scores": {}, "quality": value, "raw_output": None,
                         "parse_status": "ok" if value is not None else "failed", "error": None, "seconds": 0.0,
                         "settings": {"synthetic": True, "literal_weight": weight, "noise": noise, "seed": seed}})
     return records
@@ -121,8 +121,9 @@ def simulated_readout(rows: list[dict], rubric: Rubric, seed: int = 0, spread: t
                                   for k, d in dims.items()},
                    "quality_confidence": round(float(np.mean([d["confidence"] for d in dims.values()])), 6),
                    "quality_sd": round(sigma, 6)}
-        records.append({"image_id": row["image_id"], "evaluator": "synthetic-readout", "model": "synthetic",
-                        "scores": {k: d["score"] for k, d in dims.items()}, "quality": round(quality, 6),
+        records.append({"image_id": row["image_id"], "evaluator": "synthetic-readout", "task": "scores",
+                        "model": "synthetic", "scores": {k: d["score"] for k, d in dims.items()},
+                        "quality": round(quality, 6),
                         "raw_output": None, "parse_status": "ok", "error": None, "seconds": 0.0,
                         "settings": {"synthetic": True, "readout": "expected", "spread": [low, high],
                                      "overconfidence": overconfidence, "shift": shift, "seed": seed,

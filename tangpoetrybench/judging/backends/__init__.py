@@ -19,12 +19,15 @@ model) and `answer`. A question says what its answer must be, and each backend k
 Nothing one question does stops its batch: a request that fails is an `Answer` with an `error` and its kind
 (`model`, `transient`), which a rerun asks again.
 
-A new backend is one module with a class following `Backend`, and one row in `BACKENDS`. The class carries what the
-registry needs to build and check it: the judge options it takes are the ones its constructor names (beside
-`images_per_prompt`, given where it is named), and its class attributes say whether it asks a server (`served`),
-how many repair rounds a judge gives an unread answer by default (`default_repair`) and whether it can hold decoding
-to a task's answer form (`constrains`). Every evaluator that runs on any backend (or on any local or served one)
-then runs on it, and `--backend` offers it.
+A new backend is one module with a class following `Backend` (subclass it for the defaults), and one row in
+`BACKENDS`. The class carries what the registry and the tasks need to build, check and ask it: the judge options it
+takes are the ones its constructor names (beside `images_per_prompt`, given where it is named), and its class
+attributes are its capabilities — whether it asks a server (`served`), how many repair rounds a judge gives an
+unread answer by default (`default_repair`), whether it can hold decoding to a task's answer form (`constrains`,
+with the `tokenizer` the form is built on), how it reads one-token choices (`reads_choices`), whether its engine
+must run as one process (`one_process`) and the Ray Data stage that runs it on a cluster (`ray_stage`). Tasks, the
+command line, the Space and the Ray engine ask for these, never for a backend's name; every evaluator that runs on
+any backend (or on any local or served one) then runs on it, and `--backend` offers it.
 """
 
 from __future__ import annotations
@@ -96,26 +99,56 @@ class Answer:
 
 class Backend(Protocol):
     """What a judge needs of whoever answers. Its constructor takes the judge options it names (`model`, `adapter`,
-    `device`, `base_url`, ...: `registry.JudgeOptions`) and, where it names it, `images_per_prompt`."""
+    `device`, `base_url`, ...: `registry.JudgeOptions`) and, where it names it, `images_per_prompt`. A class that
+    subclasses this protocol gets the defaults below (a local backend that constrains nothing and reads choices as
+    text)."""
 
     name: str  # recorded as settings["backend"]
-    served: bool  # it asks a server, a request per answer: a base URL chooses it, a run reports the tokens
-    default_repair: int  # a judge's repair rounds for an answer that does not read, unless told (0 or 1)
-    constrains: bool  # it holds decoding to a question's `constraint` (`--constrained`)
     model_name: str
-    random_weights: bool | None  # None: nobody can vouch for a served model's weights
-    min_batch_size: int  # an engine that schedules its own batches wants many questions at once
-    device: Any  # the torch device the model runs on, or None
-    worker_start_method: str | None  # how data-loader workers start (None: the platform's default)
+    served: bool = False  # it asks a server, a request per answer: a base URL chooses it, a run reports the tokens
+    default_repair: int = 0  # a judge's repair rounds for an answer that does not read, unless told (0 or 1)
+    constrains: bool = False  # it holds decoding to a question's `constraint` (`--constrained`)
+    reads_choices: str | None = None  # how it reads a question's one-token `choices`: "logits" (their probabilities
+    # at the first answer token), "logprobs" (one token held to them, its log-probabilities); None: it answers in text
+    one_process: bool = False  # its engine uses the GPUs itself, from one process (never under accelerate launch)
+    ray_stage: str | None = None  # "module:class" of the Ray Data stage that runs it on a cluster (`.of(name, opts)`)
+    random_weights: bool | None = False  # None: nobody can vouch for a served model's weights
+    min_batch_size: int = 1  # an engine that schedules its own batches wants many questions at once
+    device: Any = None  # the torch device the model runs on, or None
+    worker_start_method: str | None = None  # how data-loader workers start (None: the platform's default)
+
+    @property
+    def tokenizer(self) -> Any:
+        """The tokenizer a question's `constraint` is built on and its `choices` are read with, where the backend
+        constrains decoding or reads choices' probabilities at a token (None where it has none here)."""
+        return None
+
+    def check_choices(self, choices: Sequence[str]) -> None:
+        """Refuse, before anything is asked, choices this backend cannot read (one its tokenizer splits, where it
+        reads the first answer token's probabilities)."""
 
     def settings(self) -> dict[str, Any]:
         """What, besides the model and the task, shapes an answer (recorded, checked on resume)."""
+        return {}
 
     def prepare(self, questions: Sequence[Question]) -> Any:
         """The model inputs of a batch of questions, on the CPU (no model: data-loader workers run this)."""
 
     def answer(self, prepared: Any, questions: Sequence[Question]) -> list[Answer]:
         """One answer per question, in order."""
+
+
+def choice_token_ids(tokenizer, choices: Sequence[str]) -> list[int]:
+    """The token id of each choice as the answer's first token; a tokenizer without single-token choices is refused
+    (reading their probabilities would be ambiguous)."""
+    ids = []
+    for choice in choices:
+        encoded = tokenizer.encode(choice, add_special_tokens=False)
+        if len(encoded) != 1:
+            raise ValueError(f"the tokenizer splits the option {choice!r} into {len(encoded)} tokens: reading the "
+                             "options' probabilities needs one token per option")
+        ids.append(encoded[0])
+    return ids
 
 
 def backend_class(name: str) -> type:
@@ -138,4 +171,4 @@ def load_backend(name: str, **options) -> Backend:
 
 
 __all__ = ["Answer", "BACKENDS", "Backend", "BackendRow", "Constraint", "Question", "backend_class",
-           "constructor_options", "load_backend"]
+           "choice_token_ids", "constructor_options", "load_backend"]

@@ -55,7 +55,7 @@ from ...errors import RunStopped
 from ...files import check_offline
 from ...models import image_refusal
 from ..prompt import with_image_parts
-from . import Answer, Question
+from . import Answer, Backend, Question
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,6 @@ HF_ROUTER = "https://router.huggingface.co/v1"  # Inference Providers, OpenAI-co
 # and never a Space (`*.hf.space` runs its owner's code): a token goes there only when named (`--api-key-env`).
 HF_INFERENCE_HOSTS = ("router.huggingface.co", "api-inference.huggingface.co")
 HF_ENDPOINTS_DOMAIN = "endpoints.huggingface.cloud"
-HF_TOKEN_ENV = "HF_TOKEN"
 DEFAULT_CONCURRENCY = 8  # requests in flight per replica
 DEFAULT_TIMEOUT = 120.0  # seconds an attempt may take, whole
 DEFAULT_RETRIES = 5
@@ -278,14 +277,12 @@ class Replica:
         self.failures, self.down_until = 0, 0.0
 
 
-class ServedBackend:
+class ServedBackend(Backend):
     """The served backend (see the module's docstring). Nothing here holds a connection or the key, so data-loader
     workers get a plain copy: they encode the images while the previous batch's requests are in flight."""
 
     name = "api"
-    served, default_repair, constrains = True, 1, False  # an answer that does not read is asked again, by default
-    device = None
-    worker_start_method = None
+    served, default_repair = True, 1  # an answer that does not read is asked again, by default
     random_weights = None  # nobody can vouch for a served model's weights
 
     def __init__(self, model: str | None = None, base_url: str | Sequence[str] | None = None,
@@ -308,7 +305,7 @@ class ServedBackend:
         self.min_batch_size = 4 * concurrency * len(self.urls)  # so that one slow answer idles few slots
         self.refused_format: str | None = None if structured else "not asked"  # why no response format is sent
         self.replicas = [Replica(u) for u in self.urls]
-        self.served: list[str] | None = None  # the models the server lists, once asked
+        self.listed: list[str] | None = None  # the models the server lists, once asked
         self.deadline: tuple[float, float] | None = None  # (seconds, time.monotonic() by when) of a call, see `within`
 
     @property
@@ -450,7 +447,7 @@ class ServedBackend:
             if exc.status in (400, 404, 422) and await self._model_unknown(client, replica, key):
                 stopped.set()
                 raise ModelUnknown(f"the server at {replica.url} does not know model {self.model_name!r}; it serves: "
-                                   f"{listed_models(self.served, key)} (give one of them as --model)") from None
+                                   f"{listed_models(self.listed, key)} (give one of them as --model)") from None
             if exc.transient and (exc.status is None or exc.status >= 500):
                 replica.fail(len(self.replicas))
             raise
@@ -551,17 +548,17 @@ class ServedBackend:
     async def _model_unknown(self, client, replica: Replica, key: str | None) -> bool:
         """Whether the server lists its models and ours is not among them (asked once; a list over MAX_MODELS_BODY
         bytes, or not one, says nothing)."""
-        if self.served is None:
+        if self.listed is None:
             try:
                 headers = {"Authorization": f"Bearer {key or NO_KEY}"}
                 response, data = await read_bounded(client, "GET", replica.url + "/models", MAX_MODELS_BODY,
                                                     HEALTH_TIMEOUT, headers=headers)
                 listed = json.loads(data).get("data") if response.status_code == 200 else None
-                self.served = [str(m.get("id")) for m in listed if isinstance(m, dict)] if isinstance(listed, list) \
+                self.listed = [str(m.get("id")) for m in listed if isinstance(m, dict)] if isinstance(listed, list) \
                     else []
             except Exception:
-                self.served = []
-        return bool(self.served) and self.model_name not in self.served
+                self.listed = []
+        return bool(self.listed) and self.model_name not in self.listed
 
     def _next_delay(self, exc: BaseException, attempt: int) -> float | None:
         """Seconds to wait before trying again, or None to give up: not transient, retries spent, or a server asking

@@ -18,7 +18,7 @@ import torch
 
 from ...models import chat_inputs, has_random_weights, load_qwen_vl, model_label, trained_rubric
 from ..readout import read_batch
-from . import Answer, Question
+from . import Answer, Backend, Question, choice_token_ids
 
 DEFAULT_MODEL = "Qwen/Qwen3-VL-8B-Instruct"
 QUESTIONS_PER_FORWARD = 32  # one-token choice questions per forward pass
@@ -34,11 +34,10 @@ def group_key(question: Question) -> tuple:
     return ("generate", question.max_new_tokens, group)
 
 
-class TransformersBackend:
+class TransformersBackend(Backend):
     name = "transformers"
-    served, default_repair, constrains = False, 0, True
-    min_batch_size = 1
-    worker_start_method = None
+    constrains = True  # the task's logits processor
+    reads_choices = "logits"  # one forward pass: the choices' probabilities at the first answer token
 
     def __init__(self, model: str = DEFAULT_MODEL, adapter: str | None = None, device: str | None = None,
                  quantize: str | None = None, merge_adapter: bool = True):
@@ -71,6 +70,13 @@ class TransformersBackend:
     def __getstate__(self) -> dict:
         """A pickled backend (a data-loader worker's) keeps what `prepare` needs and leaves the model behind."""
         return {k: v for k, v in self.__dict__.items() if k != "model"}
+
+    @property
+    def tokenizer(self):
+        return self.processor.tokenizer
+
+    def check_choices(self, choices) -> None:
+        choice_token_ids(self.tokenizer, choices)  # a choice split into tokens cannot be read at the first one
 
     def settings(self) -> dict[str, Any]:
         return {**({"quantize": self.quantize} if self.quantize else {}),
@@ -142,15 +148,3 @@ class TransformersBackend:
     def _read(self, inputs, rubric) -> list:
         return read_batch(self.model, self.processor.tokenizer, inputs, rubric)
 
-
-def choice_token_ids(tokenizer, choices: Sequence[str]) -> list[int]:
-    """The token id of each choice as the answer's first token; a tokenizer without single-token choices is refused
-    (reading their probabilities would be ambiguous)."""
-    ids = []
-    for choice in choices:
-        encoded = tokenizer.encode(choice, add_special_tokens=False)
-        if len(encoded) != 1:
-            raise ValueError(f"the tokenizer splits the option {choice!r} into {len(encoded)} tokens: reading the "
-                             "options' probabilities needs one token per option")
-        ids.append(encoded[0])
-    return ids

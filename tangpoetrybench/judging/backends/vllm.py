@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from ...models import model_label, trained_rubric
 from ..prompt import with_image_parts
 from ..readout import vllm_read
-from . import Answer, Question
+from . import Answer, Backend, Question
 from .transformers import DEFAULT_MODEL
 
 MAX_LORA_RANK = 64
@@ -77,9 +77,12 @@ def choice_probs(logprobs: dict[str, float], choices: Sequence[str]) -> list[flo
     return [round(w / sum(weights), 6) for w in weights]
 
 
-class VLLMBackend:
+class VLLMBackend(Backend):
     name = "vllm"
-    served, default_repair, constrains = False, 0, False  # vLLM holds answers to the schema itself
+    constrains = False  # vLLM holds answers to the question's schema itself (structured output)
+    reads_choices = "logprobs"  # one token held to the choices, with its log-probabilities
+    one_process = True  # vLLM uses the GPUs it is given itself
+    ray_stage = "tangpoetrybench.judging.ray_vllm:VLLMStage"  # Ray Data's own vLLM engine stage
     min_batch_size = MIN_CHUNK
     device = None  # vLLM places the model itself
     worker_start_method = "spawn"  # vLLM's engine runs threads in this process: never fork it

@@ -1,7 +1,14 @@
-"""The evaluators' records and base class (`base`: `ScoringItem`, `EvalResult`, `Evaluator`), and the evaluators that
-are models of their own rather than a task asked of a backend: CLIPScore, BLIPScore and VQAScore (the scalar
-baselines). PAE, the served judge, recognition and SemJudge are tasks joined to backends (`judging.judge`); every
-evaluator is built by name through the registry (`judging.registry.load_evaluator`, re-exported here).
+"""The evaluator base class and the evaluators that are models of their own rather than a task asked of a backend.
+
+    base        `ScoringItem`, `Evaluator` (batching, failures one item at a time, `result`: a record of the
+                evaluator's record type, `judging.records`) and the one-call scoring API
+    clipscore   CLIPScore (CLIP or Chinese-CLIP), and the base of the image-text metrics
+    blipscore   BLIPScore: BLIP's image-text matching probability
+    vqascore    VQAScore: the probability that Qwen3-VL answers yes to a question about the poem
+
+PAE, the served judge and recognition are tasks joined to backends (`judging.judge`); SemJudge is a driver of its own
+over the same `ask` (`judging.semjudge`). Every evaluator is built by name through the registry
+(`judging.registry.load_evaluator`, re-exported here).
 
     >>> from tangpoetrybench.judging.evaluators import load_evaluator
     >>> clip = load_evaluator("clipscore", model="OFA-Sys/chinese-clip-vit-base-patch16")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
@@ -28,8 +28,12 @@ from PIL import Image
 
 from ...errors import ImageError, RunStopped
 from ...files import DEFAULT_MAX_IMAGE_PIXELS, open_image
-from ...poems import Poem
+from ...poems import Poem, content_id
 from ...rubric import BUILTIN, DEFAULT_TRADITION, Rubric, rubric_for_tradition
+from ..records import EvalResult, LetterResult, ScalarResult, ScoresResult, TextResult
+
+__all__ = ["EvalResult", "Evaluator", "LetterResult", "Prepared", "ScalarResult", "ScoresResult", "ScoringItem",
+           "TextResult", "checked_item", "rgb_item"]
 
 TRANSIENT = "transient"
 
@@ -45,52 +49,26 @@ class ScoringItem:
     error: str | None = None
     rubric: Rubric | None = None
 
-
-@dataclass
-class EvalResult:
-    image_id: str
-    evaluator: str
-    scores: dict[str, float | None]  # the rubric's keys; empty for scalar metrics
-    quality: float | None  # mean of the non-null scores, or the scalar metric
-    raw_output: str | None
-    parse_status: str  # ok | repaired | failed
-    error: str | None
-    seconds: float
-    model: str = ""
-    error_kind: str | None = None  # input | model | transient | parse, for a failed result
-    settings: dict[str, Any] = field(default_factory=dict)  # everything besides the model that shapes the answer
-    random_weights: bool = False  # True: a plumbing check, not a quality measurement
-    usage: dict[str, int] | None = None  # tokens a served model reports: prompt_tokens, completion_tokens
-    evidence: dict[str, Any] | None = None  # what the score rests on, where an evaluator shows it (text-ocr)
-    repair: dict[str, Any] | None = None  # a served judge's repair round: its raw_output, parse_status and error
-    reasons: dict[str, str] | None = None  # explain mode: rubric key → the judge's one-sentence reason
-    readout: dict[str, Any] | None = None  # PAE's anchor distributions and confidences (`--readout expected`)
-    winner: str | None = None  # a pairwise question's answer: "A" (shown first) or "B"
-    reason: str | None = None  # a pairwise answer's one sentence
-    calibrated: dict[str, Any] | None = None  # a calibration's intervals, sets and confidences (`judging.calibrated`)
-
-    def to_json(self) -> dict[str, Any]:
-        record = asdict(self)
-        for optional in ("random_weights", "usage", "evidence", "repair", "reasons", "readout", "winner", "reason",
-                         "calibrated"):
-            if not record[optional]:
-                record.pop(optional)
-        return record
+    @property
+    def problem(self) -> str | None:
+        """Why it cannot be asked (its image could not be read), or None."""
+        return None if self.image is not None else self.error or "no image"
 
 
 @dataclass
 class Prepared:
     """A batch made ready for the model: every item in order, the model inputs of those whose preparation
-    worked, and why the others failed (image_id → error)."""
+    worked, and why the others failed (position in `items` → error)."""
 
-    items: list[ScoringItem]
+    items: list
     inputs: Any
-    errors: dict[str, str]
+    errors: dict[int, str]
     seconds: float = 0.0  # CPU time it took
 
     @property
-    def ready(self) -> list[ScoringItem]:
-        return [it for it in self.items if it.image_id not in self.errors]
+    def ready(self) -> list[int]:
+        """The positions of the items that were prepared."""
+        return [i for i in range(len(self.items)) if i not in self.errors]
 
     def pin_memory(self) -> "Prepared":
         """Page-locked input tensors, for an asynchronous copy to the GPU (`DataLoader(pin_memory=True)`)."""
@@ -101,11 +79,14 @@ class Prepared:
         return self
 
 
-def as_poem(poem: Poem | Mapping[str, str], index: int) -> Poem:
+def as_poem(poem: Poem | Mapping[str, str]) -> Poem:
+    """A `Poem`, or one from a mapping with its text (title, author, tradition, poem_id optional). A mapping without
+    an id is named by its content (`poems.content_id`): images of one poem name it alike, wherever they stand."""
     if isinstance(poem, Poem):
         return poem
-    return Poem(poem_id=str(poem.get("poem_id", f"poem-{index}")), title=poem.get("title", ""),
-                author=poem.get("author", ""), text=poem["text"], tradition=poem.get("tradition", DEFAULT_TRADITION))
+    title, author = poem.get("title", ""), poem.get("author", "")
+    return Poem(poem_id=str(poem.get("poem_id") or content_id(title, author, poem["text"])), title=title,
+                author=author, text=poem["text"], tradition=poem.get("tradition", DEFAULT_TRADITION))
 
 
 def describe(exc: BaseException) -> str:
@@ -126,6 +107,7 @@ class Evaluator(ABC):
     `_prepare` (CPU only; it must not touch the model) and `_run`."""
 
     name: str
+    record_type: type[EvalResult] | None = None  # what it answers (`records`: ScoresResult, ScalarResult, ...)
     model_name: str = ""
     random_weights: bool | None = False  # None: a served model, whose weights nobody can vouch for
     uses_rubric: bool = False  # the answer depends on the rubric (PAE), so results record its fingerprint
@@ -156,30 +138,32 @@ class Evaluator(ABC):
         return {self.rubric.fingerprint} if self.rubric else {rubric_for_tradition(t).fingerprint for t in BUILTIN}
 
     def prepare(self, items: Sequence[ScoringItem]) -> Prepared:
-        """Model inputs for a batch, on the CPU. An item that cannot be prepared is set aside with its error."""
+        """Model inputs for a batch, on the CPU. An item that cannot be prepared is set aside with its error (by its
+        place in the batch: items need no ids of their own, and two may share one)."""
         start = time.perf_counter()
-        errors = {it.image_id: it.error or "no image" for it in items if it.image is None}
-        ready = [it for it in items if it.image is not None]
+        errors = {i: it.problem for i, it in enumerate(items) if it.problem is not None}
+        ready = [i for i in range(len(items)) if i not in errors]
         try:
-            inputs = self._prepare(ready) if ready else None
+            inputs = self._prepare([items[i] for i in ready]) if ready else None
         except Exception:
-            for it in ready:
+            for i in ready:
                 try:
-                    self._prepare([it])
+                    self._prepare([items[i]])
                 except Exception as exc:
-                    errors[it.image_id] = describe(exc)
-            ready = [it for it in ready if it.image_id not in errors]
+                    errors[i] = describe(exc)
+            ready = [i for i in ready if i not in errors]
             try:
-                inputs = self._prepare(ready) if ready else None
+                inputs = self._prepare([items[i] for i in ready]) if ready else None
             except Exception as exc:  # they fail only together: none of them is scored, each says why
-                errors.update({it.image_id: describe(exc) for it in ready})
+                errors.update({i: describe(exc) for i in ready})
                 inputs = None
         return Prepared(list(items), inputs, errors, time.perf_counter() - start)
 
-    def run(self, batch: Prepared) -> list[EvalResult]:
-        """Results for a prepared batch, in order. If the batch fails as a whole, each item is tried alone."""
+    def run(self, batch: Prepared) -> list:
+        """Records for a prepared batch, in order. If the batch fails as a whole, each item is tried alone."""
         start = time.perf_counter()
-        ready = batch.ready
+        positions = batch.ready
+        ready = [batch.items[i] for i in positions]
         try:
             outputs = self._run(batch.inputs, ready) if ready else []
         except RunStopped:
@@ -188,12 +172,12 @@ class Evaluator(ABC):
             self._free_memory()
             outputs = [self._run_alone(it) for it in ready] if len(ready) > 1 else [self.failure(ready[0], exc)]
         per_item = (batch.seconds + time.perf_counter() - start) / max(len(batch.items), 1)
-        by_id = {r.image_id: r for r in outputs}
+        done = dict(zip(positions, outputs))
         results = []
-        for it in batch.items:
-            result = by_id.get(it.image_id) or self.result(it, {}, None, None, "failed", batch.errors[it.image_id],
-                                                           kind="input")
-            result.seconds = round(per_item, 4)
+        for i, it in enumerate(batch.items):
+            result = done[i] if i in done else self.failed(it, batch.errors[i], "input")
+            if isinstance(result, EvalResult):  # an image's record says how long it took
+                result.seconds = round(per_item, 4)
             results.append(result)
         return results
 
@@ -225,17 +209,29 @@ class Evaluator(ABC):
 
     def result(self, item: ScoringItem, scores: dict, quality: float | None, raw: str | None, status: str,
                error: str | None, kind: str | None = None) -> EvalResult:
+        """An item's record of this evaluator's `record_type` (docs/plugins.md): `scores` the rubric's scores by key
+        ({} for a scalar metric), `quality` their mean or the one number, `raw` what the model said, `status` ok |
+        repaired | failed, `error` why it failed or what was repaired, `kind` why a failure happened (input, model,
+        transient; a failed status without one is `parse`). The evaluator's name, model, settings (with the item's
+        rubric where the answer depends on it) and weights come from the evaluator; the time from `run`."""
+        if self.record_type is None:
+            raise TypeError(f"{type(self).__name__} does not say what it answers: give it a record_type (ScoresResult, "
+                            "TextResult, LetterResult or ScalarResult), or load it by name (load_evaluator)")
         settings = self.settings()
         if self.uses_rubric:
             settings["rubric"] = self.rubric_for(item).fingerprint
         if kind is None and status == "failed":
             kind = "parse"
-        return EvalResult(image_id=item.image_id, evaluator=self.name, scores=scores, quality=quality,
-                          raw_output=raw, parse_status=status, error=error, seconds=0.0, model=self.model_name,
-                          error_kind=kind, settings=settings, random_weights=bool(self.random_weights))
+        return self.record_type(image_id=item.image_id, evaluator=self.name, scores=scores, quality=quality,
+                                raw_output=raw, parse_status=status, error=error, seconds=0.0, model=self.model_name,
+                                error_kind=kind, settings=settings, random_weights=bool(self.random_weights))
 
-    def failure(self, item: ScoringItem, exc: BaseException) -> EvalResult:
-        return self.result(item, {}, None, None, "failed", describe(exc), kind=error_kind(exc))
+    def failed(self, item, error: str | None, kind: str | None):
+        """The record of an item that was never answered (`kind`: input, model, transient)."""
+        return self.result(item, {}, None, None, "failed", error, kind=kind)
+
+    def failure(self, item, exc: BaseException):
+        return self.failed(item, describe(exc), error_kind(exc))
 
     def __call__(self, images: Sequence[Image.Image], poems: Sequence[Poem | Mapping[str, str]],
                  batch_size: int = 8, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> list[EvalResult]:
@@ -244,7 +240,7 @@ class Evaluator(ABC):
         result of kind `input`, as `tpb score` records it."""
         if len(images) != len(poems):
             raise ValueError(f"{len(images)} images but {len(poems)} poems")
-        items = [checked_item(str(i), img, as_poem(p, i), max_image_pixels)
+        items = [checked_item(str(i), img, as_poem(p), max_image_pixels)
                  for i, (img, p) in enumerate(zip(images, poems))]
         return [r for start in range(0, len(items), batch_size) for r in self.score(items[start:start + batch_size])]
 

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import torch
 
-from .base import EvalResult, Evaluator, ScoringItem
+from .base import EvalResult, Evaluator, ScalarResult, ScoringItem
 from ...models import has_random_weights, load_with_processor
 
 DEFAULT_CLIP = "openai/clip-vit-base-patch32"
@@ -31,6 +31,8 @@ def poem_text(item: ScoringItem) -> str:
 
 class ImageTextMetric(Evaluator):
     """A scalar metric over (image, poem text) pairs with a processor and a model loaded once."""
+
+    record_type = ScalarResult
 
     def __init__(self, model_class, model: str, device: str | None = None):
         super().__init__()

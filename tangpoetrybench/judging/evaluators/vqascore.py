@@ -15,7 +15,7 @@ import torch
 
 from ...poems import Poem
 from ...rubric import format_title
-from .base import EvalResult, Evaluator, ScoringItem
+from .base import EvalResult, Evaluator, ScalarResult, ScoringItem
 from ...models import DEFAULT_MAX_PIXELS, chat_inputs, fit_pixels, has_random_weights, load_qwen_vl, model_label
 from ..backends.transformers import DEFAULT_MODEL
 
@@ -37,6 +37,7 @@ def question(poem: Poem, kind: str = DEFAULT_QUESTION) -> str:
 
 class VQAScore(Evaluator):
     name = "vqascore"
+    record_type = ScalarResult
 
     def __init__(self, model: str = DEFAULT_MODEL, device: str | None = None, max_pixels: int = DEFAULT_MAX_PIXELS,
                  question: str = DEFAULT_QUESTION):

@@ -3,9 +3,10 @@
 RapidOCR (Apache-2.0) ships PP-OCRv6's detection and recognition models and PP-OCRv4's orientation classifier as
 ONNX files inside its wheel; they are loaded from there by path, so nothing is downloaded (its `.vis()`, which
 fetches a font, is never called). Each image gets its text regions (box, text, confidence), a verdict (see
-`tangpoetrybench.judging.ocr.evidence`) and the rubric's adjudicated dimension as its score (Tang: `scores =
-{"text_integrity": ...}`), on that dimension's scale; the regions and the
-verdict go to the result's `evidence`, `raw_output` holds the lines read.
+`tangpoetrybench.judging.ocr.evidence`) and the score of its rubric's adjudicated dimension (`adjudicated_dimension`:
+Tang's `text_integrity`) on that dimension's scale; the regions and the verdict go to the result's `evidence`,
+`raw_output` holds the lines read. A rubric that names no adjudicated dimension has nothing for the OCR to score: its
+items fail as `input`, saying so.
 
     >>> ocr = load_evaluator("text-ocr")
     >>> [r] = ocr(images=[Image.open("fengqiao.png")], poems=[{"title": "枫桥夜泊", "author": "张继", "text": "..."}])
@@ -23,12 +24,12 @@ import numpy as np
 import torch
 
 from .evidence import RULES_VERSION, TextRegion, judge
-from ..evaluators.base import EvalResult, Evaluator, ScoringItem
+from ..evaluators.base import EvalResult, Evaluator, ScoringItem, TextResult
 from ...models import DEFAULT_MAX_PIXELS, fit_pixels
 
 MODEL_FILES = {"Det": "PP-OCRv6_det_small.onnx", "Cls": "ch_ppocr_mobile_v2.0_cls_mobile.onnx",
                "Rec": "PP-OCRv6_rec_small.onnx"}
-INSTALL_HINT = 'the text-ocr evaluator needs rapidocr and onnxruntime: pip install "tangpoetrybench[ocr]"'
+INSTALL_HINT = 'the OCR evaluator needs rapidocr and onnxruntime: pip install "tangpoetrybench[ocr]"'
 
 
 def load_engine(threads: int | None = None):
@@ -65,6 +66,7 @@ def read_regions(engine, image: np.ndarray) -> list[TextRegion]:
 
 class TextOCR(Evaluator):
     name = "text-ocr"
+    record_type = TextResult
     model_name = "rapidocr/PP-OCRv6-small"
     _model_attributes = ("engine",)
 
@@ -72,7 +74,7 @@ class TextOCR(Evaluator):
                  rubric=None):
         super().__init__(rubric)
         if device not in (None, "cpu"):
-            raise ValueError(f"the text-ocr evaluator runs on the CPU (ONNX Runtime), not on {device}")
+            raise ValueError(f"the {self.name} evaluator runs on the CPU (ONNX Runtime), not on {device}")
         self.engine = load_engine(threads)
         self.device = torch.device("cpu")
         self.max_pixels = max_pixels
@@ -88,10 +90,11 @@ class TextOCR(Evaluator):
         results = []
         for image, item in zip(inputs, items):
             rubric = self.rubric_for(item)
-            key = rubric.adjudicated_dimension  # the text dimension (Tang: text_integrity)
+            key = rubric.adjudicated_dimension
             if key is None:
-                results.append(self.result(item, {}, None, None, "failed", f"the rubric {rubric.name} names no "
-                                           "adjudicated (text) dimension for the OCR's verdict", kind="input"))
+                results.append(self.failed(item, f"the rubric {rubric.fingerprint} names no adjudicated dimension "
+                                                 "(adjudicated_dimension: the text in the picture), so the OCR has "
+                                                 "nothing to score", "input"))
                 continue
             judgement = judge(read_regions(self.engine, image), item.poem, image)
             scale = rubric.dimension(key).scores  # best first: no text issue … text issue

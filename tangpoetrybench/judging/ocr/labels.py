@@ -16,22 +16,31 @@ from pathlib import Path
 
 from ...errors import DataError, Problem
 from ...files import refuse_links, write_csv, write_file
+from ..records import TextResult
 from ..results import ResultsFile
 from ...dataset.raw_release import ISSUE_TYPES, TEXT_LABEL_COLUMNS, read_release
 
 DRAFT_NAME = "text_labels.draft.csv"
 EVIDENCE_NAME = "text_labels.draft.evidence.jsonl"
 ISSUES = tuple(t for t in ISSUE_TYPES if t != "none")  # leakage, fake_characters
-OCR_EVALUATOR = "text-ocr"
 
 
 def read_ocr(ocr: ResultsFile | Path | str) -> dict[str, dict]:
-    """The records of a `tpb score --evaluator text-ocr` file (or its path), by image_id (failed ones included)."""
+    """The records of a text task's file (`tpb score --evaluator text-ocr`), or its path, by image_id (failed ones
+    included)."""
     results = ResultsFile.of(ocr)
-    if results.name != OCR_EVALUATOR:
-        raise ValueError(f"{results.path} holds {results.name} results, not text-ocr ones: make them with "
-                         f"`tpb score --evaluator text-ocr ... --out {results.path}`")
+    if results.task != TextResult.task:
+        name = ocr_evaluator()
+        raise ValueError(f"{results.path} holds {results.name} results, not {name} ones (the {TextResult.task} "
+                         f"task's): make them with `tpb score --evaluator {name} ... --out {results.path}`")
     return results.records
+
+
+def ocr_evaluator() -> str:
+    """The evaluator that answers the text task (text-ocr), by the registry's name for it."""
+    from ..registry import evaluator_names
+
+    return evaluator_names(TextResult.task)[0]
 
 
 def ocr_issue_type(record: dict) -> str | None:
@@ -64,7 +73,8 @@ def draft_text_labels(raw: Path | str, ocr: Path | str, overwrite: bool = False)
                if image_id not in release.images]
     if unknown:
         raise DataError(unknown + [Problem(str(ocr), f"score the release's own images: tpb score --images {raw}/images "
-                                                     f"--poems {raw}/poems.jsonl --evaluator text-ocr --out {ocr}")])
+                                                     f"--poems {raw}/poems.jsonl --evaluator {ocr_evaluator()} "
+                                                     f"--out {ocr}")])
     rows, evidence, failed = [], [], []
     for image_id in sorted(release.images):
         record = records.get(image_id)

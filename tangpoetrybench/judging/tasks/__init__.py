@@ -9,8 +9,10 @@ once for all of them.
 
 SemJudge's steps (a poem's graph, an image's graph, the judgment) are questions of the same kind, asked through the
 same machinery by `judging.semjudge`. A task declares its questions (messages, JSON schema, local constraint,
-choices, readout), its reader, the wording of its repair round and its reader's version. A new task is one module
-here following `Task`.
+choices, readout), its reader, the wording of its repair round, its reader's version and its record type
+(`judging.records`). A new task is a class following `Task` in a module here; its answer's reader goes in
+`judging.reading` where no reader reads it yet, its record type in `judging.records` where its records are a kind no
+reader of results knows yet, and an evaluator asks it (a registry row: `judging.registry`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ class Reading:
 
 
 class Task(Protocol):
+    """What a task declares (see the module's docstring); a task class subclasses it for the default `failed`."""
+
+    record_type: type  # its records' type (`records`), whose `task` is its name
     name: str
     noun: str  # what the answer gives, in a sentence ("scores", "the winner", "the letter")
     uses_rubric: bool  # records carry the rubric's fingerprint
@@ -57,6 +62,11 @@ class Task(Protocol):
 
     def record(self, judge, item, attempts: Sequence) -> Any:
         """The item's record from its questions' attempts (`judge.Attempt`)."""
+
+    def failed(self, judge, item, error: str | None, kind: str | None) -> Any:
+        """The record of an item that was never answered (`kind`: input, model, transient): by default the judge's
+        failed image record (`Evaluator.result`)."""
+        return judge.result(item, {}, None, None, "failed", error, kind=kind)
 
 
 __all__ = ["Reading", "Task"]

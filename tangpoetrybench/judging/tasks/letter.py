@@ -7,10 +7,10 @@ different orders: the four cyclic rotations (`orders="rotations"`, the default: 
 or all 24 orders (`orders="all"`). The image's estimate is the share of orders answered right; a judge that always
 answers one letter is right in exactly one rotation of four, 25 %, whatever the image. Where the backend gives
 them, the letters' probabilities are kept too (`evidence.p_correct`: the mean probability of the right letter over
-the orders, and `evidence.candidate_probs`: each candidate's, position bias averaged out): transformers reads them
-at the first answer token (every answer a letter, and `letter_mass`: how much of the next-token probability the
-letters held), vLLM from one token constrained to the letters; a server answers in text, read by
-`reading.parse_letter` (with the repair round where it reads nothing).
+the orders, and `evidence.candidate_probs`: each candidate's, position bias averaged out), as the backend reads
+choices (`Backend.reads_choices`): transformers at the first answer token (every answer a letter, and
+`letter_mass`: how much of the next-token probability the letters held), vLLM from one token constrained to the
+letters; a server answers in text, read by `reading.parse_letter` (with the repair round where it reads nothing).
 
 Records are `tpb score`'s (`scores.recognizability` and `quality` = the share); the settings hold the orders, the
 candidates' fingerprint and the reader's version, so a resume with other candidates is refused.
@@ -29,13 +29,13 @@ from ...models import fit_pixels
 from ...poems import Poem
 from ..backends import Answer, Backend, Question
 from ..reading import VERSIONS, parse_letter
+from ..records import LetterResult
 from ..prompt import LETTERS, build_recognize_messages
-from . import Reading
+from . import Reading, Task
 
 ORDERS = ("rotations", "all")
 N_CANDIDATES = 4
 DEFAULT_MAX_NEW_TOKENS = 16  # a letter, maybe in a short sentence
-READOUT = {"transformers": "letter-logits", "vllm": "letter-logprobs"}  # how the letter is read; else "text"
 
 
 def order_set(name: str, n: int = N_CANDIDATES) -> list[tuple[int, ...]]:
@@ -54,8 +54,9 @@ def candidates_fingerprint(candidates: Mapping[str, Sequence[Poem]]) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
-class Recognize:
-    name = "letter"
+class Recognize(Task):
+    record_type = LetterResult
+    name = record_type.task
     noun = "the letter"
     uses_rubric = False
     default_max_new_tokens = DEFAULT_MAX_NEW_TOKENS
@@ -77,13 +78,10 @@ class Recognize:
 
     def settings(self, backend: Backend) -> dict[str, Any]:
         return {"parser": VERSIONS["letter"], "orders": self.order_name, "candidates": self.fingerprint,
-                "readout": READOUT.get(backend.name, "text")}
+                "readout": f"letter-{backend.reads_choices}" if backend.reads_choices else "text"}
 
     def check(self, backend: Backend, max_new_tokens: int) -> None:
-        if backend.name == "transformers":  # a letter split into tokens cannot be read at the first one
-            from ..backends.transformers import choice_token_ids
-
-            choice_token_ids(backend.processor.tokenizer, self.letters)
+        backend.check_choices(self.letters)
 
     def candidates_for(self, item) -> list[Poem]:
         four = self.candidates.get(item.poem.poem_id)

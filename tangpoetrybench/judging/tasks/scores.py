@@ -1,8 +1,8 @@
 """The rubric's scores: PAE's question (`prompt.build_messages`), its answer read by `reading.parse_answer`.
 
-- `constrained`: on transformers, decoding keeps every answer in the rubric's JSON form
-  (`constrained.AnswerConstraint`), so every answer reads; vLLM and a server get the rubric's JSON schema as
-  structured output / response format.
+- `constrained`: on a backend that constrains decoding (`Backend.constrains`: transformers), decoding keeps every
+  answer in the rubric's JSON form (`constrained.AnswerConstraint`), so every answer reads; vLLM and a server get the
+  rubric's JSON schema as structured output / response format.
 - `explain` ("poem" or "en"): the same question asks for a one-sentence reason per dimension too; the records keep them
   (`EvalResult.reasons`), read apart from the scores so that a broken reason never costs a score.
 - `readout="expected"`: nothing is decoded on a local backend, the scores are read from the anchors' probabilities
@@ -21,9 +21,10 @@ from ...rubric import Rubric
 from ..backends import Answer, Backend, Question
 from ..constrained import AnswerConstraint
 from ..reading import REPAIR, VERSIONS, parse_answer
+from ..records import ScoresResult
 from ..prompt import answer_schema, build_messages
-from ..readout import Readout, logprob_tokens, read_logprobs, readout_settings
-from . import Reading
+from ..readout import Readout, logprob_tokens, read_logprobs
+from . import Reading, Task
 
 DEFAULT_MAX_NEW_TOKENS = 256  # the ten-key answer is about 120 Qwen tokens
 EXPLAIN_MAX_NEW_TOKENS = 1536  # room for ten reasons at their longest (MAX_REASON_CHARS each) after the scores
@@ -40,6 +41,13 @@ def readout_fallback(record: dict) -> str | None:
         return None
     found = re.search(re.escape(FALLBACK).replace(re.escape("{why}"), "([^;]+?)"), record.get("error") or "")
     return found.group(1) if found else "decoded"
+
+
+def refuse_unconstrained(constrained: bool, backend: Backend, form: str) -> None:
+    """`--constrained` on a backend that cannot hold decoding to a form (`Backend.constrains`) is refused."""
+    if constrained and not backend.constrains:
+        raise ValueError(f"--constrained needs a backend that holds decoding to the answer's form; {backend.name} "
+                         f"does not, and is asked for {form} JSON schema instead")
 
 
 @dataclass(frozen=True)
@@ -59,8 +67,9 @@ class ScoresConstraint:
         return AnswerConstraint(tokenizer, [c.rubric for c in constraints], prompt_length, eos, explain=self.explain)
 
 
-class RubricScores:
-    name = "scores"
+class RubricScores(Task):
+    record_type = ScoresResult
+    name = record_type.task
     noun = "scores"
     uses_rubric = True
     questions_per_item = 1
@@ -75,12 +84,11 @@ class RubricScores:
 
     def settings(self, backend: Backend) -> dict[str, Any]:
         return {"parser": VERSIONS["scores"], **({"constrained": True} if self.constrained else {}),
-                **({"explain": self.explain} if self.explain else {}), **readout_settings(self.readout)}
+                **({"explain": self.explain} if self.explain else {}),
+                **({"readout": self.readout} if self.readout != "decode" else {})}
 
     def check(self, backend: Backend, max_new_tokens: int) -> None:
-        if self.constrained and backend.name != "transformers":
-            raise ValueError(f"--constrained applies to the transformers backend: {backend.name} holds every answer "
-                             "to the rubric's JSON schema itself")
+        refuse_unconstrained(self.constrained, backend, "the rubric's")
 
     def questions(self, item, judge) -> list[Question]:
         rubric = judge.rubric_for(item)
