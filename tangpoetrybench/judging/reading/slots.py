@@ -26,7 +26,8 @@ A reason that is empty is no reason (the answer is read without one). What a rea
 (most natural two-image comparisons) goes to the repair round, which asks for a reason about the chosen image only.
 
 **Explain mode's reasons** (`explain_reason`): a dimension's reason gives no other level than the answer's scores:
-no number but its own score (`0.67` beside 0.33; a count, `3 herons`, is refused too), no fraction or score word
+no number but its own score (`0.67` beside 0.33; a count, `3 herons`, is refused too), no null level beside a
+score (`N/A`, `null`, `none`, `not applicable`, `excluded`, `不适用`), no fraction or score word
 (`half`, `two thirds`, `满分`), no option letter (`(c)`, `option c`, `between b and c`), no option label of any
 dimension but the one of its given score (`fair` beside 0.75 `good`; its own dimension's labels first, then any
 dimension's), no talk of the score itself (`score`, `rating`, `generous`, `harsh`, `rounded`, `torn`, `higher`,
@@ -168,6 +169,8 @@ SCORE_TALK = re.compile(
     r"(?:be|have been|get|receive)|maybe|perhaps|probably|possibly)\b|分数|打分|评分|给分|得分|偏高|偏低|高估|低估|介于|"
     r"也许|可能|或许|大概", re.I)
 NUMBER_SAID = re.compile(r"(?<![\w.])\d+(?:\.\d+)?|(?<![\w])\.\d+")
+NULL_SAID = re.compile(r"(?<![\w/])(?:null|none|n/a|not applicable|inapplicable|excluded|does not apply)(?![\w/])|不适用",
+                       re.I)
 
 
 def explain_reason(reason: str, dim: str, scores: dict[str, float | None], rubric: Rubric) -> None:
@@ -178,6 +181,8 @@ def explain_reason(reason: str, dim: str, scores: dict[str, float | None], rubri
     for m in NUMBER_SAID.finditer(reason):
         if own is None or not math.isclose(float(m.group(0)), own, abs_tol=1e-9):
             raise Unreadable(f"{where} writes {m.group(0)}, its score is {_shown(own)}")
+    if own is not None and (m := NULL_SAID.search(reason)):
+        raise Unreadable(f"{where} says {m.group(0)!r}, another level than its score ({_shown(own)})")
     if found := _search(FRACTION_WORDS, reason):
         raise Unreadable(f"{where} gives a number in words ({found!r}), its score is {_shown(own)}")
     if found := _search(SCORE_TALK, reason):
