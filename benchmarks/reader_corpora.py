@@ -6,8 +6,9 @@ one, or any value where the label says the answer admits no one reading); and, f
 
 The corpora (tests/data/): `parser_cases.jsonl` (scores), `reasons_cases.jsonl` (explain mode's scores),
 `winner_cases.jsonl`, `letter_cases.jsonl`, `handwritten_answers.jsonl` (hand-written answers of all three tasks,
-written before the issue-44 readers) and `handwritten_redteam.jsonl` (hand-written against those readers' design,
-before they were run on them). A row's label is its `intended` value where it has one, else the
+written before the issue-44 readers), `handwritten_redteam.jsonl` (hand-written against those readers' design,
+before they were run on them) and `redteam_i44b.jsonl` (the second red team's, written from the docs against the
+first round's readers, labelled before running). A row's label is its `intended` value where it has one, else the
 reading its table expects (`scores` or `expected`), `null` or "failed" meaning no one reading.
 
 It uses only the readers' public functions, whose signatures have not changed, so the same script measures any
@@ -34,7 +35,7 @@ from tangpoetrybench.rubric import load_rubric
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 CORPORA = {"parser_cases.jsonl": "scores", "reasons_cases.jsonl": "explain", "winner_cases.jsonl": "winner",
            "letter_cases.jsonl": "letter", "handwritten_answers.jsonl": None,
-           "handwritten_redteam.jsonl": None}  # None: each row names its task
+           "handwritten_redteam.jsonl": None, "redteam_i44b.jsonl": None}  # None: each row names its task
 COLUMNS = ("n", "ok", "repaired", "failed", "lost", "partial", "wrong")
 
 

@@ -67,3 +67,17 @@ def test_a_served_backend_says_it_is_served_after_listing_the_models():
     backend = load_backend("api", model="m", base_url="http://127.0.0.1:9/v1")
     backend.listed = ["m"]
     assert backend.served is True and backend.reads_choices is None and not backend.constrains
+
+
+def test_a_backend_is_recorded_under_the_row_it_was_chosen_by(tmp_path, monkeypatch, tiny_models):
+    """A subclass that inherits its parent's `name`, registered under a row of its own, is recorded as that row (its
+    records said "transformers", so a resume or the leaderboard could not tell the two apart)."""
+    (tmp_path / "tpb_inheriting_backend.py").write_text(
+        "from tangpoetrybench.judging.backends.transformers import TransformersBackend\n\n\n"
+        "class Ink(TransformersBackend):\n    pass\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(BACKENDS, "ink", BackendRow("tpb_inheriting_backend:Ink", "inherits its name"))
+    [result] = load_evaluator("pae", backend="ink", model=str(tiny_models["qwen3-vl"]), constrained=True,
+                              device="cpu").score(tiny_pae_items()[:1])
+    assert result.settings["backend"] == "ink"
+    assert load_backend("transformers", model=str(tiny_models["qwen3-vl"]), device="cpu").name == "transformers"

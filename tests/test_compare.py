@@ -144,8 +144,8 @@ def test_the_pairwise_prompt_and_parser():
     system = messages[0]["content"][0]["text"]
     assert all(rubric.dimension(k).name["en"] in system for k in rubric.keys) and '"winner"' in system
     assert pair_answer_schema()["properties"]["winner"]["enum"] == ["A", "B"]
-    assert parse_pair_answer('{"winner": "B", "reason": "quieter"}').status == "ok"
-    repaired = parse_pair_answer('I prefer B.\n```json\n{"winner": "b", "reason": "x"}\n```')
+    assert parse_pair_answer('{"winner": "B", "reason": "B is closer to the poem."}').status == "ok"
+    repaired = parse_pair_answer('```json\n{"winner": "b", "reason": "B is closer to the poem."}\n```')
     assert repaired.winner == "B" and repaired.status == "repaired" and "code fence" in repaired.error
     assert parse_pair_answer("A").winner == "A" and parse_pair_answer("A").status == "repaired"  # a bare letter
     for bad in ('{"winner": "tie"}', "", None, '{"reason": "A is better"}', "Not B."):
@@ -211,11 +211,11 @@ def test_api_pairwise_through_transformers_serve(server, demo_built, tmp_path): 
 def test_a_pairwise_answer_saved_by_the_repair_round_keeps_its_winner(server, demo_built, tmp_path):  # noqa: F811
     """The first answer is prose, the repair round's is the form: the order is `repaired`, with the repair's winner
     and reason (not the first answer parsed again); its raw output stays the first answer."""
-    from tangpoetrybench.judging.tasks.scores import REPAIR_PROMPT
+    from tangpoetrybench.judging.reading import REPAIR
 
     def answer(request: dict, response: dict) -> dict:
-        repair = request["messages"][-1]["content"] == REPAIR_PROMPT
-        response["choices"][0]["message"]["content"] = (json.dumps({"winner": "B", "reason": "the moon is there"})
+        repair = request["messages"][-1]["content"] == REPAIR["winner"]  # asks for a reason about the chosen image
+        response["choices"][0]["message"]["content"] = (json.dumps({"winner": "B", "reason": "B better shows the moon."})
                                                         if repair else "Both are lovely, in their ways.")
         return response
 
@@ -227,7 +227,7 @@ def test_a_pairwise_answer_saved_by_the_repair_round_keeps_its_winner(server, de
     [row] = [line.record for line in read_lines(tmp_path / "pairs.jsonl")]
     for order in row["orders"]:
         assert order["status"] == "repaired" and order["winner"] == "B", order
-        assert order["reason"] == "the moon is there" and order["raw"] == "Both are lovely, in their ways."
+        assert order["reason"] == "B better shows the moon." and order["raw"] == "Both are lovely, in their ways."
 
 
 @pytest.mark.slow
@@ -272,5 +272,7 @@ def test_a_folder_of_ones_own_images_is_compared_without_a_dataset(tiny_models, 
     rows = [line.record for line in read_lines(out)]
     assert [r["pair_id"] for r in rows] == [p.pair_id for p in pairs] and all(r["verdict"] for r in rows)
     assert rows[0]["random_weights"] is True
+    # constrained decoding closes the reason at once (the form PAE is trained to give): every answer reads as is
+    assert all(o["status"] == "ok" and o["reason"] == "" for r in rows for o in r["orders"]), rows
     assert main(["compare", "--images", str(folder), "--evaluator", "pae", "--out", str(out)]) == 2
     assert "give --dataset DIR, or --images DIR with --poems FILE" in capsys.readouterr().err

@@ -51,9 +51,11 @@ def test_reasons_are_read_beside_the_scores_and_never_change_them():
     partial = parse_answer(format_answer(SCORES, TANG, gaps), TANG, explain=True)
     assert partial.scores == plain.scores and partial.status == "ok"
     assert set(partial.reasons) == set(TANG.keys) - {"safety", "core_imagery", "artistic_style"}
-    for broken in ('{"scores": %s, "reasons": ["a", "b"]}', '{"scores": %s}', '{"scores": %s, "reasons": {"safety": 3}}'):
-        answer = parse_answer(broken % format_answer(SCORES, TANG), TANG, explain=True)
-        assert answer.scores == plain.scores and answer.reasons == {}, broken
+    answer = parse_answer('{"scores": %s}' % format_answer(SCORES, TANG), TANG, explain=True)
+    assert answer.scores == plain.scores and answer.reasons == {}
+    for broken in ('{"scores": %s, "reasons": ["a", "b"]}', '{"scores": %s, "reasons": {"safety": 3}}'):
+        answer = parse_answer(broken % format_answer(SCORES, TANG), TANG, explain=True)  # no sentences: no form
+        assert answer.status == "failed" and answer.reasons == {}, broken
     # A plain-mode reader of an explained answer reads its scores one level down; explain mode reads them as ok.
     assert parse_answer(format_answer(SCORES, TANG, REASONS), TANG).scores == plain.scores
     assert parse_answer("not json", TANG, explain=True).status == "failed"

@@ -2,8 +2,9 @@
 (the scores' table, `parser_cases.jsonl`, runs in test_parsing.py) hold one answer per line with the reading a
 careful person gives it (`expected`, or "failed" where it has none), its kind, and what the reader returns: the
 reading, or a failed read (`status: failed`) whose error names the condition (`refused`). A new case is one more line.
-Then the envelope every reader opens answers with (every family's reasoning wrapper, fences, struck-through text),
-duplicate keys, SemJudge's steps, the versions, and a resume across versions refused."""
+Then the envelope every reader opens answers with (every family's reasoning wrapper, which must be empty; fences;
+struck-through text; width), the strict JSON reader, SemJudge's steps, the versions, and a resume across versions
+refused."""
 
 import json
 import re
@@ -22,7 +23,7 @@ from tangpoetrybench.judging.judge import Attempt
 from tangpoetrybench.judging.pairwise import Pair, PairAnswer, pair_record
 from tangpoetrybench.judging.reading import (VERSIONS, parse_answer, parse_letter, parse_pair_answer, read_json,
                                              read_reasons, schema_problems)
-from tangpoetrybench.judging.reading.core import collect, drop_thinking, whole_fence
+from tangpoetrybench.judging.reading.core import Num, Pairs, drop_thinking, parse_json, whole_fence
 from tangpoetrybench.judging.reading.envelope import Unreadable, open_envelope
 from tangpoetrybench.poems import sample_poems
 from tangpoetrybench.rubric import load_rubric
@@ -96,9 +97,27 @@ def test_every_form_and_refusal_in_the_docs(case):
         assert status == case.get("status", "repaired"), error
 
 
+def documented_conditions() -> list[str]:
+    """The phrases docs/reading.md's refusal table says the errors hold."""
+    rows = [line for line in DOCS.read_text(encoding="utf-8").splitlines() if re.match(r"\| R\d+ \|", line)]
+    return [p for line in rows for p in re.findall(r'"([^"]+)"', line.rsplit("|", 2)[-2])]
+
+
+def test_every_refusal_names_a_condition_of_the_docs_table():
+    conditions = documented_conditions()
+    rows = FORMS + table("handwritten_answers.jsonl") + table("handwritten_redteam.jsonl") + [
+        {**c, "task": task} for task, name in (("scores", "parser_cases.jsonl"), ("winner", "winner_cases.jsonl"),
+                                              ("letter", "letter_cases.jsonl")) for c in table(name)] + [
+        {**c, "task": "scores", "explain": True} for c in REASONS]
+    unnamed = [(c["task"], c["answer"][:40], error) for c in rows
+               if (read := read_any(c))[0] is None and not any(p in read[2] for p in conditions)
+               for error in [read[2]]]
+    assert len(conditions) > 25 and not unnamed, unnamed[:5]
+
+
 def test_the_docs_table_and_the_forms_file_name_the_same_forms():
     documented = set(re.findall(r"^\| ([SWLR]\d+) \|", DOCS.read_text(encoding="utf-8"), re.M))
-    assert documented == {c["form"] for c in FORMS} and len(documented) == 34
+    assert documented == {c["form"] for c in FORMS} and len(documented) == 28
 
 
 HAND_WRITTEN = table("handwritten_answers.jsonl") + table("handwritten_redteam.jsonl")
@@ -124,9 +143,10 @@ def test_the_tables_hold_enough_of_every_kind():
         assert "failed" in readings and len(readings) > 2  # cases that read, and cases that must fail
 
 
-def test_every_familys_reasoning_wrapper_is_set_apart():
-    """A closed block is reasoning; a lone closing tag means everything before it was; one opened and never closed,
-    or channels without a final one, leave no final answer."""
+def test_every_familys_reasoning_wrapper_is_set_apart_and_must_be_empty():
+    """An empty block is set apart; one that holds anything is refused (what it concludes cannot be shown to agree
+    with the final answer); a lone closing tag means everything before it was reasoning; one opened and never
+    closed, or channels without a final one, leave no final answer."""
     for opening, closing in [("<think>", "</think>"), ("<thinking>", "</thinking>"), ("<reasoning>", "</reasoning>"),
                              ("<reflection>", "</reflection>"), ("<seed:think>", "</seed:think>"),
                              ("[THINK]", "[/THINK]"), ("◁think▷", "◁/think▷"),
@@ -134,22 +154,31 @@ def test_every_familys_reasoning_wrapper_is_set_apart():
                              ("Here is my thought process:", "Here is my response:"),
                              ("<|channel|>analysis<|message|>",
                               "<|end|><|start|>assistant<|channel|>final<|message|>")]:
-        opened = open_envelope(f"{opening}A? maybe.{closing}\nB")
-        assert opened.body.strip() == "B" and [t.strip() for t in opened.thoughts] == ["A? maybe."], opening
+        assert open_envelope(f"{opening}\n\n{closing}\nB").body.strip() == "B", opening
+        with pytest.raises(Unreadable, match="the reasoning block holds text"):
+            open_envelope(f"{opening}The snow is thin.{closing}\nB")
         with pytest.raises(Unreadable, match="never closed|no final answer"):
             open_envelope(f"{opening}A? maybe. B" if opening.startswith(("<", "[", "◁", "Here")) and "channel" not in
                           opening else f"{opening}A? maybe. B<|end|>")
-    assert open_envelope("A? maybe.</think>\nB").body.strip() == "B"  # the opening tag was in the prompt
+    assert open_envelope("\n</think>\nB").body.strip() == "B"  # the opening tag was in the prompt
     assert open_envelope("<answer>B</answer>").body.strip() == "B" and open_envelope("\\boxed{C}").body == "C"
     with pytest.raises(Unreadable, match="struck-through"):
         open_envelope("~~A~~ B")
-    answer = 'I think A.</think>{"winner": "B", "reason": "snow"}'  # the reasoning concludes otherwise
-    assert parse_pair_answer(answer).winner is None and "the reasoning concludes A" in parse_pair_answer(answer).error
-    assert parse_letter("C?</think>C").letter == "C" and parse_letter("A.</think>C").letter is None
-    assert parse_letter("A? or B?</think>C").letter == "C"  # a question concludes nothing
-    assert read_json(answer)[0] == {"winner": "B", "reason": "snow"}  # SemJudge's steps: the thinking dropped
+    for answer in ('I think A.</think>{"winner": "B", "reason": "B is sharper."}', "C?</think>C", "A? or B?</think>C"):
+        read = parse_pair_answer(answer) if "winner" in answer else parse_letter(answer)
+        assert read.status == "failed" and "the reasoning block holds text" in read.error
+    assert parse_letter("<think>\n\n</think>\n\nC").letter == "C"  # Qwen3 with thinking off
+    assert read_json('I think A.</think>{"winner": "B"}')[0] == {"winner": "B"}  # SemJudge's steps: thinking dropped
     assert drop_thinking("<think>A? B? C") == ("", True)
     assert read_json('<think>{"winner": "A"}')[1].startswith("not valid JSON")  # the answer never came
+
+
+def test_width_is_folded_and_nothing_else():
+    """Full-width characters read as ASCII; superscripts, circled digits and fractions stay themselves, so that no
+    value grows a digit (NFKC would make `0.5¹` 0.51)."""
+    assert open_envelope("Ｂ：０．６７　").body == "B:0.67 "
+    assert open_envelope("0.5¹ 0.5① ½ ⅓").body == "0.5¹ 0.5① ½ ⅓"
+    assert parse_pair_answer("Ｗｉｎｎｅｒ：Ｂ").winner == "B"
 
 
 def test_fences_open_where_they_stand():
@@ -157,11 +186,16 @@ def test_fences_open_where_they_stand():
     assert whole_fence('```json\n{"a": 1}\n```') == '{"a": 1}' and whole_fence("x ```y```") == "x ```y```"
 
 
-def test_a_key_given_twice_differently_is_never_the_last_one_silently():
-    notes = []
-    found = collect([("winner", "A"), ("reason", "x"), ("winner", "B")], notes)
-    assert found["winner"] == ["A", "B"] and "winner: given twice with different values" in notes
-    assert collect([("a", 1), ("a", 1.0)], []) == {"a": 1}
+def test_json_is_read_strictly_with_repairs_that_cannot_change_a_value():
+    repairs = []
+    value = parse_json("{'a': 0.50, b: [1, None,], 'a': '2',}", repairs)
+    assert value == Pairs([("a", Num("0.50")), ("b", [Num("1"), None]), ("a", "2")])  # a key twice is kept twice
+    assert repairs == ["single quotes", "bare keys", "Python's None", "a trailing comma"]
+    for text, error in (('{"a": 1} and more', "text outside the form"), ('{"a": 1, // note\n}', "a comment in the JSON"),
+                        ('{"a": 1 # note\n}', "a comment in the JSON"), ('{"a": 0.', "cut off"),
+                        ('{"a": "x', "cut off"), ('{"a" 1}', "does not load")):
+        with pytest.raises(Unreadable, match=error):
+            parse_json(text)
 
 
 def test_steps_read_strictly_and_validate_with_jsonschema():
@@ -178,7 +212,7 @@ def test_steps_read_strictly_and_validate_with_jsonschema():
 
 
 def test_the_versions_are_in_one_place():
-    assert VERSIONS == {"scores": 6, "winner": 4, "letter": 4, "steps": 1}
+    assert VERSIONS == {"scores": 7, "winner": 5, "letter": 5, "steps": 1}
     judge = load_evaluator("api", model="pae", base_url="http://127.0.0.1:9/v1")
     assert judge.settings()["parser"] == VERSIONS["scores"]
 
@@ -202,7 +236,7 @@ def judged_under_older_rules(reader: str, tmp_path: Path) -> tuple[list[str], di
     if reader == "winner":
         judge = load_evaluator("api", task="pairwise", model="pae", base_url=DEAD)
         answers = [PairAnswer(read.winner, text, read.status, read.error, read.reason) for text in (
-            '{"winner": "A", "reason": "the snow"}', '{"winner": "B", "reason": "the snow"}')
+            '{"winner": "A", "reason": "A is sharper."}', '{"winner": "B", "reason": "B is sharper."}')
             if (read := parse_pair_answer(text))]
         record = pair_record(Pair(poem, f"g1/{poem.poem_id}", f"g2/{poem.poem_id}"), judge, answers)
         return ["compare", *served, "--evaluator", "api"], record

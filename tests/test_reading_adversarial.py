@@ -3,9 +3,12 @@ docs/reading.md's grammar, with ambiguity composed into it — a scale or a dire
 hedge in a value, the same dimension or choice given again with another value (another object, a line, a table
 row, a duplicate key, the other language), a reasoning wrapper of any family concluding otherwise, a reason that
 praises the other image or calls the winner worse, a tie, a split verdict, a renamed option, a title two candidates
-share or one that begins another's, a correction, a truncation. The property: **the reader never returns a confident
-value other than the intended one**, and where the composition leaves the answer without one reading, it returns
-none.
+share or one that begins another's, a correction, a truncation — and the classes the second red team found: footnote
+marks on a value, articles and school grades where a letter stands, N/A words, a direction or a scale of the answer's
+own in prose, remarks after a value, comments in JSON, reasoning that concludes in words or letters, renamed images,
+notes that undo or doubt the answer, reasons that fault the winner. The property: **the reader never returns a
+confident value other than the intended one**, and where the composition leaves the answer without one reading, it
+returns none. A second property: every accepted form, clean, reads its intended value.
 
 The fast suite runs a few hundred answers per task; the slow one (`-m slow -k adversarial`) runs at least 10,000
 per task and counts them."""
@@ -53,9 +56,11 @@ def run(check, examples: int) -> int:
     return len(seen)
 
 
-def draw_kinds(rng: random.Random, kinds: list[str]) -> list[str]:
-    """One to three compositions; a truncation only with harmless ones (a cut may remove the very text another
-    composition added, leaving an answer with one reading)."""
+def draw_kinds(rng: random.Random, kinds: list[str], clean: bool) -> list[str]:
+    """One to three compositions (none for a clean answer); a truncation only with harmless ones (a cut may remove the
+    very text another composition added, leaving an answer with one reading)."""
+    if clean:
+        return []
     drawn = rng.sample(kinds, rng.randint(1, 3))
     return [k for k in drawn if k in ("truncation", "benign", "wrapper same")] if "truncation" in drawn else drawn
 
@@ -93,7 +98,7 @@ def written(rng: random.Random, dim, value, letters: bool) -> str:
     """A value as free text (or a JSON string) writes it: a number, an option letter, an N/A word."""
     options = [o for o in dim.options if o.score == value]
     if value is None:
-        return rng.choice(["null", "N/A", "excluded", "n/a"] + ([options[0].letter] if letters else []))
+        return rng.choice(["null", "N/A", "n/a", "不适用"] + ([options[0].letter] if letters else []))
     if letters and options and rng.random() < 0.4:
         return rng.choice([options[0].letter, f"({options[0].letter})"])
     return number(rng, value)
@@ -103,9 +108,9 @@ def name_of(rng: random.Random, dim, style: str) -> str:
     return {"key": dim.key, "en": dim.name["en"], "zh": dim.name["zh"]}[style]
 
 
-def render_scores(rng: random.Random, scores: dict, form: str, bad: dict) -> str:
+def render_scores(rng: random.Random, scores: dict, form: str, bad: dict, clean: bool = False) -> str:
     """A correct answer of `scores` in `form`, with `bad` values (dimension → text) written in place of the right
-    ones."""
+    ones; `clean`: only in the forms that read (lines end in a newline, a table has no reason column)."""
     keys = [d.key for d in DIMS]
     if form in ("json", "fence", "explain", "json-lenient", "json-names", "json-strings"):
         style = rng.choice(["key", "en", "zh"]) if form == "json-names" else "key"
@@ -139,9 +144,10 @@ def render_scores(rng: random.Random, scores: dict, form: str, bad: dict) -> str
             name = name_of(rng, dim, style)
             shown = bad.get(dim.key) or written(rng, dim, scores[dim.key], letters=True)
             lines.append(f"{bullet}{'**' + name + '**' if bold else name}{sep}{shown}")
-        return "\n".join(lines) + rng.choice(["", "\n"])
+        return "\n".join(lines) + ("\n" if clean else rng.choice(["", "\n"]))
     # table
-    header = rng.choice([("Dimension", "Score"), ("维度", "分数"), ("Dimension", "Score", "Reason")])
+    header = rng.choice([("Dimension", "Score"), ("维度", "分数"), ("Dimension", "Score (0-1)")] +
+                        ([] if clean else [("Dimension", "Score", "Reason")]))
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for dim in DIMS:
         shown = bad.get(dim.key) or written(rng, dim, scores[dim.key], letters=False)
@@ -151,6 +157,19 @@ def render_scores(rng: random.Random, scores: dict, form: str, bad: dict) -> str
 
 
 SCORE_FORMS = ["json", "fence", "explain", "json-lenient", "json-names", "json-strings", "lines", "table"]
+MARKS = "¹²³⁴⁵⁶⁷⁸⁹₁₂₃①②③④⑤⑥⑦⑧⑨"
+ARTICLES = ["a few artifacts", "A bit soft.", "a touch off", "a poor fit", "A solid illustration.", "a partial match",
+            "a weak echo of the poem", "A lot of noise"]
+GRADES = ["B-", "D-", "B+", "A-", "C+", "A+"]
+NA_WORDS = ["none", "excluded", "none — the setting fits", "0 (n/a)", "N/A (0.67)", "n/a — the mood is wrong", "无"]
+DIRECTIONS = ["Values indicate the degree of deviation from the poem.", "Each score is how far the image falls short.",
+              "Here are the error rates:", "Confidence levels for each dimension:", "以下是各维度的问题严重程度：",
+              "Here are the weights I'd assign:", "数值越大问题越多。", "These are the defect rates per dimension:"]
+REMARKS = [" (partially accurate)", " — four stars", " — garbled characters in the corner", " (no text issue)",
+           " — 四星", " (roughly matches)", " — the poem names no setting", " pts", "分"]
+THOUGHTS_IN_WORDS = ["The fisherman is there but the snow is thin: {name} is partial.", "{name} → b.",
+                     "{name} gets two thirds.", "核心意象部分准确。", "For {name} I pick option (c).",
+                     "The {name} is only partial.", "Looks fine."]
 SCALES = ["Scores are on a 1–5 scale.", "All values are out of 10.", "Lower is better.",
           "(Higher numbers mean more problems.)", "按10分制评分。", "These are penalty scores.",
           "Scores are inverted here: 0 is best.", "The values are percentages.", "Each value is a risk score.",
@@ -168,14 +187,23 @@ def shown(value) -> str:
     return "null" if value is None else f"{value:g}"
 
 
-def compose_scores(rng: random.Random):
+def compose_scores(rng: random.Random, clean: bool = False):
     """(answer, intended scores or None where it admits no one reading, strict): strict asks that the reader fail."""
     scores = draw_scores(rng)
     form = rng.choice(SCORE_FORMS)
     kinds = draw_kinds(rng, ["scale", "hedge", "duplicate", "wrapper", "correction", "truncation", "label", "missing",
                              "scaled", "prose number", "struck", "benign", "wrapper same", "adjust", "stray",
-                             "reason", "remark"])
+                             "reason", "remark", "footnote", "article", "grade", "na word", "direction",
+                             "any remark", "comment", "wrapper words"], clean)
     bad: dict = {}
+    dim = rng.choice(DIMS)
+    if "footnote" in kinds and form in ("lines", "table", "json-strings") and scores[dim.key] is not None:
+        bad[dim.key] = f"{shown(scores[dim.key])}{rng.choice(MARKS)}"  # intended: the value, or nothing
+    for kind, words in (("article", ARTICLES), ("grade", GRADES), ("na word", NA_WORDS)):
+        if kind in kinds and form in ("lines", "table", "json-strings") and dim.key not in bad:
+            bad[dim.key] = rng.choice(words)
+    if "any remark" in kinds and form in ("lines", "table") and dim.key not in bad:
+        bad[dim.key] = written(rng, dim, scores[dim.key], letters=False) + rng.choice(REMARKS)
     if "hedge" in kinds:
         hedged = rng.choice(DIMS)
         a = scores[hedged.key] if scores[hedged.key] is not None else 0.5
@@ -185,8 +213,7 @@ def compose_scores(rng: random.Random):
         for scaled in DIMS:
             if scores[scaled.key] is not None and scaled.key not in bad:
                 bad[scaled.key] = f"{round(scores[scaled.key] * factor):g}"
-    text = render_scores(rng, scores, form, bad)
-    dim = rng.choice(DIMS)
+    text = render_scores(rng, scores, form, bad, clean)
     other = other_value(rng, dim, scores[dim.key])
     reasoned = "reason" in kinds and form == "explain"
     if reasoned:
@@ -201,8 +228,17 @@ def compose_scores(rng: random.Random):
                              and gone.name["zh"] not in line)
         else:
             text = json.dumps({k: v for k, v in scores.items() if k != gone.key})
-    strict = bool(bad) or "missing" in kinds or reasoned
+    marked = "footnote" in kinds and len(bad) == 1 and bad.get(dim.key, "")[-1:] in MARKS
+    strict = bool(bad) and not marked or "missing" in kinds or reasoned
     intended = dict(scores)
+    if "comment" in kinds and form in ("json", "fence", "json-strings", "json-names") and "\n" in text:
+        at = rng.choice([i for i, c in enumerate(text) if c == "\n"])
+        text = text[:at] + rng.choice(["  // partial", "  /* looks right */", "  // was 0.67", "  # fine"]) + text[at:]
+        strict = True
+    if "direction" in kinds:
+        sentence = rng.choice(DIRECTIONS)
+        text = sentence + "\n" + text if rng.random() < 0.5 else text + "\n" + sentence
+        strict = True
     if "truncation" in kinds:
         text = truncate(rng, text)
     if "benign" in kinds:
@@ -261,6 +297,11 @@ def compose_scores(rng: random.Random):
         same = rng.choice(DIMS)
         opening, closing = rng.choice(WRAPPERS)
         text = f"{opening}Checking {same.name['en'].lower()}: {shown(intended[same.key])}.{closing}\n{text}"
+    if "wrapper words" in kinds:
+        opening, closing = rng.choice(WRAPPERS)
+        thought = rng.choice(THOUGHTS_IN_WORDS).format(name=dim.name["en"].lower())
+        text = f"{opening}{thought}{closing}\n{text}"
+        strict = True
     if "wrapper" in kinds:
         opening, closing = rng.choice(WRAPPERS)
         wrong = other_value(rng, dim, intended[dim.key])
@@ -292,10 +333,26 @@ def check_scores(rng: random.Random) -> None:
 
 # --- the pairwise winner ----------------------------------------------------------------------------------------------
 
-FAVOURS = ["Image {W} keeps the lone boat and the falling snow.", "{W} is better than {L} at conveying the solitude.",
-           "{L} lacks the fisherman entirely.", "{L} falls short of {W} in capturing the snow.",
-           "The snowy river and the solitary fisherman are both there.", "图{W}描绘了明月与霜，意境更贴切。",
-           "{W} keeps the snow, which {L} loses.", "Image {L} is blurry.", "{W} captures the cold mood."]
+FAVOURS = ["Image {W} better keeps the lone boat and the falling snow.", "{W} is closer to the solitude of the poem.",
+           "图{W}描绘了明月与霜，意境更贴切。", "Image {W} more faithfully depicts the fisherman.", "",
+           "{W} captures the cold mood better.", "Image {W} better conveys the snow.",
+           "图{W}更符合诗意。", "{W} has the sharper brushwork and the more vivid river."]
+# reasons that name the other image, or do not show that they favour the winner: the reader refuses every one
+NAMING_THE_OTHER = ["{L} lacks the fisherman entirely.", "{W} is better than {L} at conveying the solitude.",
+                    "{L} falls short of {W} in capturing the snow.", "{W} keeps the snow, which {L} loses.",
+                    "Image {L} is blurry.", "The snowy river and the solitary fisherman are both there.",
+                    "{W} captures the cold mood."]
+FAULTING = ["{W} lacks the moon.", "{W} is missing the fisherman.", "{W} has no snow.", "{W} has a distorted boat.",
+            "{W} is cluttered.", "{W} is blurry.", "{W} has more artifacts.", "{W} contains more AI artifacts.",
+            "{W} 画面模糊。", "{W}缺少渔翁。", "{W} is better, but blurry.", "{W} is hardly better.",
+            "{W} is less faithful.", "{W} would be better with snow.", "{W} is better? Not really.",
+            "{W} conveys the mood worse.", "图{W}略显模糊，更差。"]
+RENAMINGS = ["The one on top", "The leading image", "The preceding image", "The image shown first", "The image above",
+             "The rightmost", "Picture #2", "Img2", "The 2nd", "The opening image", "前一张", "头一张", "后一幅",
+             "图甲", "甲图", "乙图", "一号图", "上一张", "第1张", "The former", "Its rival", "The other one"]
+UNDOING = ["They are about even.", "It is a coin flip.", "两张图半斤八两。", "各有千秋。", "I swapped the images.",
+           "The reverse holds.", "The JSON above is wrong.", "Disregard my verdict.", "上面写反了。", "反过来才对。",
+           "以上答案有误。", "(dummy answer)", "样例输出", "不太确定。", "This is a guess.", "Erratum: winner is the first."]
 AGAINST = ["Image {L} better captures the cold loneliness of the poem.", "{L} is the stronger illustration overall.",
            "{L} has the better moon, {W} the better mood.", "Both are equally good; it is a toss-up.",
            "{W} is weaker than {L} on the core imagery.", "Image {L} has no flaws at all, but {W} is fine.",
@@ -325,25 +382,30 @@ def render_winner(rng: random.Random, winner: str, loser: str, reason: str, form
         label = rng.choice(["Winner", "**Winner:**", "Answer", "Final answer", "Verdict", "胜者", "答案", "The winner is"])
         sep = "" if label.endswith(":**") or label.endswith(" is") else rng.choice([": ", " = ", " — ", "："])
         text = f"{label}{sep} {rng.choice([winner, 'Image ' + winner, '**' + winner + '**'])}".replace("  ", " ")
-        return text + (f"\nReason: {reason}" if rng.random() < 0.6 else "")
+        return text + (f"\nReason: {reason}" if reason and rng.random() < 0.6 else "")
     if form == "bare":
         return rng.choice([winner, f"({winner})", f"{winner}.", f"Image {winner}", f"**{winner}**"])
     return rng.choice([f"Image {winner} is better.", f"{winner} wins.", f"I prefer image {winner}.",
                        f"图{winner}更好。", f"我选{winner}。", f"{winner} is the better illustration."])
 
 
-def compose_winner(rng: random.Random):
+def compose_winner(rng: random.Random, clean: bool = False):
     winner = rng.choice("AB")
     loser = "B" if winner == "A" else "A"
     form = rng.choice(["exact", "object", "line", "bare", "sentence"])
     kinds = draw_kinds(rng, ["against", "tie", "split", "duplicate", "renamed", "wrapper", "correction", "doubt",
-                             "truncation", "benign", "wrapper same", "prose", "out of range"])
+                             "truncation", "benign", "wrapper same", "prose", "out of range", "faulting",
+                             "naming the other", "renamed in the reason", "undo", "wrapper words"], clean)
     strict = False
-    reason = rng.choice(FAVOURS).format(W=winner, L=loser)
-    if "against" in kinds and form in ("exact", "object", "line"):
-        reason = rng.choice(AGAINST).format(W=winner, L=loser)
+    reason, against = rng.choice(FAVOURS).format(W=winner, L=loser), False
+    for kind, reasons, favours in (("against", AGAINST, False), ("faulting", FAULTING, False),
+                                   ("naming the other", NAMING_THE_OTHER, True)):
+        if kind in kinds and form in ("exact", "object", "line"):
+            reason, against = rng.choice(reasons).format(W=winner, L=loser), not favours
+    if "renamed in the reason" in kinds and form in ("exact", "object", "line"):
+        reason, against = f"{rng.choice(FAVOURS[:2]).format(W=winner)} {rng.choice(RENAMINGS)} is weaker.", True
     text = render_winner(rng, winner, loser, reason, form)
-    strict = "against" in kinds and json.dumps(reason, ensure_ascii=False)[1:-1] in text.replace("'", '"')
+    strict = against and json.dumps(reason, ensure_ascii=False)[1:-1] in text.replace("'", '"')
     intended = winner
     if "truncation" in kinds:
         text = truncate(rng, text)
@@ -363,7 +425,11 @@ def compose_winner(rng: random.Random):
         strict = True
     if "renamed" in kinds:
         text += "\n" + rng.choice(["The second image is better.", "Image 2 wins.", "The first one.", "The right one.",
-                                   "图二更好。", "The latter.", "Image X is better."])
+                                   "图二更好。", "The latter.", "Image X is better."] +
+                                  [f"{name} is weaker." for name in RENAMINGS])
+        strict = True
+    if "undo" in kinds:
+        text += "\n" + rng.choice(UNDOING)
         strict = True
     if "out of range" in kinds:
         text = rng.choice(["Winner: C", '{"winner": "C", "reason": "x"}', "C", "Image C is better."]) + (
@@ -387,6 +453,12 @@ def compose_winner(rng: random.Random):
         opening, closing = rng.choice(WRAPPERS)
         other = "B" if intended == "A" else "A"
         thought = rng.choice([f"So the answer is {other}.", f"Winner: {other}", f"{other} is better.", f"图{other}更好。"])
+        text = f"{opening}{thought}{closing}\n{text}"
+        strict = True
+    if "wrapper words" in kinds:
+        opening, closing = rng.choice(WRAPPERS)
+        thought = rng.choice([f"So the answer is {'ab'['AB'.index(loser)]}.", "I will go with the one shown first.",
+                              "The image above wins.", "所以甲图更好。", "所以前者更好。", "A is better. Is B better? Hmm."])
         text = f"{opening}{thought}{closing}\n{text}"
         strict = True
     return text, (None if strict else intended), strict
@@ -417,7 +489,7 @@ def draw_titles(rng: random.Random) -> list[str]:
     return titles
 
 
-def compose_letter(rng: random.Random):
+def compose_letter(rng: random.Random, clean: bool = False):
     titles = draw_titles(rng)
     i = rng.randrange(4)
     letter, title = "ABCD"[i], titles[i]
@@ -450,7 +522,7 @@ def compose_letter(rng: random.Random):
         text = rng.choice([f"{letter} is correct.", f"It is {letter}.", f"I'd go with option {letter.lower()}.",
                            f"选{letter}"])
     kinds = draw_kinds(rng, ["duplicate", "renamed", "wrapper", "hedge", "correction", "other title", "none",
-                             "out of range", "truncation", "benign", "wrapper same"])
+                             "out of range", "truncation", "benign", "wrapper same", "undo", "wrapper words"], clean)
     intended = letter
     if "truncation" in kinds:
         text = truncate(rng, text)
@@ -477,6 +549,10 @@ def compose_letter(rng: random.Random):
     if "none" in kinds:
         text += "\n" + rng.choice(["None of them fit.", "Neither.", "都不是。"])
         strict = True
+    if "undo" in kinds:
+        text += rng.choice(["\n", "\n\n"]) + rng.choice(UNDOING + ["上面写反了，应选前一个。", "Could also be the final option.",
+                                                         "Could also be the last one.", "(not confident)"])
+        strict = True
     if "out of range" in kinds:
         text = rng.choice(["E", "Answer: F", "选E"]) + "\n" + text
         strict = True
@@ -487,6 +563,12 @@ def compose_letter(rng: random.Random):
         opening, closing = rng.choice(WRAPPERS)
         wrong = "ABCD"[other_i] if other != intended else letter
         thought = rng.choice([f"It must be {wrong}.", f"Answer: {wrong}", f"《{titles['ABCD'.index(wrong)]}》 fits."])
+        text = f"{opening}{thought}{closing}\n{text}"
+        strict = True
+    if "wrapper words" in kinds:
+        opening, closing = rng.choice(WRAPPERS)
+        thought = rng.choice([f"So the answer is {other.lower()}.", "... so the answer should be the second option.",
+                              f"所以选{other}。", f"The lone fisherman: this is {titles[other_i]}."])
         text = f"{opening}{thought}{closing}\n{text}"
         strict = True
     return text, titles, (None if strict else intended), strict
@@ -502,14 +584,43 @@ def check_letter(rng: random.Random) -> None:
     assert parsed.letter == intended, f"read {parsed.letter}, intended {intended}:\n{text}\n{titles}\n{parsed.error}"
 
 
+# --- every form, clean, reads ----------------------------------------------------------------------------------------
+
+def check_clean_scores(rng: random.Random) -> None:
+    text, intended, _ = compose_scores(rng, clean=True)
+    explain = "reasons" in text and rng.random() < 0.5
+    parsed = parse_answer(text, RUBRIC, explain=explain)
+    assert parsed.status != "failed", f"a clean answer refused:\n{text}\n{parsed.notes}"
+    assert all(parsed.scores[k] == pytest.approx(intended[k]) if intended[k] is not None else parsed.scores[k] is None
+               for k in RUBRIC.keys), (text, parsed.scores)
+
+
+def check_clean_winner(rng: random.Random) -> None:
+    text, intended, _ = compose_winner(rng, clean=True)
+    parsed = parse_pair_answer(text)
+    assert parsed.winner == intended, f"a clean answer not read as {intended}:\n{text}\n{parsed.notes}"
+
+
+def check_clean_letter(rng: random.Random) -> None:
+    text, titles, intended, strict = compose_letter(rng, clean=True)
+    parsed = parse_letter(text, 4, titles)
+    assert parsed.letter == (None if strict else intended), f"a clean answer read {parsed.letter}:\n{text}\n{titles}"
+
+
 # --- the tests --------------------------------------------------------------------------------------------------------
 
 CHECKS = {"scores": check_scores, "winner": check_winner, "letter": check_letter}
+CLEAN = {"scores": check_clean_scores, "winner": check_clean_winner, "letter": check_clean_letter}
 
 
 @pytest.mark.parametrize("task", CHECKS)
 def test_no_confident_wrong_value_on_generated_answers(task):
     assert run(CHECKS[task], FAST) >= FAST
+
+
+@pytest.mark.parametrize("task", CLEAN)
+def test_every_form_clean_reads(task):
+    assert run(CLEAN[task], FAST) >= FAST
 
 
 @pytest.mark.slow

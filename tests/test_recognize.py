@@ -112,7 +112,8 @@ def test_letter_parser_never_guesses():
     assert parse_letter("B").letter == "B" and parse_letter("B").status == "ok"
     assert parse_letter("（C）").letter == "C"
     assert parse_letter("答案：D").status == "repaired" and parse_letter("答案：D").letter == "D"
-    assert parse_letter("<think>A? or B?</think>\nC").letter == "C"
+    assert parse_letter("<think>\n\n</think>\nC").letter == "C"  # an empty reasoning block, as with thinking off
+    assert parse_letter("<think>A? or B?</think>\nC").letter is None  # a reasoning block that holds text
     assert parse_letter("A moonlit river, so B").letter is None  # "A" may be option A: refused, never guessed
     for bad in ("", "A or B", "E", "none of them", "The answer is not B.", "Definitely not A."):
         assert parse_letter(bad).status == "failed" and parse_letter(bad).letter is None, bad

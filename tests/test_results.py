@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -148,6 +149,31 @@ def test_files_written_before_records_named_their_task_are_read_as_they_always_w
     for record in old[:3]:  # failed answers hold no scores: the file's rubric scores elsewhere decide
         record.update(scores={}, quality=None, parse_status="failed")
     assert ResultsFile.read(write(tmp_path / "old-failed.jsonl", old)).task == "scores"
+
+
+def test_a_file_relabelled_as_another_task_is_refused_by_its_fields(demo_built, files, tmp_path, capsys):
+    """A letter file whose records say `scores` holds no rubric dimension: tpb agree refuses it (it read it as a rubric
+    judge's, with 0 of N per dimension); a rubric judge's file relabelled `letter` holds scores the letter task has
+    not; a scalar metric's holds none."""
+    letter = [json.loads(line) for line in files["recognize"].read_text(encoding="utf-8").splitlines()]
+    relabelled = write(tmp_path / "letter-as-scores.jsonl", [r | {"task": "scores"} for r in letter])
+    assert main(["agree", "--dataset", str(demo_built), "--scores", str(relabelled)]) == 2
+    assert re.search(r"letter-as-scores.jsonl: image .*: scores: recognizability is not a dimension of the rubric "
+                     r"it is compared on \(safety, ", capsys.readouterr().err)
+    rubric = [json.loads(line) for line in files["rubric"].read_text(encoding="utf-8").splitlines()]
+    with pytest.raises(ValueError, match=r"scores as letter.jsonl:1: image .*: scores.safety: not a score of this "
+                                         r"task \(its records hold recognizability\)"):
+        ResultsFile.read(write(tmp_path / "scores as letter.jsonl", [r | {"task": "letter"} for r in rubric]))
+    with pytest.raises(ValueError, match=r"scores.safety: not a score of this task \(its records hold no scores\)"):
+        ResultsFile.read(write(tmp_path / "scalar.jsonl", [r | {"task": "scalar"} for r in rubric]))
+
+
+def test_an_old_letter_file_of_another_evaluator_is_read_as_letter(files, tmp_path):
+    """The legacy rule: a file without tasks whose scores hold only recognizability is the letter task's, whatever
+    its evaluator is named (it was read as rubric scores)."""
+    old = [{k: v for k, v in json.loads(line).items() if k != "task"} | {"evaluator": "my-letter"}
+           for line in files["recognize"].read_text(encoding="utf-8").splitlines()]
+    assert ResultsFile.read(write(tmp_path / "old-letter.jsonl", old)).task == "letter"
 
 
 # --- one open per results file --------------------------------------------------------------------------------------

@@ -28,8 +28,7 @@ from tangpoetrybench.judging.backends.served import (ServedBackend, is_hf_host, 
                                                      retry_after_seconds, retry_delay, usage_line, wire_messages)
 from tangpoetrybench.judging.evaluators import load_evaluator
 from tangpoetrybench.judging.evaluators.base import ScalarResult, ScoringItem
-from tangpoetrybench.judging.reading import VERSIONS
-from tangpoetrybench.judging.tasks.scores import REPAIR_PROMPT
+from tangpoetrybench.judging.reading import REPAIR, VERSIONS
 from tangpoetrybench.models import chat_inputs
 from tangpoetrybench.reward import Scalar, load_reward
 from tangpoetrybench.poems import sample_poems
@@ -239,7 +238,7 @@ def test_a_malformed_answer_gets_one_repair_round(server, demo_built, tmp_path, 
     first, second = records(out)
     assert len(proxy.requests) == 3 and [r["settings"]["repair"] for r in (first, second)] == [1, 1]
     # the batch's questions first, then the repair round of those that did not read
-    assert proxy.requests[2]["last_messages"] == [("assistant", MALFORMED), ("user", REPAIR_PROMPT)]
+    assert proxy.requests[2]["last_messages"] == [("assistant", MALFORMED), ("user", REPAIR["scores"])]
     assert first["raw_output"] == MALFORMED and first["parse_status"] == "repaired"
     assert first["repair"] == {"raw_output": GOOD, "parse_status": "ok", "error": None}
     assert first["scores"]["core_imagery"] == 0.33 and first["quality"] is not None
@@ -256,12 +255,13 @@ def test_a_malformed_answer_gets_one_repair_round(server, demo_built, tmp_path, 
     assert row["settings"]["repair"] == 0
 
 
-# Free-text answers the issue-44 readers refuse (each old reader read a value from it) and the repair round's answer.
+# Free-text answers the strict readers refuse (the first issue-44 readers read a confident wrong value from each:
+# the red team's F5, F10, F9) and the repair round's answer, in the strict form the repair asks for.
 REFUSED = {
-    "scores": (GOOD + "\nNote: for safety, lower numbers mean fewer problems.", GOOD, "a direction of its own"),
-    "pairwise": (json.dumps({"winner": "A", "reason": "B is not worse than A in any respect."}),
-                 json.dumps({"winner": "B", "reason": "the moon is there"}), "does not show that it favours A"),
-    "letter": ("Probably C.", "C", "hedges or doubts"),
+    "scores": ("Here are the error rates:\n" + GOOD, GOOD, "text outside the form"),
+    "pairwise": ("Winner: B\nThe one on top is weaker.", json.dumps({"winner": "A", "reason": "Image A better shows the moon."}),
+                 "text outside the form"),
+    "letter": ("C\n\n上面写反了，应选前一个。", "A", "text outside the form"),
 }
 
 
@@ -281,6 +281,8 @@ def test_the_repair_round_reads_what_the_reader_refused(task, server, demo_built
     def answer(request: dict, response: dict) -> dict:
         last = request["messages"][-1]["content"]  # the repair's text alone is a plain string on the wire
         repair = isinstance(last, str) and last.startswith("Reply with")
+        assert not repair or last == {"scores": REPAIR["scores"], "pairwise": REPAIR["winner"],
+                                      "letter": "Reply with the poem's letter only: A, B, C or D."}[task]
         response["choices"][0]["message"]["content"] = second if repair else first
         return response
 
@@ -299,7 +301,7 @@ def test_the_repair_round_reads_what_the_reader_refused(task, server, demo_built
             compare_to_jsonl(judge, pairs, load, tmp_path / "pairs.jsonl")
             [row] = [line.record for line in read_lines(tmp_path / "pairs.jsonl")]
             for order in row["orders"]:
-                assert order["status"] == "repaired" and order["winner"] == "B" and order["raw"] == first, order
+                assert order["status"] == "repaired" and order["winner"] == "A" and order["raw"] == first, order
                 assert condition in order["error"]
         else:
             poems = read_poems(demo_raw / "poems.jsonl")
@@ -308,7 +310,7 @@ def test_the_repair_round_reads_what_the_reader_refused(task, server, demo_built
             judge = load_evaluator("recognize", model=server["model"], base_url=proxy.url, candidates=candidates,
                                    max_new_tokens=4)
             [result] = judge.score([item])
-            assert result.parse_status == "repaired" and result.evidence["letters"] == ["C"] * 4
+            assert result.parse_status == "repaired" and result.evidence["letters"] == ["A"] * 4
             assert json.loads(result.raw_output) == [first] * 4 and condition in result.error
     chats = [r for r in proxy.requests if r["path"].endswith("/chat/completions")]
     assert len(chats) == {"scores": 2, "pairwise": 4, "letter": 8}[task]  # every question asked, then repaired once

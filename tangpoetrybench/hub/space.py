@@ -31,7 +31,7 @@ from PIL import Image, ImageDraw
 from ..errors import DataError, ImageError, ImageTooLarge
 from ..files import DEFAULT_MAX_IMAGE_PIXELS, open_image, pixels_only
 from ..numeric import counted
-from ..judging.backends import BACKENDS, backend_class
+from ..judging.backends import BACKENDS, backend_class, load_backend
 from ..judging.backends.transformers import DEFAULT_MODEL, TransformersBackend
 from ..judging.ocr.evaluator import TextOCR
 from ..judging.calibrated import Calibrated, load_calibration
@@ -447,8 +447,8 @@ class Scorer:
         if "backend" not in self._loaded:
             c = self.config
             keep_apart = bool(c.adapter) and (self.shares_qwen or not c.semjudge_url)
-            self._loaded["backend"] = backend_class(c.backend)(c.model, c.adapter, c.device,
-                                                               merge_adapter=not keep_apart)
+            self._loaded["backend"] = load_backend(c.backend, c.model, c.adapter, c.device,
+                                                   merge_adapter=not keep_apart)
         return self._loaded["backend"]
 
     def evaluator(self, name: str) -> Evaluator:

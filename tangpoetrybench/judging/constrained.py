@@ -161,7 +161,7 @@ def text_tokens(tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
 # --- the pairwise answer: {"winner": "A" | "B", "reason": "<text without quotes, backslashes or control characters>"}
 
 PAIR_PREFIX, PAIR_MIDDLE, PAIR_END = '{"winner": "', '", "reason": "', '"}'
-CLOSE_RESERVE = 4  # tokens kept back at the end of the budget to close the reason
+CLOSE_RESERVE = 4  # tokens kept beyond the fixed text's: the quote and the brace may come as tokens of their own
 
 
 def pair_state(text: str) -> tuple[str, str]:
@@ -191,35 +191,25 @@ def pair_state(text: str) -> tuple[str, str]:
 
 
 @lru_cache(maxsize=4)
-def _reason_tokens(tokenizer) -> tuple[torch.Tensor, tuple[tuple[int, str], ...]]:
-    """(ids of the tokens that may stand inside the reason, (id, text) of the tokens holding a quote that may close
-    it), from one pass over the vocabulary."""
-    free, closing = [], []
+def _closing_tokens(tokenizer) -> tuple[tuple[int, str], ...]:
+    """(id, text) of the tokens that begin with the quote closing the reason, from one pass over the vocabulary."""
     special = set(getattr(tokenizer, "all_special_ids", []))
-    for i in range(len(tokenizer)):
-        if i in special:
-            continue
-        piece = tokenizer.decode([i])
-        if not piece:
-            continue
-        if '"' in piece:
-            if not (REASON_FORBIDDEN - {'"'}) & set(piece):
-                closing.append((i, piece))
-        elif not REASON_FORBIDDEN & set(piece):
-            free.append(i)
-    return torch.tensor(free, dtype=torch.long), tuple(closing)
+    return tuple((i, piece) for i in range(len(tokenizer)) if i not in special
+                 and (piece := tokenizer.decode([i])).startswith('"') and not (REASON_FORBIDDEN - {'"'}) & set(piece))
 
 
 class PairAnswerConstraint(LogitsProcessor):
-    """Keeps every row's answer in the pairwise form: the fixed text, then A or B, then a one-line reason closed in
-    time (`budget`: the answer's token budget), then end of sequence."""
+    """Keeps every row's answer in the pairwise form: the fixed text, then A or B, then an empty reason, then end of
+    sequence — the form PAE is trained to give. A reason the decoding left free would be free text that the reader
+    reads only where it can show it favours the winner (docs/reading.md), and a constrained run has no repair round:
+    so the reason is closed at once (`budget`: the answer's token budget, checked to hold the form)."""
 
     def __init__(self, tokenizer, prompt_length: int, eos_token_ids: Sequence[int], budget: int):
-        self.tokenizer, self.prompt_length, self.budget = tokenizer, prompt_length, budget
+        self.tokenizer, self.prompt_length = tokenizer, prompt_length
         self.eos = sorted(set(eos_token_ids))
         ids = {i for p in (PAIR_PREFIX, PAIR_MIDDLE, PAIR_END, "A", "B") for i in tokenizer.encode(p, add_special_tokens=False)}
         self.fixed = {i: tokenizer.decode([i]) for i in sorted(ids)}
-        self.free, self.closing = _reason_tokens(tokenizer)
+        self.closing = _closing_tokens(tokenizer)
         self.quote = tokenizer.encode('"', add_special_tokens=False)[0]
         shortest = len(tokenizer.encode(PAIR_PREFIX + "A" + PAIR_MIDDLE + PAIR_END, add_special_tokens=False))
         if budget < shortest + CLOSE_RESERVE:
@@ -239,12 +229,9 @@ class PairAnswerConstraint(LogitsProcessor):
             elif where == "reason":
                 closing = [i for i, piece in self.closing if pair_state(text + piece)[0] != "bad"]
                 mask[row, closing or [self.quote]] = 0
-                if len(ids) < self.budget - CLOSE_RESERVE:
-                    if self.free.device != scores.device:  # moved once, not copied at every step
-                        self.free = self.free.to(scores.device)
-                    mask[row, self.free] = 0
-            else:
-                allowed = [i for i, piece in self.fixed.items() if pair_state(text + piece)[0] != "bad"]
+            else:  # a piece may reach the reason, but not write into it
+                allowed = [i for i, piece in self.fixed.items() if (after := pair_state(text + piece)[0]) != "bad"
+                           and (after != "reason" or (text + piece).endswith(PAIR_MIDDLE))]
                 if where == "literal":
                     allowed.append(self.tokenizer.encode(rest, add_special_tokens=False)[0])
                 mask[row, allowed] = 0

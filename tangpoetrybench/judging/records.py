@@ -33,6 +33,7 @@ ERROR_KINDS = ("input", *MODEL_FAILURES, "parse")
 VERDICTS = ("x", "y", "tie")
 WINNERS = ("A", "B")
 UNKNOWN_WEIGHTS = "unknown"  # `random_weights` of a served model: nobody can vouch for its weights
+RECOGNIZABILITY = "recognizability"  # the letter task's one score: the share of candidate orders answered right
 
 
 def shown(value: Any) -> str:
@@ -102,11 +103,18 @@ class Weights:
 
 @dataclass(frozen=True)
 class Scores:
-    """The rubric's scores: an object of numbers in [0, 1] or null, by dimension key (or null)."""
+    """Scores by name: an object of numbers in [0, 1] or null (or null). `keys`: the only names the task's records
+    may hold (None: a rubric's dimensions, which the rubric a reader compares them with checks:
+    `results.ResultsFile.rubric_scores`)."""
+
+    keys: tuple[str, ...] | None = None
 
     def problems(self, key: str, value: Any) -> Iterator[str]:
         yield from Value("object", nullable=True).problems(key, value)
         for name, score in (value.items() if isinstance(value, dict) else ()):
+            if self.keys is not None and name not in self.keys:
+                yield (f"{key}.{name}: not a score of this task (its records hold "
+                       f"{', '.join(self.keys) or 'no scores'})")
             yield from Number().problems(f"{key}.{name}", score)
 
 
@@ -260,6 +268,8 @@ class LetterResult(EvalResult):
     """The Phase-1 question (`tasks.letter`): `quality` (= `scores.recognizability`) the share of candidate orders
     answered right; `evidence` every order's letter and, where read, probabilities."""
 
+    scores: dict[str, float | None] = feature(Scores(keys=(RECOGNIZABILITY,)))
+
     task: ClassVar[str] = "letter"
     compared_with: ClassVar[str] = "recognizability"
 
@@ -268,6 +278,7 @@ class LetterResult(EvalResult):
 class ScalarResult(EvalResult):
     """One number per image on a scale of its own (CLIPScore's is [0, 2.5]): `scores` is empty."""
 
+    scores: dict[str, float | None] = feature(Scores(keys=()))
     quality: float | None = feature(Number(bounded=False))
 
     task: ClassVar[str] = "scalar"

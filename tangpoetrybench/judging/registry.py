@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from ..errors import Notice
 from ..rubric import BUILTIN as BUNDLED_RUBRICS
-from .backends import BACKENDS, backend_class, constructor_options
+from .backends import BACKENDS, backend_class, constructor_options, load_backend
 from .records import POINTWISE, record_type
 
 PLUGIN_GROUP = "tangpoetrybench.evaluators"
@@ -347,7 +347,8 @@ def build_backend(backend: str, options: dict, images_per_prompt: int = 1):
     cls = backend_class(backend)
     takes = constructor_options(cls)
     given = {k: options.pop(k) for k in [k for k in options if k in takes and k in OPTION_NAMES]}
-    return cls(**given, **({"images_per_prompt": images_per_prompt} if "images_per_prompt" in takes else {}))
+    return load_backend(backend, **given,
+                        **({"images_per_prompt": images_per_prompt} if "images_per_prompt" in takes else {}))
 
 
 def _judge(name: str, make_task: Callable[[], Any], task_name: str, options: dict, images_per_prompt: int = 1):

@@ -8,9 +8,12 @@
   declarations (`per`, `compared_with`, `ranks_generators`), never by the evaluator's name.
 - **Files written before records named their task** are read by one legacy rule (`legacy_task`), applied once per
   file to its records without a `task`: pair records are `pairwise`; the recognize evaluator's are `letter`, the
-  text-ocr evaluator's `text` (the only evaluators of those tasks then); any other file with rubric scores in a
-  record is `scores`, and one without is `scalar` — what those files always meant. New records always name their
-  task, and nothing else is guessed.
+  text-ocr evaluator's `text` (the only evaluators of those tasks then); any other file whose scores hold only
+  `recognizability` is `letter`, one with other scores in a record is `scores`, and one without is `scalar` — what
+  those files always meant. New records always name their task, and nothing else is guessed.
+- **The rubric's scores are the rubric's**: a reader that sets a rubric judge's records beside people
+  (`ResultsFile.rubric_scores`) refuses a record holding a score that is not a dimension of the rubric it compares
+  with (another rubric's judge, a file relabelled by hand); a task with scores of its own names them (`records.Scores`).
 - `Resume` is a run adding to its results file (`tpb score` and `tpb compare` alike): what is done, checked record
   by record against the run's settings, and the one way of appending (flushed and synced to disk per batch).
 
@@ -63,7 +66,10 @@ def legacy_task(lines: Iterable[dict]) -> str:
     named = {LEGACY_TASKS.get(r.get("evaluator")) for r in lines}
     if len(named) == 1 and None not in named:
         return named.pop()
-    return "scores" if any(isinstance(r.get("scores"), dict) and r["scores"] for r in lines) else "scalar"
+    scored = [set(r["scores"]) for r in lines if isinstance(r.get("scores"), dict) and r["scores"]]
+    if scored and all(keys == {records.RECOGNIZABILITY} for keys in scored):
+        return "letter"
+    return "scores" if scored else "scalar"
 
 
 def task_of(record: dict, legacy: str | None = None) -> str:
@@ -72,6 +78,18 @@ def task_of(record: dict, legacy: str | None = None) -> str:
     if isinstance(task, str):
         return task
     return legacy or legacy_task([record])
+
+
+def rubric_scores(record: dict, keys: Sequence[str], path: Path | str) -> list[float | None]:
+    """A rubric judge's record's scores in `keys`' order (None where it gives none), for a reader that sets them
+    beside people on the rubric of `keys`. A record holding a score that is not one of `keys` was not scored on that
+    rubric (another rubric's judge, a file relabelled by hand): refused, naming the file, the image and the score."""
+    scores = record.get("scores") or {}
+    other = sorted(set(scores) - set(keys))
+    if other:
+        raise ValueError(f"{path}: image {record.get('image_id')!r}: scores: {', '.join(other)} is not a dimension of "
+                         f"the rubric it is compared on ({', '.join(keys)}): these results were not scored on it")
+    return [scores.get(k) for k in keys]
 
 
 def record_id(record: dict) -> tuple[str, str]:
@@ -238,6 +256,13 @@ class ResultsFile:
         with its model and servers, since the evaluator's name alone says nothing of who answered."""
         servers = self.servers
         return f"{self.name}: {self.model} at {', '.join(servers)}" if servers else self.name
+
+    def rubric_scores(self, image_id: str, keys: Sequence[str]) -> list[float | None]:
+        """The scores of an image's record in `keys`' order (`rubric_scores`; a scalar metric's are all None)."""
+        record = self.records[image_id]
+        if self.record_type.compared_with != "rubric":
+            return [(record.get("scores") or {}).get(k) for k in keys]
+        return rubric_scores(record, keys, self.path)
 
     def status_counts(self, ids: Iterable[str]) -> dict[str, int]:
         """How many of these images' results parsed `ok`, were `repaired` or `failed`."""

@@ -40,7 +40,7 @@ from ..judging.abstention import ABSTAIN_SETTING
 from ..judging.calibrated import CALIBRATION_SETTING, Calibration
 from ..judging.records import RECORD_TYPES, abstained
 from ..judging.registry import evaluator_names, label_of
-from ..judging.results import PER_RESULT_SETTINGS, Results, ResultsFile, two_settings
+from ..judging.results import PER_RESULT_SETTINGS, Results, ResultsFile, rubric_scores, two_settings
 from ..numeric import counted, fmt, fmt_ci, fmt_interval
 from .findings import spearman
 from .pairwise import lay_out_strengths, leaderboard_strengths
@@ -61,6 +61,7 @@ class Scores:
     settings: dict
     records: dict[str, dict]  # by image_id
     results: list[ResultsFile]  # the files, each read once
+    source: dict[str, str]  # by image_id, the file its record is from
 
     @property
     def files(self) -> list[str]:
@@ -136,7 +137,7 @@ def read_score_files(files: Sequence[Results]) -> Scores:
                                  "image once")
             records[image_id], source[image_id] = record, str(path)
     settings = {k: v for k, v in made.items() if k not in ("evaluator", "model")}
-    return Scores(made["evaluator"], made["model"] or "", settings, records, files)
+    return Scores(made["evaluator"], made["model"] or "", settings, records, files, source)
 
 
 def unproven_files(files: Sequence[ResultsFile], dataset: str | Path, split: str, rated_ids: set[str]) -> list[str]:
@@ -282,8 +283,8 @@ def compute_leaderboard(dataset: str | Path, scores: Sequence[Results], split: s
     if kept is not None:  # the images the judge abstained on leave every column
         compared = [i for i in compared if i not in kept.abstained]
         judged = [r for r in rows if r["image_id"] not in kept.abstained]
-    judge_values = {tuple(i.split("/", 1)): [(s.records[i].get("scores") or {}).get(k) for k in keys]
-                  + [s.records[i].get("quality")] for i in compared}
+    judge_values = {tuple(i.split("/", 1)): rubric_scores(s.records[i], keys, s.source[i])
+                    + [s.records[i].get("quality")] for i in compared}
     human_values = {(r["generator"], r["poem_id"]): [r[c] for c in columns] for r in judged
                     if r["poem_id"] in keep and r["generator"] in scored}
     rated = [g for g in generators if any(human_values.get((g, p), [None])[-1] is not None for p in poems)]

@@ -54,8 +54,7 @@ def agreement_data_of(rows: list[dict], results: ResultsFile, rubric: Rubric) ->
         record = records.get(row["image_id"])
         if record is None:
             continue
-        scores = record.get("scores") or {}
-        pred[i] = [np.nan if scores.get(k) is None else scores[k] for k in keys]
+        pred[i] = [np.nan if v is None else v for v in results.rubric_scores(row["image_id"], keys)]
         pred_quality[i] = np.nan if record.get("quality") is None else record["quality"]
     return AgreementData(
         image_ids=[r["image_id"] for r in rows], poem_ids=[r["poem_id"] for r in rows], keys=rubric.keys,

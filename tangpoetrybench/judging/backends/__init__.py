@@ -103,7 +103,7 @@ class Backend(Protocol):
     subclasses this protocol gets the defaults below (a local backend that constrains nothing and reads choices as
     text)."""
 
-    name: str  # recorded as settings["backend"]
+    name: str  # recorded as settings["backend"]: the row of `BACKENDS` it was built from (`load_backend` sets it)
     model_name: str
     served: bool = False  # it asks a server, a request per answer: a base URL chooses it, a run reports the tokens
     default_repair: int = 0  # a judge's repair rounds for an answer that does not read, unless told (0 or 1)
@@ -164,10 +164,13 @@ def constructor_options(cls: type) -> tuple[str, ...]:
     return tuple(inspect.signature(cls).parameters)
 
 
-def load_backend(name: str, **options) -> Backend:
-    """Build a backend by name; its options go to its class (`model`, `adapter`, `device`, ... for the local ones,
-    `base_url`, `api_key_env`, ... for a server)."""
-    return backend_class(name)(**options)
+def load_backend(name: str, *args, **options) -> Backend:
+    """Build the backend of the row `name`; its options go to its class (`model`, `adapter`, `device`, ... for the
+    local ones, `base_url`, `api_key_env`, ... for a server). It is named after its row, whatever its class inherits:
+    a subclass registered under a name of its own is recorded (settings["backend"]) as what the user chose."""
+    backend = backend_class(name)(*args, **options)
+    backend.name = name
+    return backend
 
 
 __all__ = ["Answer", "BACKENDS", "Backend", "BackendRow", "Constraint", "Question", "backend_class",

@@ -1,23 +1,22 @@
-"""What the readers share below their grammars: JSON segments of a text and lenient JSON loading.
+"""What the readers share below their grammars: one JSON value read strictly, with the repairs that cannot change
+what it says, and SemJudge's steps' unwrapping.
 
-- `segments`: the top-level `{…}` and `[…]` of a text (quotes and `//` comments respected), each with where it
-  starts and whether it closes (an unclosed one runs to the end: a cut-off answer).
-- `loads`: a segment as JSON, leniently: raw newlines inside strings, `//` and `/* */` comments (taken out, and
-  returned, so that a reader checks what they say), single quotes, trailing commas, bare keys, Python's `None`,
-  `True`, `False`; a key given twice with different values is a `Conflict`, never the last one silently.
+- `parse_json(text)`: the text as exactly one JSON value and nothing else (whitespace aside). Syntax is repaired
+  where the repair cannot change a value: single quotes, bare keys, trailing commas, raw newlines inside strings,
+  Python's `None`, `True`, `False`. Objects come back as `Pairs` (every key in order, so a key given twice is seen);
+  numbers as `Num`, their text as written, so that a reader checks the number's form (`0.5`, not `5e-1`). A comment
+  (`//`, `/* */`, `#`) is text outside the form; an object that does not close is cut off; anything after the value
+  is text outside the form. Each of these raises `Unreadable` naming it.
 - `drop_thinking`, `whole_fence`: SemJudge's steps' strict reading (`steps`): a `<think>` block dropped, an answer
   that is one code fence unwrapped.
 """
 
 from __future__ import annotations
 
-import ast
-import json
 import re
-import warnings
 from dataclasses import dataclass
 
-from .envelope import FENCE
+from .envelope import FENCE, Unreadable, excerpt
 
 THINK_BLOCK = re.compile(r"<think>.*?</think>", re.S)
 
@@ -38,146 +37,140 @@ def whole_fence(text: str) -> str:
     return m.group(1).strip() if m else text
 
 
-# --- JSON segments -------------------------------------------------------------------------------------------------
+class Pairs(list):
+    """A JSON object as its (key, value) pairs, in order, so that a key given twice is seen."""
 
-@dataclass
-class Segment:
-    """A top-level {…} or […] of a text: its text, where it starts, and whether it closes."""
+    def keys(self) -> list[str]:
+        return [k for k, _ in self]
+
+    def get(self, key: str, default=None):
+        return next((v for k, v in self if k == key), default)
+
+
+@dataclass(frozen=True)
+class Num:
+    """A JSON number as written."""
 
     text: str
-    start: int
-    closed: bool
-
-    @property
-    def end(self) -> int:
-        return self.start + len(self.text)
 
 
-def segments(text: str) -> list[Segment]:
-    """Every top-level {…} or […] in the text (quotes and // comments respected), with whether it is closed; an
-    unclosed one runs to the end of the text."""
-    out, start, stack, quote, escaped, comment = [], None, [], None, False, False
-    for i, c in enumerate(text):
-        if comment:
-            comment = c != "\n"
-        elif quote:
-            escaped = c == "\\" and not escaped
-            if c == quote and not escaped:
-                quote = None
-        elif c == '"' and stack:  # single quotes are apostrophes in prose; inside JSON they are repaired later
-            quote = c
-        elif stack and text.startswith("//", i):
-            comment = True
-        elif c in "{[":
-            if not stack:
-                start = i
-            stack.append("}" if c == "{" else "]")
-        elif stack and c == stack[-1]:
-            stack.pop()
-            if not stack:
-                out.append(Segment(text[start: i + 1], start, True))
-        elif stack and c in "}]":  # a mismatched closer: the segment is not well formed; start over
-            stack, start = [], None
-    if stack and start is not None:
-        out.append(Segment(text[start:], start, False))
-    return out
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+BARE_KEY = re.compile(r"[A-Za-z_\u4e00-\u9fff][\w \-\u4e00-\u9fff]*?(?=\s*:)")
+LITERALS = {"null": None, "None": None, "true": True, "True": True, "false": False, "False": False}
+ESCAPES = {'"': '"', "'": "'", "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
-class Pairs(list):
-    """A JSON object as its (key, value) pairs, so that repeated keys are seen."""
-
-
-class Conflict(list):
-    """The different values given for one key: a duplicate key in an object. No reader takes one of them."""
-
-
-def collect(pairs, notes: list[str]) -> dict:
-    """A dict of (key, value) pairs. A key given twice with the same value keeps it; with different values it holds
-    a `Conflict`."""
-    out: dict = {}
-    for key, value in pairs:
-        if key in out and not _same(out[key], value):
-            notes.append(f"{key}: given twice with different values")
-            value = Conflict([*(out[key] if isinstance(out[key], Conflict) else [out[key]]), value])
-        elif key in out:
-            notes.append(f"{key}: given twice, the same")
-        out[key] = value
-    return out
-
-
-def _same(one, other) -> bool:
-    return type(one) is type(other) and one == other or (
-        isinstance(one, (int, float)) and isinstance(other, (int, float)) and one == other
-        and not isinstance(one, bool) and not isinstance(other, bool))
-
-
-def split_comments(segment: str) -> tuple[str, list[str]]:
-    """A JSON segment without its // and /* */ comments (quotes respected), and the comments' text."""
-    out, found, i, quote = [], [], 0, None
-    while i < len(segment):
-        c = segment[i]
-        if quote:
-            out.append(c)
-            if c == "\\":
-                out.append(segment[i + 1: i + 2])
-                i += 1
-            elif c == quote:
-                quote = None
-        elif c in "\"'":
-            quote = c
-            out.append(c)
-        elif segment.startswith("//", i) or segment.startswith("/*", i):
-            block = segment.startswith("/*", i)
-            end = segment.find("*/" if block else "\n", i)
-            end = len(segment) if end < 0 else end + (2 if block else 0)
-            found.append(segment[i + 2: end - (2 if block and segment.endswith("*/", 0, end) else 0)])
-            i = end
-            continue
-        else:
-            out.append(c)
-        i += 1
-    return "".join(out), found
-
-
-def loads(segment: str, notes: list[str]):
-    """A segment as JSON (raw newlines inside strings allowed), or as a Python literal after repairs (comments,
-    quotes, commas, bare keys); None if neither. Objects come back as dicts, a key given twice with different values
-    holding a `Conflict`."""
-    try:
-        return _dedupe(json.loads(segment, object_pairs_hook=Pairs, strict=False), notes)
-    except ValueError:
-        pass
-    bare, comments = split_comments(segment)
-    if comments:
-        notes.append("removed comments from the JSON")
-        try:
-            return _dedupe(json.loads(bare, object_pairs_hook=Pairs, strict=False), notes)
-        except ValueError:
-            pass
-    fixed = bare.replace("“", '"').replace("”", '"').replace("‘", "'").replace("’", "'")
-    fixed = re.sub(r"([{,]\s*)([A-Za-z_\u4e00-\u9fff][A-Za-z0-9_ \-\u4e00-\u9fff]*?)\s*:", r'\1"\2":', fixed)
-    py = re.sub(r"\bnull\b", "None", re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", fixed)))
-    try:
-        with warnings.catch_warnings():  # "invalid escape sequence" in a string: the literal keeps the backslash
-            warnings.simplefilter("ignore")
-            value = _literal_pairs(ast.parse(py, mode="eval").body)  # literals only: no code runs
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return None
-    notes.append("repaired JSON syntax (quotes, trailing commas or bare keys)")
-    return _dedupe(value, notes)
-
-
-def _literal_pairs(node):
-    if isinstance(node, ast.Dict):
-        return Pairs((ast.literal_eval(k), _literal_pairs(v)) for k, v in zip(node.keys, node.values))
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return [_literal_pairs(v) for v in node.elts]
-    return ast.literal_eval(node)
-
-
-def _dedupe(value, notes: list[str]):
-    if isinstance(value, Pairs):
-        return collect([(k, _dedupe(v, notes)) for k, v in value], notes)
-    if isinstance(value, list):
-        return [_dedupe(v, notes) for v in value]
+def parse_json(text: str, repairs: list[str] | None = None):
+    """The text as one JSON value (see the module's docstring); `repairs` collects what syntax was repaired."""
+    parser = _Parser(text, repairs if repairs is not None else [])
+    parser.space()
+    value = parser.value()
+    parser.space()
+    if parser.i < len(text):
+        raise Unreadable(f"text outside the form after the JSON object: {excerpt(text[parser.i:])}")
     return value
+
+
+class _Parser:
+    def __init__(self, text: str, repairs: list[str]):
+        self.text, self.i, self.repairs = text, 0, repairs
+
+    def fail(self, what: str):
+        if not re.search(r"[}\]]", self.text[self.i:]):  # nothing left that could close it
+            raise Unreadable("the JSON object is cut off: it never closes")
+        raise Unreadable(f"{what} at {excerpt(self.text[self.i:])}: the JSON does not load")
+
+    def repaired(self, what: str) -> None:
+        if what not in self.repairs:
+            self.repairs.append(what)
+
+    def space(self) -> None:
+        while self.i < len(self.text):
+            c = self.text[self.i]
+            if c in " \t\r\n":
+                self.i += 1
+            elif self.text.startswith(("//", "/*"), self.i) or c == "#":
+                raise Unreadable(f"a comment in the JSON ({excerpt(self.text[self.i:])}): text outside the form")
+            else:
+                return
+
+    def value(self):
+        if self.i >= len(self.text):
+            self.fail("no value")
+        c = self.text[self.i]
+        if c == "{":
+            return self.container("}", self.pair)
+        if c == "[":
+            return self.container("]", self.value)
+        if c in "\"'":
+            return self.string()
+        if m := NUMBER.match(self.text, self.i):
+            self.i = m.end()
+            return Num(m.group(0))
+        for word, literal in LITERALS.items():
+            if self.text.startswith(word, self.i) and not self.text[self.i + len(word): self.i + len(word) + 1].isalnum():
+                self.i += len(word)
+                if word not in ("null", "true", "false"):
+                    self.repaired(f"Python's {word}")
+                return literal
+        self.fail("no JSON value")
+
+    def container(self, closer: str, item):
+        self.i += 1
+        out = Pairs() if closer == "}" else []
+        while True:
+            self.space()
+            if self.text.startswith(closer, self.i):
+                self.i += 1
+                return out
+            out.append(item())
+            self.space()
+            if self.text.startswith(",", self.i):
+                self.i += 1
+                self.space()
+                if self.text.startswith(closer, self.i):
+                    self.repaired("a trailing comma")
+            elif not self.text.startswith(closer, self.i):
+                self.fail(f"no ',' or '{closer}'")
+
+    def pair(self):
+        if self.i < len(self.text) and self.text[self.i] in "\"'":
+            key = self.string()
+        elif m := BARE_KEY.match(self.text, self.i):
+            key = m.group(0).strip()
+            self.i = m.end()
+            self.repaired("bare keys")
+        else:
+            self.fail("no key")
+        self.space()
+        if not self.text.startswith(":", self.i):
+            self.fail("no ':' after a key")
+        self.i += 1
+        self.space()
+        return key, self.value()
+
+    def string(self) -> str:
+        quote = self.text[self.i]
+        if quote == "'":
+            self.repaired("single quotes")
+        self.i += 1
+        out = []
+        while self.i < len(self.text):
+            c = self.text[self.i]
+            if c == quote:
+                self.i += 1
+                return "".join(out)
+            if c == "\\":
+                nxt = self.text[self.i + 1: self.i + 2]
+                if nxt in ESCAPES:
+                    out.append(ESCAPES[nxt])
+                    self.i += 2
+                    continue
+                if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", self.text[self.i + 2: self.i + 6]):
+                    out.append(chr(int(self.text[self.i + 2: self.i + 6], 16)))
+                    self.i += 6
+                    continue
+                self.fail("an unknown escape in a string")
+            out.append(c)
+            self.i += 1
+        self.fail("a string that never closes")

@@ -8,10 +8,10 @@ import functools
 import re
 
 from ...rubric import Rubric
-from .envelope import normalise
+from .envelope import fold_width
 
 KEY_SUFFIX = re.compile(r"(?:score|rating|得分|分数|评分)$")
-SEPARATOR = r"\s*(?::|=|\s[-–—]\s|[—–])\s*"
+SEPARATOR = r"[ \t]*(?::|=|[ \t][-–—][ \t]|[—–])[ \t]*"  # between a name and its value on a line
 
 
 def normal(key: str) -> str:
@@ -28,7 +28,7 @@ def alias(rubric: Rubric, key) -> str | None:
 
 @functools.lru_cache(maxsize=4096)
 def _alias(dims: tuple[tuple[str, ...], ...], key: str) -> str | None:
-    text = normalise(key)
+    text = fold_width(key)
     outside, *inside = [p for p in re.split(r"[()]", text) if p.strip()] or [""]
     table, hits = _name_table(dims), []
     for i, part in enumerate([outside, *inside]):
@@ -72,29 +72,3 @@ def key_pattern(dims: tuple[tuple[str, ...], ...]) -> re.Pattern:
     `情感共鸣(Emotional resonance):`, `Text integrity —`."""
     return re.compile(r"(?<![A-Za-z0-9_])[\"']?((?:" + name_forms(dims) + r")(?:[\s_]*(?:score|rating|得分|分数))?"
                       r"(?:\s*\([^()\n]{1,40}\))?)[\"']?" + SEPARATOR, re.I)
-
-
-@functools.lru_cache(maxsize=16)
-def mention_pattern(dims: tuple[tuple[str, ...], ...]) -> re.Pattern:
-    """A dimension's name anywhere in a sentence ("wait, core imagery should be 0.33")."""
-    return re.compile(r"(?<![A-Za-z0-9_])[\"'`]?(?:" + name_forms(dims) + r")(?![A-Za-z0-9])[\"'`]?"
-                      r"(?:[\s_]*(?:score|rating|得分|分数))?", re.I)
-
-
-@functools.lru_cache(maxsize=16)
-def word_pattern(dims: tuple[tuple[str, ...], ...]) -> re.Pattern:
-    """A dimension named loosely, as reasoning does ("the overall feel", "imagery", "核心"): its names, each word of
-    its English name of four letters or more that no other dimension's name has, and the first two characters of
-    a name in the tradition's own script. Group `i` matches the i-th dimension."""
-    def words(name: str) -> set[str]:
-        return {w.lower() for w in re.findall(r"[A-Za-z]{4,}", name)}
-
-    shared = {w for i, dim in enumerate(dims) for w in set().union(*map(words, dim))
-              if any(w in set().union(*map(words, other)) for j, other in enumerate(dims) if j != i)}
-    alternatives = []
-    for dim in dims:
-        forms = {re.escape(n) for n in dim} | {re.escape(w) for w in set().union(*map(words, dim)) - shared}
-        forms |= {re.escape(run[:2]) for n in dim for run in re.findall(r"[\u4e00-\u9fff]{2,}", n)[:1]}
-        forms |= {r"[\s_\-]*".join(map(re.escape, n.split("_"))) for n in dim if "_" in n}
-        alternatives.append("(" + "|".join(sorted(forms, key=len, reverse=True)) + ")")
-    return re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(alternatives) + r")(?![A-Za-z0-9])", re.I)

@@ -1,28 +1,30 @@
-"""What every answer comes in, opened the same way for every reader: its reasoning set apart, its final answer's
-text normalised. A reader then reads the final answer by its task's grammar, and checks the reasoning's conclusion
-against what it read (`ambiguity`).
+"""What every answer comes in, opened the same way for every reader before its grammar reads what is left: the
+final answer, which must then be exactly one form of the task's grammar (nothing before, after or between).
 
 - **Reasoning wrappers**, of every model family that writes one: `<think>…</think>` (Qwen3, DeepSeek-R1, QwQ, GLM,
   Hunyuan, InternVL, Phi), `<thinking>`, `<thought>`, `<reasoning>`, `<reflection>`, `<analysis>`, `<scratchpad>`,
   `<seed:think>` (Seed-OSS), `[THINK]…[/THINK]` (Magistral), `◁think▷…◁/think▷` (Kimi), `<|begin_of_thought|>…
   <|end_of_thought|>` (Sky-T1, OpenThoughts), gpt-oss's channels (`<|channel|>analysis<|message|>…` before
-  `<|channel|>final<|message|>…`), Granite's "Here is my thought process: … Here is my response: …". A closed block is
-  reasoning; a lone closing tag means everything before it was (the opening tag was in the prompt); a block opened
-  and never closed, or channels without a final one, leave no final answer: the read fails.
-- **Answer wrappers**: `<answer>…</answer>` (also `<final_answer>`, `<final>`, `<output>`, `<response>`, `<result>`,
-  `<|begin_of_solution|>…<|end_of_solution|>`) and `\\boxed{…}` are taken off, their content kept where it stood;
-  leftover special tokens (`<|im_end|>`, `<|return|>` …) are dropped.
-- **Normalised**: Unicode NFKC (full-width letters, digits and punctuation become ASCII: `Ｂ`, `０．６７`, `：`).
+  `<|channel|>final<|message|>…`), Granite's "Here is my thought process: … Here is my response: …". A lone closing
+  tag means everything before it was reasoning (the opening tag was in the prompt). **A reasoning block must be
+  empty** (Qwen3's `<think>\\n\\n</think>` with thinking off): whatever it says — a number, a letter, a label, or
+  "the snow is thin" — may conclude another value than the final answer, and no reader can show that it does not.
+  A block opened and never closed, or channels without a final one, leave no final answer.
+- **Answer wrappers** are taken off, their content kept: `<answer>…</answer>` (also `<final_answer>`, `<final>`,
+  `<output>`, `<response>`, `<result>`, `<|begin_of_solution|>…<|end_of_solution|>`), `\\boxed{…}`; leftover
+  special tokens (`<|im_end|>`, `<|return|>` …) are dropped.
 - **Code fences** are opened where they stand (their content on lines of its own); a fence never closed loses its
-  marker line only.
-- **Refused here**, for every reader: an empty answer, one longer than `MAX_CHARS` (every wait and size is
-  bounded), and struck-through text (`~~0.67~~ 0.33`, `<del>A</del> B`): an answer that corrects itself.
+  marker line only (what it held is then read, and refused if cut off).
+- **Width only** (`fold_width`): full-width ASCII (`Ｂ`, `０．６７`, `：`, `（`) becomes ASCII and every kind of space a
+  space. Not NFKC: NFKC makes `0.5¹` `0.51` and `½` `1⁄2`; a superscript, a circled digit or a combining mark stays
+  itself, and the grammar, which takes none of them, refuses it.
+- **Refused here**, for every reader: an empty answer, one longer than `MAX_CHARS` (every size is bounded), and
+  struck-through text (`~~0.67~~ 0.33`, `<del>A</del> B`): an answer that corrects itself.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass, field
 
 MAX_CHARS = 20_000  # an explain-mode answer at its 1,536-token limit is about 6,000 characters
@@ -44,6 +46,8 @@ SPECIAL = re.compile(r"<\|[a-z_]{2,30}\|>")
 FENCE = re.compile(r"```[\w+\-]*[ \t]*\n?(.*?)```", re.S)
 LONE_FENCE = re.compile(r"^[ \t]*```[\w+\-]*[ \t]*$", re.M)
 STRUCK = re.compile(r"~~[^~\n]+~~|<(del|s|strike)>.*?</\1>", re.S | re.I)
+WIDTH = {**{c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)},
+         **{c: 0x20 for c in (0xA0, 0x1680, *range(0x2000, 0x200B), 0x202F, 0x205F, 0x3000)}}
 
 
 class Unreadable(Exception):
@@ -53,31 +57,36 @@ class Unreadable(Exception):
 
 @dataclass
 class Envelope:
-    """An answer opened: the final answer's text (`body`), the reasoning blocks (`thoughts`), and the notes on what
-    was taken off."""
+    """An answer opened: the final answer's text (`body`) and the notes on what was taken off."""
 
     body: str
-    thoughts: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
-def normalise(text: str) -> str:
-    return unicodedata.normalize("NFKC", text)
+def fold_width(text: str) -> str:
+    """Full-width ASCII as ASCII, every space a space; nothing else changed."""
+    return text.translate(WIDTH)
 
 
-def open_envelope(text: str | None, normal: bool = True) -> Envelope:
+def excerpt(text: str, n: int = 40) -> str:
+    """A short quote of text for an error message."""
+    text = " ".join(text.split())
+    return repr(text if len(text) <= n else text[:n] + "…")
+
+
+def open_envelope(text: str | None, fold: bool = True) -> Envelope:
     """The answer opened (see the module's docstring); raises `Unreadable` where no final answer can be read.
-    `normal=False` keeps the text as written (the reasons reader returns the judge's own words)."""
+    `fold=False` keeps the text's width as written (the reasons reader returns the judge's own words)."""
     text = text or ""
     if len(text) > MAX_CHARS:
         raise Unreadable(f"the answer is {len(text):,} characters long, more than the reader reads ({MAX_CHARS:,})")
     notes: list[str] = []
-    body = normalise(text) if normal else text
-    if normal and body != text:
-        notes.append("normalised the text (Unicode NFKC: full-width letters, digits and punctuation)")
-    body, thoughts = _reasoning(body)
-    if thoughts:
-        notes.append("set the reasoning apart")
+    body = fold_width(text) if fold else text
+    if body != text:
+        notes.append("read full-width characters as ASCII")
+    body, reasoned = _reasoning(body)
+    if reasoned:
+        notes.append("set an empty reasoning block apart")
     body, tags = ANSWER_TAG.subn("\n", body)
     body, boxed = BOXED.subn(lambda m: m.group(1) if m.group(1) is not None else m.group(2), body)
     body = SPECIAL.sub("\n", body)
@@ -90,12 +99,13 @@ def open_envelope(text: str | None, normal: bool = True) -> Envelope:
     if struck := STRUCK.search(body):
         raise Unreadable(f"struck-through text ({struck.group(0)!r}): the answer corrects itself")
     if not body.strip():
-        raise Unreadable("no final answer after the reasoning" if thoughts else "empty answer")
-    return Envelope(body, thoughts, notes)
+        raise Unreadable("no final answer after the reasoning" if reasoned else "empty answer")
+    return Envelope(body, notes)
 
 
-def _reasoning(text: str) -> tuple[str, list[str]]:
-    """(the text without its reasoning, the reasoning blocks), or `Unreadable` where the final answer never came."""
+def _reasoning(text: str) -> tuple[str, bool]:
+    """(the text without its reasoning blocks, whether it had any), or `Unreadable` where a block holds text or the
+    final answer never came."""
     thoughts: list[str] = []
     if "<|channel|>" in text:
         channels = CHANNEL.findall(text)
@@ -126,4 +136,7 @@ def _reasoning(text: str) -> tuple[str, list[str]]:
         text = text[close[-1].end():]
     if opened := OPEN_THOUGHT.search(text):
         raise Unreadable(f"the reasoning opened with {opened.group(0)!r} never closed: no final answer")
-    return text, thoughts
+    if said := next((t for t in thoughts if t.strip()), None):
+        raise Unreadable(f"the reasoning block holds text ({excerpt(said)}): what it concludes cannot be shown to "
+                         "agree with the final answer")
+    return text, bool(thoughts)

@@ -1,15 +1,15 @@
-"""Reading explain mode's reasons, apart from the scores, so that a broken reason loses only itself.
+"""Explain mode's reasons: the free-text slot of the scores' explain form, `{"scores": {…}, "reasons": {…}}`.
 
-The reasons are the `reasons` object beside `scores` in explain mode's answer object (after the envelope: the
-reasoning set apart, answer wrappers and fences taken off, NFKC; the scores reader decides whether the answer reads
-at all, and `parse_answer` keeps reasons only where it does). A sentence is returned as
-the judge wrote it (its full-width commas kept) where reading the answer without NFKC finds the same sentence.
-Where the answer object does not load as a whole — an unescaped double quote or a backslash inside one reason, an
-object cut off — its entries are read one by one: each `"key": "sentence"` runs to the quote that the next entry or
-the object's end follows, so a quote inside a sentence stays in it, and an entry that never closes is lost alone.
-A rubric key's non-empty sentence is kept (stripped, in rubric order, keys named in English or Chinese as the scores
-reader names them); a missing, empty or non-text reason is left out; a key given two different sentences (in one
-object, or in two answer objects) is left out. Never raises.
+Every reason is checked against the scores (`slots.explain_reason`) before any score is returned, and the reasons
+are kept only where the scores read (`read_reasons(text, rubric)` is `parse_answer(text, rubric, explain=True)`'s
+reasons). A reason is returned as the judge wrote it (full-width commas kept).
+
+The reasons object is a rubric key (named as the scores' keys are) → a sentence, each key once; an empty or null
+reason is no reason. Where the object is broken — an unescaped double quote or a raw backslash inside a reason —
+its entries are read one by one (`scan`): each `"key": "sentence"` runs to the quote that the next entry or the
+object's end follows, so a quote inside a sentence stays in it; every entry's text is checked, and an entry that
+does not close on its quote is checked and not kept. A reasons object that is cut off fails the read: what it would
+have gone on to say cannot be checked.
 """
 
 from __future__ import annotations
@@ -18,70 +18,73 @@ import json
 import re
 
 from ...rubric import Rubric
-from .core import Conflict, loads, segments
+from .core import Num, Pairs
 from .dimensions import alias
-from .envelope import normalise, open_envelope
+from .envelope import Unreadable, excerpt, fold_width
+from .slots import explain_reason
 
-CONTAINER = re.compile(r"[\"']reasons[\"']\s*:\s*\{")
-# The end of an object whose strings are broken (an unescaped quote): the closing quote of its last entry, then its
-# brace, then what may follow an object's value.
-OBJECT_END = re.compile(r'"\s*}(?=\s*(?:[,}\]]|$))')
-ENTRY = re.compile(r'(?:^|[{,])\s*"([^"\n{}]{1,60})"\s*:\s*"')  # where an entry `"key": "…` starts
-DIFFERENT = object()  # a key given two different sentences
+OBJECT_END = re.compile(r'"\s*}\s*}\s*$')  # the last reason's quote, the reasons object's brace, the answer's
+ENTRY = re.compile(r'(?:^|,)\s*["\']([^"\'\n{}]{1,60})["\']\s*:\s*"')  # where an entry `"key": "…` starts
 
 
-def read_reasons(text: str, rubric: Rubric) -> dict[str, str]:
-    """Rubric key → its reason, read as the module's docstring says; {} where there are none."""
-    try:
-        read = _read(open_envelope(text).body, rubric)
-        if not read or normalise(text or "") == (text or ""):  # nothing NFKC changed: the words are the judge's
-            return read
-        written = _read(open_envelope(text, normal=False).body, rubric)
-        return {k: written[k] if normalise(written.get(k, "")) == v else v for k, v in read.items()}
-    except Exception:  # reasons are an addition: an answer that does not open, or a reader bug, gives none
-        return {}
+Reasons = tuple[dict[str, str], dict[str, str]]  # (the reasons kept, every reason's text, to be checked)
 
 
-def _read(body: str, rubric: Rubric) -> dict[str, str]:
-    given: dict[str, object] = {}
-    for seg in segments(body):
-        for key, sentence in (reasons_of(seg.text, seg.closed) or {}).items():
-            dim = alias(rubric, key)
-            if dim is None or sentence is None:
-                continue
-            given[dim] = sentence if given.get(dim, sentence) == sentence else DIFFERENT
-    return {k: given[k] for k in rubric.keys if isinstance(given.get(k), str) and given[k]}
-
-
-def reasons_of(segment: str, closed: bool) -> dict[str, object] | None:
-    """Key → stripped sentence (DIFFERENT for a key given two, None for a reason that is no text) of a JSON
-    segment's reasons object (its entries read one by one where it does not load); None when it has none."""
-    value = loads(segment, []) if closed else None
+def from_object(value, rubric: Rubric) -> Reasons:
+    """The reasons of a loaded reasons object (None: no reasons), or `Unreadable`."""
     if value is None:
-        return _scanned(segment)
-    found = value.get("reasons") if isinstance(value, dict) else None
-    if not isinstance(found, dict):
-        return None
-    return {k: (DIFFERENT if isinstance(v, Conflict) else v.strip() if isinstance(v, str) else None)
-            for k, v in found.items()}
+        return {}, {}
+    if not isinstance(value, Pairs):
+        raise Unreadable("'reasons' holds no object of reasons: text outside the form")
+    return _entries([(key, sentence, True) for key, sentence in value], rubric)
 
 
-def _scanned(segment: str) -> dict[str, object] | None:
-    """The reasons of an object that does not load, entry by entry (see the module's docstring)."""
-    opening = CONTAINER.search(segment)
-    if opening is None:
-        return None
-    close = OBJECT_END.search(segment, opening.end())
-    region = segment[opening.end(): close.start() + 1 if close else len(segment)]
+def scan(region: str, rubric: Rubric) -> Reasons:
+    """The reasons of a reasons object's text that does not load (`region`: from after its opening brace
+    to the end of the answer), entry by entry; `Unreadable` where it is cut off or holds text outside its entries."""
+    close = OBJECT_END.search(region)
+    if close is None:
+        raise Unreadable("the reasons object is cut off: what it would have gone on to say cannot be checked")
+    region = region[:close.start() + 1]
     entries = list(ENTRY.finditer(region))
-    out: dict[str, object] = {}
+    if not entries or region[:entries[0].start()].strip():
+        raise Unreadable(f"the reasons object holds text outside its entries: {excerpt(region)}")
+    found = []
     for entry, nxt in zip(entries, entries[1:] + [None]):
         raw = region[entry.end(): nxt.start() if nxt else len(region)]
-        ended = re.search(r'"\s*$', raw)  # a whole entry ends with its closing quote (before the next one's comma)
-        sentence = _unescape(raw[:ended.start()]).strip() if ended else None
-        key = entry.group(1)
-        out[key] = sentence if out.get(key, sentence) == sentence else DIFFERENT
-    return out
+        closed = re.search(r'"\s*$', raw)
+        found.append((entry.group(1), _unescape(raw[:closed.start()] if closed else raw), closed is not None))
+    return _entries(found, rubric)
+
+
+def check(reasons: dict[str, str], scores: dict[str, float | None], rubric: Rubric) -> None:
+    """`Unreadable` where a reason gives its answer another reading (`slots.explain_reason`)."""
+    for dim, sentence in reasons.items():
+        explain_reason(fold_width(sentence), dim, scores, rubric)
+
+
+def _entries(found: list[tuple[str, object, bool]], rubric: Rubric) -> Reasons:
+    """(key, sentence, closed) entries as (rubric key → sentence kept, rubric key → every sentence): every key a
+    dimension's, each once, every reason a text (or empty, or null: no reason); an entry that does not close is
+    checked and not kept."""
+    kept: dict[str, str] = {}
+    every: dict[str, str] = {}
+    seen: set[str] = set()
+    for key, sentence, closed in found:
+        dim = alias(rubric, key)
+        if dim is None:
+            raise Unreadable(f"the reasons object's key {key!r} names no rubric dimension")
+        if dim in seen:
+            raise Unreadable(f"the reasons object gives {dim} twice")
+        seen.add(dim)
+        if isinstance(sentence, (Num, bool, int, float, list, Pairs)):
+            raise Unreadable(f"the reason for {dim} is {json.dumps(str(getattr(sentence, 'text', sentence)))}, "
+                             "not a sentence")
+        if isinstance(sentence, str) and sentence.strip():
+            every[dim] = sentence.strip()
+            if closed:
+                kept[dim] = sentence.strip()
+    return {k: kept[k] for k in rubric.keys if k in kept}, every
 
 
 def _unescape(raw: str) -> str:

@@ -29,7 +29,7 @@ from ...models import fit_pixels
 from ...poems import Poem
 from ..backends import Answer, Backend, Question
 from ..reading import VERSIONS, parse_letter
-from ..records import LetterResult
+from ..records import RECOGNIZABILITY, LetterResult
 from ..prompt import LETTERS, build_recognize_messages
 from . import Reading, Task
 
@@ -142,7 +142,7 @@ class Recognize(Task):
         else:
             share = round(sum(answered) / len(answered), 6)
             status = "ok" if all(a.status == "ok" for a in attempts) else "repaired"
-            result = judge.result(item, {"recognizability": share}, share, raw, status, "; ".join(notes) or None)
+            result = judge.result(item, {RECOGNIZABILITY: share}, share, raw, status, "; ".join(notes) or None)
         result.evidence, result.usage = evidence, usage
         result.settings.update(attempts[0].answer.meta)
         return result

@@ -30,11 +30,11 @@ from ...poems import Poem
 from ...rubric import Rubric
 from ..backends import Answer, Backend, Question
 from ..constrained import PairAnswerConstraint
-from ..reading import VERSIONS, parse_pair_answer
+from ..reading import REPAIR, VERSIONS, parse_pair_answer
 from ..prompt import build_pair_messages, pair_answer_schema
 from ..records import STATUSES, WINNERS, PairRecord
 from . import Reading, Task
-from .scores import REPAIR_PROMPT, refuse_unconstrained
+from .scores import refuse_unconstrained
 
 DEFAULT_MAX_NEW_TOKENS = 256
 
@@ -131,7 +131,7 @@ class Pairwise(Task):
         return Reading(parsed if parsed.winner else None, parsed.status, parsed.error)
 
     def repair_prompt(self, question: Question, reading: Reading) -> str:
-        return REPAIR_PROMPT
+        return REPAIR["winner"]
 
     def record(self, judge, item: PairItem, attempts: Sequence) -> PairAnswer:
         """The ordered question's answer: what a server said of it in `extra`; a request that failed keeps its kind

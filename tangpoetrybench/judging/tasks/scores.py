@@ -20,7 +20,7 @@ from ...models import fit_pixels
 from ...rubric import Rubric
 from ..backends import Answer, Backend, Question
 from ..constrained import AnswerConstraint
-from ..reading import VERSIONS, parse_answer
+from ..reading import REPAIR, VERSIONS, parse_answer
 from ..records import ScoresResult
 from ..prompt import answer_schema, build_messages
 from ..readout import Readout, logprob_tokens, read_logprobs
@@ -28,7 +28,6 @@ from . import Reading, Task
 
 DEFAULT_MAX_NEW_TOKENS = 256  # the ten-key answer is about 120 Qwen tokens
 EXPLAIN_MAX_NEW_TOKENS = 1536  # room for ten reasons at their longest (MAX_REASON_CHARS each) after the scores
-REPAIR_PROMPT = "Reply with the JSON object only, in the schema above."
 READOUTS = ("decode", "expected")
 FALLBACK = "readout: {why}, the decoded answer is used"  # an answer's note where the readout fell back to decoding
 
@@ -119,7 +118,7 @@ class RubricScores(Task):
         return Reading(parsed, parsed.status, parsed.error)
 
     def repair_prompt(self, question: Question, reading: Reading) -> str:
-        return REPAIR_PROMPT
+        return REPAIR["explain" if self.explain else "scores"]
 
     def record(self, judge, item, attempts: Sequence) -> Any:
         [attempt] = attempts
