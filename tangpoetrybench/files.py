@@ -201,6 +201,18 @@ def file_mode(private: bool) -> int:
     return 0o600 if private else 0o666 & ~UMASK
 
 
+def private_folder(folder: Path | str) -> Path:
+    """`folder`, made where it is missing with every folder above it that is missing too, each 0700 whatever the
+    umask (`Path.mkdir(parents=True)` makes the folders above with the umask's mode): where a rating campaign's files
+    go. Folders that exist are left as they are."""
+    folder = Path(folder)
+    missing = [p for p in (folder, *folder.parents) if not p.exists()]
+    for path in reversed(missing):
+        path.mkdir(mode=0o700, exist_ok=True)
+        path.chmod(0o700)
+    return folder
+
+
 @contextmanager
 def atomic_file(path: Path | str, mode: str = "w", root: Path | str | None = None, private: bool = False,
                 **kwargs) -> Iterator[IO]:

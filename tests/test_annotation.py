@@ -186,6 +186,23 @@ def test_the_campaigns_files_are_its_owners_alone_and_its_digests_keyed(raw, tmp
     assert stat.S_IMODE(wide.stat().st_mode) == 0o600
 
 
+@pytest.mark.parametrize("umask", [0o000, 0o022])
+def test_every_folder_a_campaign_makes_is_0700_whatever_the_umask(raw, tmp_path, umask):
+    """The folders above the database and the export, made by the same call, are its owner's alone too (they were
+    made with the umask's mode: 0777 or 0755)."""
+    import os
+    import stat
+
+    old = os.umask(umask)
+    try:
+        app, _ = started(raw, tmp_path / "new" / "deeper" / "c.sqlite")
+        write_campaign_files(app.protocol.store, tmp_path / "out" / "export")
+    finally:
+        os.umask(old)
+    for folder in ("new", "new/deeper", "out", "out/export"):
+        assert oct(stat.S_IMODE((tmp_path / folder).stat().st_mode)) == "0o700", folder
+
+
 def test_a_campaign_of_schema_1_is_moved_to_keyed_digests_and_its_links_still_work(tmp_path):
     """A database made before the digests were keyed (schema 1: the plain SHA-256 of each token) is moved to schema
     2 when it is opened: every link still works, and the plain digests are gone from its files."""

@@ -21,7 +21,7 @@ from typing import Sequence
 
 from ..dataset.raw_release import RATING_COLUMNS, Rating, check_ratings, read_release
 from ..errors import DataError, Problem
-from ..files import csv_text, write_csv, write_file
+from ..files import csv_text, private_folder, write_csv, write_file
 from ..rubric import parse_rubric
 from .store import Assignment, Person, Store
 
@@ -74,7 +74,7 @@ def write_campaign_files(store: Store, folder: Path | str) -> list[Path]:
     """This campaign's files alone into `folder` (what the Space's scheduler uploads): ratings.csv and the
     annotations, readable by their owner alone, as the database they come from (the folder made 0700)."""
     folder = Path(folder)
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_folder(folder)
     keys, campaign = store.keys(), store.campaign_id()
     ratings = folder / "ratings.csv"
     annotations = folder / f"annotations-{campaign}.jsonl"

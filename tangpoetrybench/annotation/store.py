@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ..errors import DataError, Problem
-from ..files import atomic_path, file_mode
+from ..files import atomic_path, file_mode, private_folder
 from ..rubric import LANGUAGE_CODE
 
 ROLES = ("expert", "crowd", "admin")
@@ -160,7 +160,7 @@ class Store:
         self.path = Path(path)
         if self.path.is_symlink():
             raise DataError(Problem(str(self.path), "is a symbolic link: give the database file itself"))
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_folder(self.path.parent)
         self._private()
         with self.connect() as db:
             mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
