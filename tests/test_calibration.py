@@ -522,7 +522,8 @@ def test_score_abstain_marks_each_record_and_a_resume_with_other_abstain_is_refu
     out = tmp_path / "test.jsonl"
     score = ["score", "--dataset", str(demo_built), "--evaluator", "pae", "--model", str(tiny_models["qwen3-vl"]),
              "--readout", "expected", "--out", str(out), "--quiet"]
-    assert main([*score, "--calibration", str(plain), "--abstain"]) == 2
+    nowhere = [*score[:6], str(tmp_path / "no-model-is-loaded"), *score[7:]]  # refused before a model loads
+    assert main([*nowhere, "--calibration", str(plain), "--abstain"]) == 2
     assert "--abstain needs a calibration with a selective-judging threshold, and " \
         f"{load_calibration(plain).fingerprint} holds none: make one with tpb calibrate ... --epsilon E" in \
         capsys.readouterr().err
