@@ -8,6 +8,10 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is i
 
 import gradio as gr  # noqa: E402
 
+from tangpoetrybench.models import quiet_expected_noise  # noqa: E402
+
+quiet_expected_noise()  # what the libraries say on every run about their own code, silenced as the command line does
+
 from tangpoetrybench.hub.space import (JUDGES, LEADERBOARD_HEADERS, UPLOADED, Scorer, SpaceConfig, UserError, examples,
                                    launch_options, leaderboard_view, ocr_available, poem_catalogue, read_image,
                                    space_words, summary_line)
