@@ -15,8 +15,8 @@ from scipy import stats
 from tangpoetrybench.errors import DataError
 from tangpoetrybench.judging.abstention import Abstention, SelectiveOptions
 from tangpoetrybench.judging.calibrated import FORMAT, FORMAT_2, Calibration, Target, load_calibration
-from tangpoetrybench.stats.selective import (GRID, Uncertifiable, abstention_sentence, fit_abstention, hb_p_value,
-                                             kept_error, poem_losses)
+from tangpoetrybench.stats.selective import (GRID, METHOD, Uncertifiable, abstention_sentence, fit_abstention,
+                                             hb_p_value, kept_error, poem_losses)
 
 EPSILON, DELTA = 0.08, 0.1
 SPLITS = 60
@@ -212,7 +212,7 @@ def calibration(**changes) -> Calibration:
 
 
 def abstention(**changes) -> Abstention:
-    made = Abstention(target="mae", epsilon=0.1, delta=0.1, max_spread=0.04, method="m", grid=list(GRID),
+    made = Abstention(target="mae", epsilon=0.1, delta=0.1, max_spread=0.04, method=METHOD, grid=list(GRID),
                       p_value=0.001, risk=0.03, n_poems=40, kept=0.7, smallest_epsilon=0.07)
     return dataclasses.replace(made, **changes)
 
@@ -245,6 +245,13 @@ def test_a_calibrations_new_fields_are_checked_each_named(tmp_path):
              ({"abstention": {**data["abstention"], "max_spread": 0.05}}, "abstention.max_spread: 0.05 is not one of"),
              ({"abstention": {**data["abstention"], "p_value": 0.5}},
               r"abstention.p_value: 0.5 is above δ / 14 = 0.00714286: the threshold is not certified"),
+             ({"abstention": {**data["abstention"], "grid": [0.04, None]}},  # a grid of its own: another level
+              r"abstention.grid: not the grid tpb calibrate tries, \[0.01, 0.014142, (.|\n)*null\]: \[0.04, None\]"),
+             ({"abstention": {**data["abstention"], "method": "mine, trust me"}},
+              r'abstention.method: not "learn-then-test: Hoeffding-Bentkus p-values over poems, Bonferroni over the '
+              r'grid": .mine, trust me.'),
+             ({"abstention": {**data["abstention"], "smallest_epsilon": 0.9}},
+              r"abstention.smallest_epsilon: 0.9 is above ε = 0.1, which the threshold is certified for"),
              ({"abstention": {k: v for k, v in data["abstention"].items() if k != "n_poems"}},
               "abstention.n_poems: missing \\(it must be a whole number of at least 1\\)"),
              ({"human_quality": [[0.6, 0.5], [0.2, 0.5]]}, "human_quality: values must rise"),

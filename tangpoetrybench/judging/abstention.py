@@ -13,6 +13,11 @@ import numpy as np
 ABSTAIN_TARGETS = ("mae", "pairwise")  # the error a threshold bounds: of quality scores, or of pairwise orders
 DEFAULT_DELTA = 0.1
 SPREAD_SLACK = 1e-9  # float slack where a spread is compared with the threshold
+GRID: tuple[float | None, ...] = (*(round(0.01 * 2 ** (k / 2), 6) for k in range(13)), None)
+"""The thresholds on the spread that `stats.selective` tries, fixed before any data are seen (None: every score);
+a calibration file holds them, and one holding others is refused (its Bonferroni level would be another)."""
+METHOD = "learn-then-test: Hoeffding-Bentkus p-values over poems, Bonferroni over the grid"
+EPSILON_STEP = 1e-3  # the smallest ε certified is found to a thousandth
 ABSTAIN_SETTING = "abstain"
 """The setting (true) of results scored with `tpb score --calibration FILE --abstain`: each record with a quality says
 in its `calibrated` block whether the judge abstained on it (`records.EvalResult`), and a resume with or without

@@ -31,11 +31,9 @@ from scipy import special, stats
 
 from .agreement import (DEFAULT_MARGIN, bootstrap_draws, human_pairs, pair_credit, percentile_interval,
                         pointwise_choices)
-from ..judging.abstention import Abstention, SelectiveOptions, keeps
+from ..judging.abstention import EPSILON_STEP, GRID, METHOD, Abstention, SelectiveOptions, keeps
 from ..numeric import counted, fmt, fmt_ci
 
-GRID: tuple[float | None, ...] = (*(round(0.01 * 2 ** (k / 2), 6) for k in range(13)), None)
-METHOD = "learn-then-test: Hoeffding-Bentkus p-values over poems, Bonferroni over the grid"
 TARGET_WORDS = {"mae": "the mean |human − score| of the kept quality scores",
                 "pairwise": "the share of wrong orders among pairs of kept images"}
 BISECTIONS = 60
@@ -117,8 +115,9 @@ def smallest_epsilon(losses: Sequence[np.ndarray], level: float) -> float | None
         best = high if best is None else min(best, high)
     if best is None:
         return None
-    k = math.floor(best * 1000)
-    return next((e for e in (k / 1000, (k + 1) / 1000) if 0 < e < 1 and min(p_values(losses, e)) <= level), None)
+    scale = round(1 / EPSILON_STEP)
+    k = math.floor(best * scale)
+    return next((e for e in (k / scale, (k + 1) / scale) if 0 < e < 1 and min(p_values(losses, e)) <= level), None)
 
 
 def fit_abstention(pred: np.ndarray, human: np.ndarray, spread: np.ndarray, poem_of: np.ndarray,
