@@ -196,11 +196,29 @@ def off_the_map(package: Path, architecture: str) -> list[str]:
     return missing
 
 
+def not_modules(package: Path, architecture: str) -> list[str]:
+    """Each `name.py` the table of docs/architecture.md names in a folder's row that is no module there (a module
+    removed, or renamed, while the map still names it)."""
+    found = []
+    for line in architecture.splitlines():
+        cells = line.split("|")
+        if not (line.startswith("| ") and len(cells) > 3):
+            continue
+        row = cells[1].strip().strip("`")
+        folders = ([package / "cli", package] if row == "top" else [package] if row == "core (top level)"
+                   else [package / row.rstrip("/")])
+        for name in re.findall(r"`([a-z_0-9]+\.py)`", cells[2]):
+            if not any((folder / name).is_file() for folder in folders):
+                found.append(f"{row}: {name}")
+    return found
+
+
 def test_every_module_is_named_in_its_rooms_docstring_and_on_the_map():
     from tangpoetrybench.cli import COMMANDS
 
     assert unnamed_in_docstrings(PACKAGE) == []
     assert off_the_map(PACKAGE, ARCHITECTURE.read_text(encoding="utf-8")) == []
+    assert not_modules(PACKAGE, ARCHITECTURE.read_text(encoding="utf-8")) == []
     commands = {p.stem for p in (PACKAGE / "cli").glob("*.py")} - {"__init__", "__main__", "base"}
     assert commands == {c.replace("-", "_") for c in COMMANDS}  # a command module is named by its command
 
@@ -211,6 +229,8 @@ def test_a_module_missing_from_the_maps_is_found(tmp_path):
     (root / "stats" / "orphan.py").write_text('"""Nobody names me."""\n', encoding="utf-8")
     assert unnamed_in_docstrings(root) == ["stats/orphan.py"]
     assert off_the_map(root, ARCHITECTURE.read_text(encoding="utf-8")) == ["stats/orphan.py"]
+    (root / "stats" / "scales.py").unlink()
+    assert not_modules(root, ARCHITECTURE.read_text(encoding="utf-8")) == ["stats/: scales.py"]
 
 
 # --- inside judging/: layers whose imports run one way -------------------------------------------------------------
