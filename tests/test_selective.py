@@ -245,11 +245,6 @@ def test_a_calibrations_new_fields_are_checked_each_named(tmp_path):
              ({"abstention": {**data["abstention"], "max_spread": 0.05}}, "abstention.max_spread: 0.05 is not one of"),
              ({"abstention": {**data["abstention"], "p_value": 0.5}},
               r"abstention.p_value: 0.5 is above δ / 14 = 0.00714286: the threshold is not certified"),
-             ({"abstention": {**data["abstention"], "grid": [0.04, None]}},  # a grid of its own: another level
-              r"abstention.grid: not the grid tpb calibrate tries, \[0.01, 0.014142, (.|\n)*null\]: \[0.04, None\]"),
-             ({"abstention": {**data["abstention"], "method": "mine, trust me"}},
-              r'abstention.method: not "learn-then-test: Hoeffding-Bentkus p-values over poems, Bonferroni over the '
-              r'grid": .mine, trust me.'),
              ({"abstention": {**data["abstention"], "smallest_epsilon": 0.9}},
               r"abstention.smallest_epsilon: 0.9 is above ε = 0.1, which the threshold is certified for"),
              ({"abstention": {k: v for k, v in data["abstention"].items() if k != "n_poems"}},

@@ -14,8 +14,8 @@ ABSTAIN_TARGETS = ("mae", "pairwise")  # the error a threshold bounds: of qualit
 DEFAULT_DELTA = 0.1
 SPREAD_SLACK = 1e-9  # float slack where a spread is compared with the threshold
 GRID: tuple[float | None, ...] = (*(round(0.01 * 2 ** (k / 2), 6) for k in range(13)), None)
-"""The thresholds on the spread that `stats.selective` tries, fixed before any data are seen (None: every score);
-a calibration file holds them, and one holding others is refused (its Bonferroni level would be another)."""
+"""The thresholds on the spread that `stats.selective` tries, fixed before any data are seen (None: every score),
+written into the calibration file with the method."""
 METHOD = "learn-then-test: Hoeffding-Bentkus p-values over poems, Bonferroni over the grid"
 EPSILON_STEP = 1e-3  # the smallest ε certified is found to a thousandth
 ABSTAIN_SETTING = "abstain"
