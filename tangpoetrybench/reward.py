@@ -82,6 +82,17 @@ class Scalar:
     gates: Mapping[str, float] = field(default_factory=dict)
     missing: float = 0.0
 
+    def __post_init__(self) -> None:
+        """Weights are finite and at least 0, some above 0: a weighted mean of scores on [0, 1] then stays on [0, 1]
+        (a negative weight would take it outside, where the reward's documented scale no longer holds)."""
+        weights = self.weights or {}
+        bad = {k: w for k, w in weights.items()
+               if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0}
+        if bad or (weights and not any(w > 0 for w in weights.values())):
+            shown = ", ".join(f"{k!r}: {w!r}" for k, w in (bad or weights).items())
+            raise ValueError(f"Scalar weights: {shown}: each weight must be a finite number of at least 0, and some "
+                             "above 0, so that the reward stays a weighted mean on [0, 1]")
+
     def check(self, rubric: Rubric) -> None:
         """Refuse weights or gates that name no dimension of `rubric`: a misspelt key would otherwise weigh nothing
         and gate nothing, and every image would get the same reward."""

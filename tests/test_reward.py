@@ -34,6 +34,9 @@ def test_the_scalar_choices():
         (0.25 * 0.4 + 1.0) / 1.25)
     assert Scalar(gates={"text_integrity": 0.5}, missing=-1.0)(r) == -1.0  # below the floor: no reward
     assert Scalar(gates={"scene_consistency": 0.5})(r) == 0.5333  # a dimension that does not apply passes
+    for weights in ({"core_imagery": -1, "safety": 1.01}, {"safety": 0}, {"safety": float("nan")}):
+        with pytest.raises(ValueError, match="each weight must be a finite number of at least 0, and some above 0"):
+            Scalar(weights=weights)  # a weighted mean outside [0, 1]: the reward's scale would not hold
     assert Scalar(missing=-2.0)(result({}, None)) == -2.0
     with pytest.raises(ValueError, match="confidences"):
         Scalar(confidence_weighted=True)(result({"safety": 1.0}, 1.0))
