@@ -209,13 +209,14 @@ def test_text_that_undoes_or_doubts_the_answer_is_refused():
     assert not read, read[:3]
 
 
-# --- their costs: plain answers refused (xfail: a cost, not a defect; an xpass now reads, rightly) ----------------
+# --- their costs: plain answers a careful person reads, which the grammar may refuse (the repair round asks again;
+# benchmarks/reader_corpora.py counts them) but never reads as another value ----------------------------------------
 
 COSTS = [r for r in ROWS if r["kind"] == "cost"]
 
 
-@pytest.mark.xfail(strict=False, reason="cost: a plain answer refused (the repair round asks again)")
 @pytest.mark.parametrize("row", COSTS, ids=[r["case"] for r in COSTS])
-def test_cost(row):
+def test_a_cost_is_refused_or_read_as_intended(row):
     found, _, error = read(row)
-    assert found == (pytest.approx(row["intended"]) if row["task"] in ("scores", "explain") else row["intended"]), error
+    intended = pytest.approx(row["intended"]) if row["task"] in ("scores", "explain") else row["intended"]
+    assert found is None or found == intended, error
