@@ -283,6 +283,11 @@ def fresh_venv(folder: Path) -> Path:
     return folder / "bin" / "python"
 
 
+def fresh_env(**settings: str) -> dict[str, str]:
+    """This environment without PYTHONPATH (which would let a fresh venv import this checkout), with `settings`."""
+    return {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **settings}
+
+
 def pip(python: Path, *args: str, cwd: Path | None = None) -> None:
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args], check=True,
                    cwd=cwd)
@@ -307,7 +312,7 @@ def test_the_metric_in_a_fresh_venv(hub, tmp_path):
         "    assert 'pip install tangpoetrybench' in str(exc), exc\n"
         "print('doctests', result.attempted)\n")
     done = subprocess.run([str(python), "-c", script], cwd=hub / "metric", capture_output=True, text=True,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
+                          env=fresh_env(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf")))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
 
 
@@ -317,7 +322,7 @@ def test_the_space_in_a_fresh_venv(hub, tiny_models, tmp_path):
     python = fresh_venv(tmp_path / "venv")
     pip(python, "-r", "requirements.txt", cwd=hub / "space")  # as a Space installs it: from its own folder
     port = 7861
-    env = {**os.environ, "PAE_MODEL": str(tiny_models["qwen3-vl"]), "CLIP_MODEL": str(tiny_models["clip"]),
+    env = {**fresh_env(), "PAE_MODEL": str(tiny_models["qwen3-vl"]), "CLIP_MODEL": str(tiny_models["clip"]),
            "BLIP_MODEL": str(tiny_models["blip"]), "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
            "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
     server = subprocess.Popen([str(python), "app.py"], cwd=hub / "space", env=env, stdout=subprocess.PIPE,
