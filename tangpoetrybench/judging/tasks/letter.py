@@ -63,7 +63,7 @@ class Recognize(Task):
 
     def __init__(self, candidates: str | Path | Mapping[str, Sequence[Poem]] | None, orders: str = "rotations"):
         if candidates is None:
-            raise ValueError("the recognize evaluator needs --candidates FILE (make one with `tpb distractors POEMS "
+            raise ValueError("the letter task needs --candidates FILE (make one with `tpb distractors POEMS "
                              "--out FILE`)")
         self.source = str(candidates) if isinstance(candidates, (str, Path)) else "in memory"
         self.candidates = read_candidates(candidates) if isinstance(candidates, (str, Path)) else dict(candidates)
