@@ -21,6 +21,27 @@ from urllib.parse import urlparse
 FAULTS = ("429", "503", "drop", "slow", "redirect", "huge", "trickle", "error200")
 
 
+class LoopbackServer:
+    """A test's own HTTP server on 127.0.0.1 at a free port, each request answered in a thread of its own by the
+    class `handler()` returns; `with` starts it and shuts it down. `url` is its address, `path` after it."""
+
+    path = ""
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        raise NotImplementedError
+
+    def __enter__(self):
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}{self.path}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class FaultProxy:
     """`with FaultProxy(upstream, faults=["429", "drop"]) as proxy:` then send requests to `proxy.url`.
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import POEMS, load, rating, write_release
+from fault_proxy import FaultProxy, LoopbackServer
 from tangpoetrybench.annotation.assignment import Plan, next_image, read_priority, shown_order
 from tangpoetrybench.annotation.campaign import load_campaign
 from tangpoetrybench.annotation.export import export_release, write_campaign_files
@@ -671,7 +672,7 @@ def test_the_space_builds_from_its_environment(raw, tmp_path):
     assert len(store.people()) == 1
 
 
-class FakeHub:
+class FakeHub(LoopbackServer):
     """A loopback stand-in for the two Hub endpoints that creating a repo touches, for huggingface_hub's own `HfApi`
     pointed at it: it records each repo-creation request's JSON and answers as the Hub does (409 with the repo's URL
     for a repo that exists), and tells `repo_info` whether the repo is private. Anything else (the scheduler's first
@@ -680,10 +681,8 @@ class FakeHub:
     def __init__(self, exists: bool, private: bool):
         self.exists, self.private, self.created, self.asked = exists, private, [], []
 
-    def __enter__(self) -> "FakeHub":
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        from fault_proxy import FaultProxy
+    def handler(self):
+        from http.server import BaseHTTPRequestHandler
 
         hub = self
 
@@ -710,14 +709,7 @@ class FakeHub:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        return Handler
 
 
 def stopped(scheduler) -> None:

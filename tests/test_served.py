@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fault_proxy import FaultProxy
+from fault_proxy import FaultProxy, LoopbackServer
 from tangpoetrybench.cli import main
 from tangpoetrybench.files import is_internal_url
 from tangpoetrybench.judging.backends.served import (ServedBackend, is_hf_host, json_format, redact,
@@ -567,16 +567,17 @@ def test_a_model_the_server_does_not_serve_stops_the_run_naming_its_models(serve
     assert code == 2 and f"error: the server at {server['url']}/v1 does not know model 'no-such-model'" in err
 
 
-class HostileServer:
+class HostileServer(LoopbackServer):
     """A loopback OpenAI-compatible server of the test's own (stdlib `http.server`): `chat(body) -> (status, headers,
     body)` answers each chat completion; GET /v1/models lists `models`. `requests` logs each path asked."""
+
+    path = "/v1"
 
     def __init__(self, chat, models: list[str] = ()):
         self.chat, self.models, self.requests = chat, list(models), []
 
-    def __enter__(self) -> "HostileServer":
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-        import threading
+    def handler(self):
+        from http.server import BaseHTTPRequestHandler
 
         server = self
 
@@ -607,15 +608,7 @@ class HostileServer:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        return Handler
 
 
 def completion(content: str = "{}", model: str = "pae") -> tuple[int, dict, bytes]:
