@@ -328,9 +328,10 @@ class KeptOnly:
         gone = {i for i in compared if abstained(s.records[i])}
         per_generator: dict[str, tuple[int, int, int]] = {}
         for image_id in compared:
-            n, out, kept = per_generator.get(image_id.split("/", 1)[0], (0, 0, 0))
+            generator = image_id.split("/", 1)[0]
+            n, out, kept = per_generator.get(generator, (0, 0, 0))
             held = image_id not in gone and s.records[image_id].get("quality") is not None
-            per_generator[image_id.split("/", 1)[0]] = (n + 1, out + (image_id in gone), kept + held)
+            per_generator[generator] = (n + 1, out + (image_id in gone), kept + held)
         found, fitted = None, calibration.dataset
         if fitted.get("fingerprint") and fitted["fingerprint"] == dataset_fingerprint(dataset):
             poems = set(calibration.poems)
